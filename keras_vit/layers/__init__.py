@@ -1,0 +1,21 @@
+"""keras_vit layers: every one registered for `.keras` serialization."""
+
+from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.patch_encoder import PatchEncoder
+from keras_vit.layers.patches import Patches
+from keras_vit.layers.pooling import TokenPooling
+from keras_vit.layers.position_embedding import (
+    resample_position_embedding,
+    sincos_2d_position_embedding,
+)
+from keras_vit.layers.transformer_block import TransformerBlock
+
+__all__ = [
+    "DropPath",
+    "PatchEncoder",
+    "Patches",
+    "TokenPooling",
+    "TransformerBlock",
+    "resample_position_embedding",
+    "sincos_2d_position_embedding",
+]

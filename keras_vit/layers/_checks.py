@@ -1,0 +1,74 @@
+"""Argument and shape checks shared by the layers and builders."""
+
+
+def to_pair(value, name):
+    """Returns `(a, b)` from an int or a sequence of two ints."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an int or a pair of ints. Received: {name}={value!r}")
+    if isinstance(value, int):
+        return (value, value)
+    try:
+        pair = tuple(value)
+    except TypeError:
+        raise ValueError(
+            f"{name} must be an int or a pair of ints. Received: {name}={value!r}"
+        ) from None
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise ValueError(f"{name} must be an int or a pair of ints. Received: {name}={value!r}")
+    return pair
+
+
+def check_positive_int_pair(value, name):
+    pair = to_pair(value, name)
+    if min(pair) <= 0:
+        raise ValueError(f"{name} must be positive. Received: {name}={value!r}")
+    return pair
+
+
+def check_positive_int(value, name, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+    return value
+
+
+def check_rate(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+def check_image_shape(shape, patch_size, name, channels=None, image_size=None):
+    """Checks a (B, H, W, C) shape against a patch size (and expected sizes).
+
+    Returns the shape as a tuple. Unknown (None) dimensions are not checked.
+    """
+    shape = tuple(shape)
+    if len(shape) != 4:
+        raise ValueError(
+            f"Layer '{name}' expects images of rank 4 (batch, height, width, channels). "
+            f"Received: input shape={shape}"
+        )
+    _, height, width, chans = shape
+    if image_size is not None:
+        for got, want, what in ((height, image_size[0], "height"), (width, image_size[1], "width")):
+            if got is not None and got != want:
+                raise ValueError(
+                    f"Layer '{name}' was built for images of size {tuple(image_size)} "
+                    f"(height, width) but received an image {what} of {got}. "
+                    f"Received: input shape={shape}"
+                )
+    if channels is not None and chans is not None and chans != channels:
+        raise ValueError(
+            f"Layer '{name}' expects images with {channels} channels. "
+            f"Received: {chans} channels, input shape={shape}"
+        )
+    ph, pw = patch_size
+    for got, p, what in ((height, ph, "height"), (width, pw, "width")):
+        if got is not None and got % p != 0:
+            raise ValueError(
+                f"Layer '{name}': image {what} must be divisible by the patch size. "
+                f"Received: image {what}={got}, patch_size={tuple(patch_size)}"
+            )
+    return shape

@@ -1,0 +1,58 @@
+"""`TokenPooling`: one vector per image from the encoder's token sequence."""
+
+import keras
+from keras import ops
+
+from keras_vit.layers._checks import check_positive_int
+
+POOLINGS = ("token", "gap")
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class TokenPooling(keras.layers.Layer):
+    """Pools `(B, T, D)` tokens to `(B, D)`.
+
+    Args:
+        pooling: `"token"` takes the first (class) token; `"gap"` averages the
+            patch tokens (those after the `num_prefix_tokens` prefix tokens).
+        num_prefix_tokens: int. Tokens before the patch tokens (1 with a class
+            token, else 0). Defaults to 1.
+
+    Call arguments:
+        inputs: `(B, T, D)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> TokenPooling("gap", num_prefix_tokens=0)(np.ones((2, 4, 8), "float32")).shape
+    (2, 8)
+
+    Reference:
+        Dosovitskiy et al., 2021, Sec. 3.1 and Appendix D.3 (class token vs GAP).
+    """
+
+    def __init__(self, pooling="token", num_prefix_tokens=1, **kwargs):
+        super().__init__(**kwargs)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={pooling!r}")
+        if not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(
+                f"num_prefix_tokens must be a non-negative int. Received: num_prefix_tokens={num_prefix_tokens!r}"
+            )
+        if pooling == "token":
+            check_positive_int(num_prefix_tokens, "num_prefix_tokens")
+        self.pooling = pooling
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def call(self, inputs):
+        if self.pooling == "token":
+            return inputs[:, 0]
+        return ops.mean(inputs[:, self.num_prefix_tokens :], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"pooling": self.pooling, "num_prefix_tokens": self.num_prefix_tokens})
+        return config

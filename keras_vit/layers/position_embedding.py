@@ -1,0 +1,91 @@
+"""Position-embedding helpers: the official grid resampling and 2-D sin-cos tables (NumPy)."""
+
+import math
+
+import numpy as np
+import scipy.ndimage
+
+from keras_vit.layers._checks import check_positive_int_pair
+
+
+def infer_grid(num_tokens, grid_size=None):
+    """Returns the (height, width) grid of `num_tokens` patch tokens.
+
+    With `grid_size=None` the grid must be square (what the official loader assumes).
+    """
+    if grid_size is not None:
+        grid = check_positive_int_pair(grid_size, "grid_size")
+        if grid[0] * grid[1] != num_tokens:
+            raise ValueError(
+                f"grid_size {grid} does not hold {num_tokens} position embeddings. "
+                f"Received: grid_size={grid_size}, number of patch tokens={num_tokens}"
+            )
+        return grid
+    side = math.isqrt(num_tokens)
+    if side * side != num_tokens:
+        raise ValueError(
+            f"Cannot infer a square grid from {num_tokens} patch position embeddings; "
+            f"pass the source grid explicitly. Received: number of patch tokens={num_tokens}"
+        )
+    return (side, side)
+
+
+def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=None):
+    """Resamples a learned position embedding to another patch grid.
+
+    Does exactly what the official `vit_jax` checkpoint loader does: the prefix rows
+    (class token) are split off and kept, the remaining rows are reshaped to their
+    grid and resized with `scipy.ndimage.zoom(..., order=1)`, and the prefix rows are
+    put back. Non-square grids use a zoom factor per axis.
+
+    Args:
+        posemb: array `(1, num_prefix_tokens + gh * gw, D)` (or without the leading 1).
+        new_grid: int or (height, width). Target patch grid.
+        num_prefix_tokens: int. Rows before the grid (1 for a class token, else 0).
+            Defaults to 1.
+        old_grid: optional (height, width) of the source grid; inferred as a square
+            when None.
+
+    Returns:
+        float32 NumPy array `(1, num_prefix_tokens + new_h * new_w, D)`.
+    """
+    posemb = np.asarray(posemb)
+    if posemb.ndim == 2:
+        posemb = posemb[None]
+    if posemb.ndim != 3 or posemb.shape[0] != 1:
+        raise ValueError(
+            "posemb must have shape (1, tokens, hidden_dim). "
+            f"Received: posemb.shape={posemb.shape}"
+        )
+    new_grid = check_positive_int_pair(new_grid, "new_grid")
+    prefix, grid = posemb[:, :num_prefix_tokens], posemb[0, num_prefix_tokens:]
+    old_grid = infer_grid(grid.shape[0], old_grid)
+    if tuple(old_grid) == tuple(new_grid):
+        return posemb.astype("float32")
+    grid = grid.reshape(old_grid[0], old_grid[1], -1)
+    zoom = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
+    grid = scipy.ndimage.zoom(grid, zoom, order=1)
+    if grid.shape[:2] != tuple(new_grid):  # guard against float rounding in zoom
+        raise ValueError(
+            f"Resampling produced a grid of {grid.shape[:2]}, expected {tuple(new_grid)}."
+        )
+    grid = grid.reshape(1, new_grid[0] * new_grid[1], -1)
+    return np.concatenate([prefix, grid], axis=1).astype("float32")
+
+
+def sincos_2d_position_embedding(grid_size, hidden_dim, temperature=10_000.0):
+    """Fixed 2-D sine-cosine position embedding `(1, gh * gw, hidden_dim)` (big_vision layout)."""
+    gh, gw = check_positive_int_pair(grid_size, "grid_size")
+    if hidden_dim % 4 != 0:
+        raise ValueError(
+            "hidden_dim must be divisible by 4 for the sincos2d position embedding. "
+            f"Received: hidden_dim={hidden_dim}"
+        )
+    y, x = np.mgrid[:gh, :gw]
+    quarter = hidden_dim // 4
+    omega = np.arange(quarter, dtype="float64") / max(quarter - 1, 1)
+    omega = 1.0 / (temperature**omega)
+    y = np.einsum("m,d->md", y.reshape(-1).astype("float64"), omega)
+    x = np.einsum("m,d->md", x.reshape(-1).astype("float64"), omega)
+    pe = np.concatenate([np.sin(x), np.cos(x), np.sin(y), np.cos(y)], axis=1)
+    return pe[None].astype("float32")

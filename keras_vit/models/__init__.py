@@ -1,0 +1,13 @@
+from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
+from keras_vit.models.vit import (
+    ViT,
+    ViTB8,
+    ViTB16,
+    ViTB32,
+    ViTH14,
+    ViTL16,
+    ViTL32,
+    ViTS16,
+    ViTS32,
+    ViTTi16,
+)
