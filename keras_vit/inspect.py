@@ -115,7 +115,7 @@ def model_geometry(model):
     pixels too.
     """
     encoder = find_patch_encoder(model)
-    shape = _input_shape(model)
+    shape = model_input_shape(model)
     if shape[1] is None or shape[2] is None:
         raise ValueError(
             "Inspection needs a model with a static input height and width. "
@@ -129,7 +129,7 @@ def model_geometry(model):
     return ModelGeometry(image_size, grid, cell, encoder.num_prefix_tokens)
 
 
-def _input_shape(model):
+def model_input_shape(model):
     shape = model.input_shape
     if isinstance(shape, list):
         if len(shape) != 1:
@@ -148,7 +148,7 @@ def _input_shape(model):
 
 def _check_images(model, images):
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
-    shape = _input_shape(model)
+    shape = model_input_shape(model)
     if images.ndim == 3:
         images = images[None]
     if images.ndim != 4 or any(
