@@ -1,0 +1,556 @@
+"""SavedModel export for TensorFlow Serving, from a model trained on any backend.
+
+`export_saved_model` writes a SavedModel with three serving signatures:
+
+- `serving_default`: float32 images `(B, H, W, C)` already in the model's input
+  range [-1, 1] (see `keras_vit.preprocess_input`);
+- `serve_uint8`: uint8 images `(B, H, W, C)` with values 0..255, scaled
+  `x / 127.5 - 1` inside the graph;
+- `serve_bytes`: a batch of encoded images `(B,)` (JPEG, PNG, GIF or BMP, the
+  bytes REST clients send as base64), decoded with `tf.io.decode_image`
+  (`expand_animations=False`, the model's number of channels), resized to the
+  model's image size with `tf.image.resize(method="bilinear", antialias=False)`
+  and scaled `x / 127.5 - 1`, all inside the graph.
+
+Every signature returns `logits` and `probabilities` (plus `top_k_indices`,
+`top_k_probabilities` and, with class names, `top_k_classes`).
+
+This module is TensorFlow by nature: TensorFlow is imported only inside the
+functions that need it. The graph is always built by the TensorFlow backend of
+Keras: under the TensorFlow backend in this process; under JAX or PyTorch the
+model is saved to a temporary `.keras` file (weights load identically on every
+backend) and exported by a child process running with `KERAS_BACKEND=tensorflow`.
+The result is a plain TensorFlow graph (no `XlaCallModule` pinned to the
+exporting platform, as a `jax2tf` export would have), loadable by TF Serving on
+CPU or GPU and by any process that imports only TensorFlow.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import keras
+
+logger = logging.getLogger(__name__)
+
+SIGNATURES = ("serving_default", "serve_uint8", "serve_bytes")
+RESIZE_METHOD = "bilinear"
+METHODS = ("auto", "subprocess")
+# Channel counts `tf.io.decode_image` can produce.
+_DECODE_CHANNELS = (1, 3, 4)
+_HEAD_ACTIVATIONS = ("linear", "softmax", "sigmoid")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """What `export_saved_model` wrote and how.
+
+    Attributes:
+        path: str. The SavedModel folder (`EXPORT_DIR/VERSION` with a version).
+        method: str. `"in_process"` (traced by the TensorFlow backend in this
+            process) or `"subprocess"` (a child process with
+            `KERAS_BACKEND=tensorflow` loaded a `.keras` file and traced it).
+        backend: str. The Keras backend of the calling process.
+        signatures: tuple of str. The signature names in the SavedModel.
+        outputs: tuple of str. The output names of every signature.
+    """
+
+    path: str
+    method: str
+    backend: str
+    signatures: tuple
+    outputs: tuple
+
+    def describe(self):
+        how = (
+            "traced in this process by the TensorFlow backend"
+            if self.method == "in_process"
+            else f"model saved as .keras under the {self.backend} backend, "
+            "traced by a subprocess with KERAS_BACKEND=tensorflow"
+        )
+        return (
+            f"Exported SavedModel to {self.path} ({how}). "
+            f"Signatures: {', '.join(self.signatures)}. Outputs: {', '.join(self.outputs)}."
+        )
+
+
+def _import_tensorflow():
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise ImportError(
+            "keras_vit.export writes TensorFlow SavedModels and needs TensorFlow, "
+            "whatever Keras backend the model was trained on. "
+            "Install it with `pip install tensorflow`."
+        ) from error
+    return tf
+
+
+def _target_dir(export_dir, version):
+    export_dir = os.fspath(export_dir)
+    if version is None:
+        return os.path.abspath(export_dir)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(
+            "version must be a non-negative int (TF Serving loads numbered folders "
+            f"MODEL_DIR/VERSION). Received: version={version!r}"
+        )
+    return os.path.abspath(os.path.join(export_dir, str(version)))
+
+
+def _is_saved_model(path):
+    return any(
+        os.path.isfile(os.path.join(path, name))
+        for name in ("saved_model.pb", "saved_model.pbtxt")
+    )
+
+
+def _check_target(target, overwrite):
+    """Refuses a non-empty target without `overwrite`, and never deletes a non-SavedModel."""
+    if not os.path.lexists(target):
+        return
+    if not os.path.isdir(target):
+        raise FileExistsError(f"Export target {target!r} exists and is not a folder.")
+    if not os.listdir(target):
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"Export folder {target!r} is not empty. Pass overwrite=True "
+            "(`--overwrite` on the command line) to replace it, or export to another "
+            "version."
+        )
+    if not _is_saved_model(target):
+        raise FileExistsError(
+            f"Export folder {target!r} is not empty and holds no saved_model.pb; "
+            "refusing to delete it even with overwrite=True."
+        )
+
+
+def _check_class_names(class_names):
+    if class_names is None:
+        return None
+    if isinstance(class_names, (str, bytes)):
+        raise ValueError(
+            "class_names must be a sequence of strings, one per class. "
+            f"Received: class_names={class_names!r}"
+        )
+    names = list(class_names)
+    if not names or not all(isinstance(name, str) for name in names):
+        raise ValueError(
+            "class_names must be a non-empty sequence of strings, one per class. "
+            f"Received: class_names={class_names!r}"
+        )
+    return names
+
+
+def _activation_name(layer):
+    activation = getattr(layer, "activation", None)
+    if activation is None:
+        return "linear"
+    return getattr(activation, "__name__", repr(activation))
+
+
+def serving_spec(model, class_names=None, top_k=None):
+    """Checks that `model` can be exported and describes its serving interface.
+
+    Args:
+        model: a `keras.Model` with one `(B, H, W, C)` image input of known size
+            and a classifier layer named `"head"` (as built with
+            `include_top=True`).
+        class_names: optional sequence of str, one per class.
+        top_k: optional int in [1, num_classes]. Defaults to `min(5, num_classes)`
+            when `class_names` is given, else no top-k outputs.
+
+    Returns:
+        dict with `image_size` (H, W), `num_channels`, `num_classes`,
+        `activation` (of the head: `"linear"`, `"softmax"` or `"sigmoid"`),
+        `top_k`, `class_names`, `signatures` and `outputs`.
+
+    Raises:
+        ValueError: if the model or arguments cannot be exported.
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"model must be a keras.Model. Received: {type(model).__name__}")
+    if len(model.inputs) != 1:
+        raise ValueError(
+            f"export_saved_model expects a model with one image input. "
+            f"Received: {len(model.inputs)} inputs"
+        )
+    shape = tuple(model.inputs[0].shape)
+    if len(shape) != 4:
+        raise ValueError(
+            "export_saved_model expects a (batch, height, width, channels) image input. "
+            f"Received: input shape {shape}"
+        )
+    height, width, channels = shape[1:]
+    if height is None or width is None or channels is None:
+        raise ValueError(
+            "export_saved_model needs a model with a fixed image size and channel count "
+            "(the serve_bytes signature resizes to it). Build the model with "
+            f"image_size=(H, W). Received: input shape {shape}"
+        )
+    try:
+        head = model.get_layer("head")
+    except ValueError:
+        raise ValueError(
+            "export_saved_model exports classifiers: it needs a layer named 'head' "
+            "(a model built with include_top=True). For a feature extractor use "
+            "keras' model.export(). Received: a model without a 'head' layer"
+        ) from None
+    output_shape = tuple(model.outputs[0].shape) if len(model.outputs) == 1 else None
+    if output_shape is None or len(output_shape) != 2 or output_shape[-1] is None:
+        raise ValueError(
+            "export_saved_model expects one (batch, num_classes) output. Received: "
+            f"output shapes {[tuple(o.shape) for o in model.outputs]}"
+        )
+    num_classes = output_shape[-1]
+    activation = _activation_name(head)
+    if activation not in _HEAD_ACTIVATIONS:
+        raise ValueError(
+            f"The head's classifier_activation must be one of {_HEAD_ACTIVATIONS} "
+            f"(or None). Received: classifier_activation={activation!r}"
+        )
+    class_names = _check_class_names(class_names)
+    if class_names is not None and len(class_names) != num_classes:
+        raise ValueError(
+            "class_names must have one name per class. "
+            f"Received: {len(class_names)} names for num_classes={num_classes}"
+        )
+    if top_k is None and class_names is not None:
+        top_k = min(5, num_classes)
+    if top_k is not None and (
+        isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= num_classes
+    ):
+        raise ValueError(
+            f"top_k must be an int in [1, num_classes={num_classes}]. Received: top_k={top_k!r}"
+        )
+    outputs = ["logits", "probabilities"]
+    if top_k is not None:
+        outputs += ["top_k_indices", "top_k_probabilities"]
+    if class_names is not None:
+        outputs.append("top_k_classes")
+    signatures = list(SIGNATURES)
+    if channels not in _DECODE_CHANNELS:
+        signatures.remove("serve_bytes")
+    return dict(
+        image_size=(height, width),
+        num_channels=channels,
+        num_classes=num_classes,
+        activation=activation,
+        top_k=top_k,
+        class_names=class_names,
+        signatures=tuple(signatures),
+        outputs=tuple(outputs),
+    )
+
+
+def _write_archive(model, target, spec):
+    """Builds the ExportArchive (TensorFlow backend) and writes it to `target`."""
+    tf = _import_tensorflow()
+    from keras_vit.preprocessing import preprocess_input
+
+    height, width = spec["image_size"]
+    channels = spec["num_channels"]
+    head = model.get_layer("head")
+    if spec["activation"] == "linear":
+        features_model = None
+    else:
+        # Logits are the head's pre-activation: run the model up to the head,
+        # then the head's own matmul + bias (the ops Dense uses).
+        features_model = keras.Model(model.inputs[0], head.input, name="features")
+    class_table = None if spec["class_names"] is None else tf.constant(spec["class_names"])
+
+    def heads(images):
+        if features_model is None:
+            logits = tf.cast(model(images, training=False), tf.float32)
+            probabilities = tf.nn.softmax(logits, axis=-1)
+        else:
+            features = features_model(images, training=False)
+            logits = keras.ops.add(keras.ops.matmul(features, head.kernel), head.bias)
+            probabilities = tf.cast(head.activation(logits), tf.float32)
+            logits = tf.cast(logits, tf.float32)
+        outputs = {"logits": logits, "probabilities": probabilities}
+        if spec["top_k"] is not None:
+            values, indices = tf.math.top_k(probabilities, k=spec["top_k"])
+            outputs["top_k_indices"] = indices
+            outputs["top_k_probabilities"] = values
+            if class_table is not None:
+                outputs["top_k_classes"] = tf.gather(class_table, indices)
+        return outputs
+
+    def serving_default(images):
+        return heads(images)
+
+    def serve_uint8(images):
+        return heads(preprocess_input(images))
+
+    def decode(image_bytes):
+        image = tf.io.decode_image(
+            image_bytes, channels=channels, dtype=tf.uint8, expand_animations=False
+        )
+        image = tf.image.resize(image, (height, width), method=RESIZE_METHOD, antialias=False)
+        return tf.ensure_shape(image, (height, width, channels))
+
+    def serve_bytes(image_bytes):
+        images = tf.map_fn(
+            decode,
+            image_bytes,
+            fn_output_signature=tf.TensorSpec((height, width, channels), tf.float32),
+        )
+        return heads(preprocess_input(images))
+
+    image_shape = (None, height, width, channels)
+    endpoints = {
+        "serving_default": (serving_default, tf.TensorSpec(image_shape, tf.float32)),
+        "serve_uint8": (serve_uint8, tf.TensorSpec(image_shape, tf.uint8)),
+        "serve_bytes": (serve_bytes, tf.TensorSpec((None,), tf.string)),
+    }
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name in spec["signatures"]:
+        fn, input_spec = endpoints[name]
+        archive.add_endpoint(name, fn, input_signature=[input_spec])
+
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    # Write next to the target, then move it in place: no half-written version
+    # folder is ever visible to a TF Serving instance watching MODEL_DIR.
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    try:
+        written = os.path.join(staging, "saved_model")
+        archive.write_out(written, verbose=False)
+        if os.path.isdir(target):
+            shutil.rmtree(target)  # empty, or a SavedModel with overwrite=True
+        os.replace(written, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _load(path):
+    _import_registered_layers()
+    return keras.saving.load_model(os.fspath(path), compile=False)
+
+
+def _import_registered_layers():
+    """Imports the modules that register keras_vit layers, so `.keras` files load."""
+    import importlib
+
+    import keras_vit  # noqa: F401  (registers the layers)
+
+    try:
+        importlib.import_module("keras_vit.models.hybrid")
+    except ModuleNotFoundError as error:
+        if error.name != "keras_vit.models.hybrid":
+            raise
+
+
+def _package_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _export_in_subprocess(model, target, *, overwrite, class_names, top_k):
+    with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as tmp:
+        if isinstance(model, keras.Model):
+            model_path = os.path.join(tmp, "model.keras")
+            model.save(model_path)
+        else:
+            model_path = os.path.abspath(os.fspath(model))
+        request = dict(
+            model_path=model_path,
+            target=target,
+            overwrite=overwrite,
+            class_names=class_names,
+            top_k=top_k,
+            result_path=os.path.join(tmp, "result.json"),
+        )
+        request_path = os.path.join(tmp, "request.json")
+        with open(request_path, "w") as f:
+            json.dump(request, f)
+        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env["PYTHONPATH"] = os.pathsep.join(
+            [_package_root()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from keras_vit.export import _worker_main; "
+            "sys.exit(_worker_main(sys.argv[1]))",
+            request_path,
+        ]
+        process = subprocess.run(command, env=env, capture_output=True, text=True)
+        result = None
+        if os.path.exists(request["result_path"]):
+            with open(request["result_path"]) as f:
+                result = json.load(f)
+    if result is not None and "error_type" in result:
+        error_types = {
+            "ValueError": ValueError,
+            "FileExistsError": FileExistsError,
+            "FileNotFoundError": FileNotFoundError,
+            "ImportError": ImportError,
+        }
+        error_type = error_types.get(result["error_type"], RuntimeError)
+        raise error_type(
+            f"{result['message']} (raised by the export subprocess with "
+            f"KERAS_BACKEND=tensorflow: {result['error_type']})"
+        )
+    if process.returncode != 0 or result is None:
+        tail = "\n".join((process.stderr or "").strip().splitlines()[-30:])
+        raise RuntimeError(
+            f"The export subprocess (KERAS_BACKEND=tensorflow) failed with exit code "
+            f"{process.returncode}. Its last output:\n{tail}"
+        )
+    return result
+
+
+def _worker_main(request_path):
+    """Entry point of the export subprocess (run with KERAS_BACKEND=tensorflow)."""
+    with open(request_path) as f:
+        request = json.load(f)
+    try:
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(
+                "The export subprocess must run with KERAS_BACKEND=tensorflow. "
+                f"Received: {keras.backend.backend()}"
+            )
+        model = _load(request["model_path"])
+        spec = serving_spec(model, request["class_names"], request["top_k"])
+        _check_target(request["target"], request["overwrite"])
+        _write_archive(model, request["target"], spec)
+        result = dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
+        code = 0
+    except Exception as error:  # reported to the parent, which re-raises it
+        result = dict(error_type=type(error).__name__, message=str(error))
+        code = 1
+    with open(request["result_path"], "w") as f:
+        json.dump(result, f)
+    return code
+
+
+def export_saved_model(
+    model,
+    export_dir,
+    *,
+    version=None,
+    overwrite=False,
+    class_names=None,
+    top_k=None,
+    method="auto",
+    verbose=True,
+):
+    """Exports a ViT classifier as a TensorFlow SavedModel for TF Serving.
+
+    Signatures (inputs -> outputs):
+
+    - `serving_default`: `images` float32 `(B, H, W, C)` in [-1, 1];
+    - `serve_uint8`: `images` uint8 `(B, H, W, C)`, 0..255, scaled
+      `x / 127.5 - 1` in the graph;
+    - `serve_bytes`: `image_bytes` string `(B,)` of encoded JPEG/PNG/GIF/BMP
+      images, decoded with `tf.io.decode_image(channels=C,
+      expand_animations=False)`, resized to `(H, W)` with
+      `tf.image.resize(method="bilinear", antialias=False)` and scaled in the
+      graph; bytes that are not an image fail that request with a TensorFlow
+      `InvalidArgumentError` ("Unknown image file format"). Only exported for
+      1, 3 or 4 channels.
+
+    Each returns `logits` and `probabilities` (float32 `(B, K)`: a softmax of
+    the logits, or the head's own softmax/sigmoid output when the model was
+    built with that `classifier_activation`, never applied twice), and with
+    `top_k` or `class_names`: `top_k_indices` (int32 `(B, k)`),
+    `top_k_probabilities` (float32 `(B, k)`) and `top_k_classes` (string
+    `(B, k)`, with `class_names`).
+
+    The graph is traced by Keras' TensorFlow backend (`keras.export.ExportArchive`).
+    Under the TensorFlow backend this happens in this process; under JAX or
+    PyTorch the model is saved to a temporary `.keras` file and exported by a
+    subprocess with `KERAS_BACKEND=tensorflow`, which needs the model's custom
+    layers to be keras_vit's (or otherwise registered on import of keras_vit).
+
+    Args:
+        model: a `keras.Model` classifier (built with `include_top=True`, with a
+            fixed image size), or a path to a `.keras` file of one.
+        export_dir: str or path. The model folder; with `version`, the SavedModel
+            goes to `export_dir/version` (TF Serving's `MODEL_DIR/VERSION`
+            layout), else to `export_dir` itself.
+        version: optional non-negative int. Defaults to None.
+        overwrite: bool. Replace an existing SavedModel in the target folder.
+            A non-empty target without it raises `FileExistsError`; a non-empty
+            folder that is not a SavedModel is never deleted. Defaults to False.
+        class_names: optional sequence of str, one per class; adds
+            `top_k_classes`. Defaults to None.
+        top_k: optional int in [1, num_classes]; adds `top_k_indices` and
+            `top_k_probabilities`. Defaults to `min(5, num_classes)` when
+            `class_names` is given, else None.
+        method: `"auto"` (in this process under the TensorFlow backend, a
+            subprocess otherwise) or `"subprocess"` (always a subprocess).
+            Defaults to `"auto"`.
+        verbose: bool. Print a line saying where and how the model was
+            exported. Defaults to True.
+
+    Returns:
+        An `ExportResult` (`path`, `method`: `"in_process"` or
+        `"subprocess"`, `backend`, `signatures`, `outputs`).
+
+    Raises:
+        ValueError: a model without a fixed image size or without a `head`
+            classifier, or bad `version`/`top_k`/`class_names`.
+        FileExistsError: a non-empty target folder without `overwrite=True`.
+        ImportError: TensorFlow is not installed.
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> result = export_saved_model(model, "/tmp/vit", version=1,
+    ...     overwrite=True)  # doctest: +SKIP
+    >>> result.signatures  # doctest: +SKIP
+    ('serving_default', 'serve_uint8', 'serve_bytes')
+
+    Reference:
+        TF Serving REST API, https://www.tensorflow.org/tfx/serving/api_rest
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+    _import_tensorflow()
+    target = _target_dir(export_dir, version)
+    _check_target(target, overwrite)
+    class_names = _check_class_names(class_names)
+    if not isinstance(model, keras.Model):
+        if not isinstance(model, (str, os.PathLike)):
+            raise ValueError(
+                "model must be a keras.Model or a path to a .keras file. "
+                f"Received: {type(model).__name__}"
+            )
+        if not os.path.isfile(model):
+            raise FileNotFoundError(f"Model file not found: {os.fspath(model)!r}")
+    backend = keras.backend.backend()
+    if method == "auto" and backend == "tensorflow":
+        if not isinstance(model, keras.Model):
+            model = _load(model)
+        spec = serving_spec(model, class_names, top_k)
+        _write_archive(model, target, spec)
+        how, signatures, outputs = "in_process", spec["signatures"], spec["outputs"]
+    else:
+        if isinstance(model, keras.Model):
+            serving_spec(model, class_names, top_k)  # fail fast, before saving
+        reply = _export_in_subprocess(
+            model, target, overwrite=overwrite, class_names=class_names, top_k=top_k
+        )
+        how, signatures, outputs = "subprocess", reply["signatures"], reply["outputs"]
+    result = ExportResult(
+        path=target,
+        method=how,
+        backend=backend,
+        signatures=tuple(signatures),
+        outputs=tuple(outputs),
+    )
+    logger.info(result.describe())
+    if verbose:
+        print(result.describe())
+    return result
