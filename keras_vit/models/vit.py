@@ -138,20 +138,26 @@ def build_vit(
 
 
 def load_weights(model, weights):
-    """Loads `weights` (None or a `.weights.h5` path) into `model`."""
+    """Loads `weights` (None, an official `.npz` or a `.weights.h5` path) into `model`.
+
+    `.npz` files go through `keras_vit.checkpoints.load_npz` (strict, position
+    embedding resampled to the model's grid, head kept when the class count
+    differs, `pre_logits` dropped unless the model has `representation_size`).
+    """
     if weights is None:
         return model
+    expected = "None or a path to an official .npz checkpoint or a .weights.h5 file"
     if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(
-            f"weights must be None or a path to a .weights.h5 file. Received: weights={weights!r}"
-        )
+        raise ValueError(f"weights must be {expected}. Received: weights={weights!r}")
     path = os.fspath(weights)
-    if not path.endswith(".weights.h5"):
-        raise ValueError(
-            f"weights must be None or a path to a .weights.h5 file. Received: weights={path!r}"
-        )
+    if not path.endswith((".npz", ".weights.h5")):
+        raise ValueError(f"weights must be {expected}. Received: weights={path!r}")
     if not os.path.exists(path):
         raise FileNotFoundError(f"Weights file not found: {path!r}")
+    if path.endswith(".npz"):
+        from keras_vit.checkpoints import load_npz
+
+        return load_npz(model, path)
     model.load_weights(path)
     return model
 
