@@ -10,7 +10,7 @@ import importlib
 import sys
 
 COMMAND_MODULES = [
-    "recipes_quickstart",
+    "quickstart",
 ]
 
 

@@ -1,0 +1,169 @@
+import keras
+import numpy as np
+import pytest
+import scipy.ndimage
+
+from keras_vit.layers import PatchEncoder, Patches
+from keras_vit.layers.position_embedding import (
+    resample_position_embedding,
+    sincos_2d_position_embedding,
+)
+from tests.helpers import check_config_complete, roundtrip_layer, to_numpy
+
+
+def _images(b=2, h=16, w=24, c=3):
+    return np.random.rand(b, h, w, c).astype("float32")
+
+
+@pytest.mark.parametrize("class_token", [True, False])
+def test_output_shape_and_weight_count(class_token):
+    layer = PatchEncoder(32, 8, class_token=class_token)
+    out = layer(_images())
+    tokens = 6 + int(class_token)
+    assert tuple(out.shape) == (2, tokens, 32)
+    assert layer.compute_output_shape((None, 16, 24, 3)) == (None, tokens, 32)
+    assert layer.grid_size == (2, 3)
+    expected = 8 * 8 * 3 * 32 + 32 + tokens * 32 + (32 if class_token else 0)
+    assert layer.count_params() == expected
+
+
+def test_projection_equals_patches_times_kernel():
+    """The strided convolution is the same function as Patches followed by a dense layer."""
+    layer = PatchEncoder(16, (4, 2), class_token=False, position_embedding=None)
+    images = _images(h=8, w=6)
+    layer.build(images.shape)
+    layer.bias.assign(np.random.rand(16).astype("float32"))
+    kernel = to_numpy(layer.kernel).reshape(-1, 16)
+    expected = to_numpy(Patches((4, 2))(images)) @ kernel + to_numpy(layer.bias)
+    np.testing.assert_allclose(to_numpy(layer(images)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_reference_with_class_token_and_position():
+    layer = PatchEncoder(8, 4)
+    images = _images(h=8, w=8)
+    layer.build(images.shape)
+    for w in layer.weights:
+        w.assign(np.random.rand(*w.shape).astype("float32"))
+    n = to_numpy
+    patches = n(Patches(4)(images)) @ n(layer.kernel).reshape(-1, 8) + n(layer.bias)
+    cls = np.broadcast_to(n(layer.class_embedding), (2, 1, 8))
+    expected = np.concatenate([cls, patches], 1) + n(layer.position_embeddings)
+    np.testing.assert_allclose(n(layer(images)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_sincos_is_fixed_and_matches_table():
+    layer = PatchEncoder(16, 4, class_token=False, position_embedding="sincos2d")
+    images = _images(h=8, w=12)
+    layer.build(images.shape)
+    assert not layer.trainable_weights[2:]  # kernel, bias only
+    expected = to_numpy(layer.project(images)) + sincos_2d_position_embedding((2, 3), 16)
+    np.testing.assert_allclose(to_numpy(layer(images)), expected, rtol=1e-5, atol=1e-5)
+    table = sincos_2d_position_embedding((2, 3), 16)[0]
+    np.testing.assert_allclose(table[4, :4], np.sin(1.0 / 10_000 ** (np.arange(4) / 3)), rtol=1e-6)
+
+
+def test_patch_mask_replaces_embeddings():
+    layer = PatchEncoder(8, 4, class_token=True, position_embedding=None, use_mask_embedding=True)
+    images = _images(h=8, w=8)
+    mask = np.array([[True, False, False, True], [False, False, False, False]])
+    out = to_numpy(layer(images, patch_mask=mask))
+    plain = to_numpy(layer(images))
+    emb = to_numpy(layer.mask_embedding)[0, 0]
+    np.testing.assert_allclose(out[0, 1], emb, rtol=1e-6)
+    np.testing.assert_allclose(out[0, 4], emb, rtol=1e-6)
+    np.testing.assert_allclose(out[0, [0, 2, 3]], plain[0, [0, 2, 3]], rtol=1e-6)
+    np.testing.assert_allclose(out[1], plain[1], rtol=1e-6)
+
+
+def test_patch_mask_needs_mask_embedding():
+    layer = PatchEncoder(8, 4)
+    with pytest.raises(ValueError, match="use_mask_embedding"):
+        layer(_images(h=8, w=8), patch_mask=np.zeros((2, 4), bool))
+
+
+def test_mask_as_functional_input(tmp_path):
+    images = keras.Input((8, 8, 3))
+    mask = keras.Input((4,), dtype="bool")
+    encoder = PatchEncoder(8, 4, use_mask_embedding=True)
+    model = keras.Model([images, mask], encoder(images, patch_mask=mask))
+    x, m = _images(h=8, w=8), np.random.rand(2, 4) > 0.5
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(to_numpy(model([x, m])), to_numpy(loaded([x, m])), rtol=0, atol=0)
+
+
+def _official_resize(posemb, new_grid, prefix):
+    """The official vit_jax loader, written out independently (square or not)."""
+    tok, grid = posemb[:, :prefix], posemb[0, prefix:]
+    side = int(np.sqrt(len(grid)))
+    grid = grid.reshape(side, side, -1)
+    zoom = (new_grid[0] / side, new_grid[1] / side, 1)
+    grid = scipy.ndimage.zoom(grid, zoom, order=1).reshape(1, new_grid[0] * new_grid[1], -1)
+    return np.concatenate([tok, grid], axis=1)
+
+
+@pytest.mark.parametrize("new_grid,prefix", [((4, 4), 1), ((3, 5), 1), ((2, 2), 0), ((6, 6), 0)])
+def test_resample_matches_official_loader(new_grid, prefix):
+    posemb = np.random.rand(1, prefix + 9, 8).astype("float32")
+    out = resample_position_embedding(posemb, new_grid, num_prefix_tokens=prefix)
+    np.testing.assert_allclose(out, _official_resize(posemb, new_grid, prefix), rtol=1e-6)
+    assert out.shape == (1, prefix + new_grid[0] * new_grid[1], 8)
+
+
+def test_layer_resample_and_load():
+    small = PatchEncoder(8, 4)
+    small.build((None, 12, 12, 3))
+    big = PatchEncoder(8, 4)
+    big.build((None, 16, 20, 3))
+    resampled = small.resampled_position_embedding((4, 5))
+    big.load_position_embedding(to_numpy(small.position_embeddings))
+    np.testing.assert_allclose(to_numpy(big.position_embeddings), resampled, rtol=1e-6)
+    np.testing.assert_allclose(resampled[:, 0], to_numpy(small.position_embeddings)[:, 0])
+
+
+def test_resample_errors():
+    with pytest.raises(ValueError, match="square grid.*10"):
+        resample_position_embedding(np.zeros((1, 11, 4)), (4, 4))
+    with pytest.raises(ValueError, match="grid_size"):
+        resample_position_embedding(np.zeros((1, 13, 4)), (4, 4), old_grid=(3, 3))
+    layer = PatchEncoder(8, 4, position_embedding="sincos2d")
+    layer.build((None, 8, 8, 3))
+    with pytest.raises(ValueError, match="no learned position embedding"):
+        layer.resampled_position_embedding((3, 3))
+
+
+def test_call_time_shape_errors():
+    layer = PatchEncoder(8, 4)
+    layer.build((None, 8, 8, 3))
+    with pytest.raises(ValueError, match="3 channels.*Received: 1"):
+        layer(_images(h=8, w=8, c=1))
+    with pytest.raises(ValueError, match=r"size \(8, 8\).*height of 12"):
+        layer(_images(h=12, w=8))
+    with pytest.raises(ValueError, match="rank 4"):
+        layer(np.zeros((2, 8, 8), "float32"))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(hidden_dim=0, patch_size=4), "hidden_dim"),
+        (dict(hidden_dim=8, patch_size=4, position_embedding="rope"), "position_embedding"),
+        (dict(hidden_dim=10, patch_size=4, position_embedding="sincos2d"), "divisible by 4"),
+        (dict(hidden_dim=8, patch_size=4, dropout_rate=1.0), "dropout_rate"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PatchEncoder(**kwargs)
+
+
+def test_training_step_and_serialization(tmp_path):
+    check_config_complete(PatchEncoder(8, 4, dropout_rate=0.1, use_mask_embedding=True))
+    roundtrip_layer(PatchEncoder(8, (4, 2), dropout_rate=0.1), _images(h=8, w=8), tmp_path)
+    inputs = keras.Input((8, 8, 3))
+    x = PatchEncoder(8, 4, dropout_rate=0.1)(inputs)
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling1D()(x))
+    model.compile("sgd", "mse")
+    history = model.fit(_images(h=8, w=8), np.zeros((2, 8)), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])

@@ -1,0 +1,156 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.layers import DropPath, TokenPooling, TransformerBlock
+from tests.helpers import (
+    block_params,
+    check_config_complete,
+    np_block,
+    roundtrip_layer,
+    to_numpy,
+)
+
+
+def _tokens(b=2, t=5, d=16):
+    return np.random.rand(b, t, d).astype("float32")
+
+
+def _randomized(block, x):
+    block.build(x.shape)
+    rng = np.random.default_rng(0)
+    for w in block.weights:
+        value = rng.normal(0, 0.3, size=tuple(w.shape)).astype("float32")
+        w.assign(value + (1.0 if w.path.endswith("gamma") else 0.0))
+    return block
+
+
+def test_output_shape_and_weight_count():
+    block = TransformerBlock(num_heads=4, mlp_dim=32)
+    x = _tokens()
+    assert tuple(block(x).shape) == x.shape
+    d, m = 16, 32
+    expected = 2 * 2 * d + 4 * (d * d + d) + (d * m + m) + (m * d + d)
+    assert block.count_params() == expected
+    assert block.compute_output_shape((None, 5, 16)) == (None, 5, 16)
+
+
+def test_official_weight_layouts():
+    block = TransformerBlock(num_heads=4, mlp_dim=32)
+    block.build((None, 5, 16))
+    att = block.attention
+    assert tuple(att.query_dense.kernel.shape) == (16, 4, 4)
+    assert tuple(att.query_dense.bias.shape) == (4, 4)
+    assert tuple(att.output_dense.kernel.shape) == (4, 4, 16)
+    assert tuple(att.output_dense.bias.shape) == (16,)
+    names = {w.path.split("/", 1)[1] for w in block.weights}
+    assert "attention_norm/gamma" in names and "mlp_dense_1/kernel" in names
+
+
+@pytest.mark.parametrize("approximate", [True, False])
+def test_matches_numpy_equations(approximate):
+    x = _tokens()
+    block = _randomized(TransformerBlock(num_heads=2, mlp_dim=24, approximate_gelu=approximate), x)
+    out, scores = block(x, return_attention_scores=True)
+    expected, weights = np_block(x, block_params(block), approximate_gelu=approximate)
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-4, atol=1e-6)
+    # The fused path (no scores requested) gives the same output.
+    np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_gelu_switch_changes_output():
+    x = _tokens()
+    a = _randomized(TransformerBlock(2, 24, approximate_gelu=True), x)
+    b = _randomized(TransformerBlock(2, 24, approximate_gelu=False), x)
+    diff = np.abs(to_numpy(a(x)) - to_numpy(b(x))).max()
+    assert 1e-6 < diff < 1e-1
+
+
+def test_layer_scale():
+    x = _tokens()
+    block = TransformerBlock(num_heads=2, mlp_dim=24, layer_scale_init_value=0.0)
+    np.testing.assert_allclose(to_numpy(block(x)), x, rtol=1e-6)  # zero scales: identity
+    assert tuple(block.attention_scale.shape) == (16,)
+    base = TransformerBlock(num_heads=2, mlp_dim=24)
+    base.build(x.shape)
+    assert block.count_params() == base.count_params() + 32
+
+
+def test_dropout_only_in_training():
+    x = _tokens()
+    block = TransformerBlock(2, 24, dropout_rate=0.5, attention_dropout_rate=0.5, drop_path_rate=0.5)
+    np.testing.assert_allclose(to_numpy(block(x)), to_numpy(block(x)), rtol=0)
+    assert not np.allclose(to_numpy(block(x, training=True)), to_numpy(block(x)))
+
+
+def test_drop_path_statistics():
+    layer = DropPath(0.25, seed=3)
+    x = np.ones((4000, 2), "float32")
+    out = to_numpy(layer(x, training=True))
+    kept = out[:, 0] > 0
+    assert abs(kept.mean() - 0.75) < 0.03
+    np.testing.assert_allclose(out[kept], 1 / 0.75, rtol=1e-6)
+    assert (out[:, 0] == out[:, 1]).all()  # one decision per sample
+    np.testing.assert_array_equal(to_numpy(layer(x)), x)
+
+
+def test_pooling():
+    x = _tokens()
+    np.testing.assert_allclose(to_numpy(TokenPooling("token")(x)), x[:, 0])
+    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 1)(x)), x[:, 1:].mean(1), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 0)(x)), x.mean(1), rtol=1e-6)
+    with pytest.raises(ValueError, match="pooling"):
+        TokenPooling("max")
+    with pytest.raises(ValueError, match="num_prefix_tokens"):
+        TokenPooling("token", num_prefix_tokens=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_heads=0, mlp_dim=8), "num_heads"),
+        (dict(num_heads=2, mlp_dim=-1), "mlp_dim"),
+        (dict(num_heads=2, mlp_dim=8, dropout_rate=-0.1), "dropout_rate"),
+        (dict(num_heads=2, mlp_dim=8, attention_dropout_rate=1.5), "attention_dropout_rate"),
+        (dict(num_heads=2, mlp_dim=8, drop_path_rate=1.0), "drop_path_rate"),
+        (dict(num_heads=2, mlp_dim=8, layer_norm_epsilon=0), "layer_norm_epsilon"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TransformerBlock(**kwargs)
+
+
+def test_heads_must_divide_width():
+    with pytest.raises(ValueError, match="hidden_dim=16, num_heads=3"):
+        TransformerBlock(num_heads=3, mlp_dim=8).build((None, 5, 16))
+
+
+def test_config_serialization_and_training_step(tmp_path):
+    for layer in (
+        TransformerBlock(2, 24, 0.1, 0.1, 0.1, 1e-5, False, 0.1),
+        DropPath(0.1, seed=1),
+        TokenPooling("gap", 0),
+    ):
+        check_config_complete(layer)
+    x = _tokens()
+    roundtrip_layer(TransformerBlock(2, 24, layer_scale_init_value=0.5), x, tmp_path)
+    inputs = keras.Input((5, 16))
+    y = TransformerBlock(2, 24, dropout_rate=0.1, drop_path_rate=0.1)(inputs)
+    model = keras.Model(inputs, TokenPooling("gap", 0)(y))
+    model.compile("adam", "mse")
+    before = [to_numpy(w).copy() for w in model.trainable_weights]
+    history = model.fit(x, np.zeros((2, 16)), epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    changed = [not np.allclose(b, to_numpy(w)) for b, w in zip(before, model.trainable_weights)]
+    assert all(changed)
+
+
+def test_mixed_precision_tiny():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    block = TransformerBlock(2, 8)
+    out = block(np.random.rand(1, 3, 8).astype("float32"))
+    assert str(out.dtype).endswith("bfloat16")
+    assert all(w.dtype == "float32" for w in block.weights)
+    assert np.isfinite(to_numpy(keras.ops.cast(out, "float32"))).all()
