@@ -1,0 +1,419 @@
+"""Tests for keras_vit/models/hybrid.py: StdConv2D, the BiT ResNet stem, hybrid ViTs."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.models import variants
+from keras_vit.models.hybrid import (
+    StdConv2D,
+    ViTHybrid,
+    ViTR26B32,
+    ViTR26S32,
+    ViTR50B16,
+    ViTR50L32,
+    ViTRTi16,
+    residual_unit,
+    resnet_stem,
+)
+from keras_vit.models.vit import ViT
+from tests.helpers import (
+    check_config_complete,
+    randomize_weights,
+    roundtrip_layer,
+    to_numpy,
+)
+
+# A tiny hybrid: "mu" transformer (2 layers, width 32) on a 2-stage ResNet, one unit per
+# stage, root width 8 and 4 GroupNorm groups. Stem stride 4 * 2 = 8, so 32 px -> 4x4 grid.
+TINY = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, image_size=32, num_classes=5)
+
+
+def _images(b=2, h=32, w=32, c=3, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (b, h, w, c)).astype("float32")
+
+
+# --- plain NumPy reference ----------------------------------------------------------------------
+
+
+def np_standardize(w, eps=1e-5):
+    w = w - w.mean(axis=(0, 1, 2), keepdims=True)
+    return w / (w.std(axis=(0, 1, 2), keepdims=True) + eps)
+
+
+def _same_pads(size, k, s):
+    out = -(-size // s)
+    total = max((out - 1) * s + k - size, 0)
+    return total // 2, total - total // 2, out
+
+
+def np_conv_same(x, w, stride):
+    """TF / lax 'SAME' convolution, NHWC input, HWIO kernel, loops over kernel taps."""
+    kh, kw, _, cout = w.shape
+    b, h, wd, _ = x.shape
+    top, bottom, oh = _same_pads(h, kh, stride)
+    left, right, ow = _same_pads(wd, kw, stride)
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    out = np.zeros((b, oh, ow, cout), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i : i + stride * oh : stride, j : j + stride * ow : stride, :]
+            out += patch @ w[i, j]
+    return out
+
+
+def np_max_pool_same(x, k=3, s=2):
+    b, h, wd, c = x.shape
+    top, bottom, oh = _same_pads(h, k, s)
+    left, right, ow = _same_pads(wd, k, s)
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=-np.inf)
+    out = np.full((b, oh, ow, c), -np.inf)
+    for i in range(k):
+        for j in range(k):
+            out = np.maximum(out, xp[:, i : i + s * oh : s, j : j + s * ow : s, :])
+    return out
+
+
+def np_group_norm(x, gamma, beta, groups, eps=1e-6):
+    b, h, w, c = x.shape
+    g = x.reshape(b, h, w, groups, c // groups)
+    mean = g.mean(axis=(1, 2, 4), keepdims=True)
+    var = g.var(axis=(1, 2, 4), keepdims=True)
+    return ((g - mean) / np.sqrt(var + eps)).reshape(b, h, w, c) * gamma + beta
+
+
+def _w(model, name):
+    layer = model.get_layer(name)
+    if isinstance(layer, StdConv2D):
+        return to_numpy(layer.kernel).astype(np.float64)
+    return to_numpy(layer.gamma).astype(np.float64), to_numpy(layer.beta).astype(np.float64)
+
+
+def np_std_conv(model, name, x, stride=1):
+    return np_conv_same(x, np_standardize(_w(model, name)), stride)
+
+
+def np_gn(model, name, x, groups):
+    return np_group_norm(x, *_w(model, name), groups)
+
+
+def np_unit(model, prefix, x, strides, groups):
+    relu = lambda v: np.maximum(v, 0)  # noqa: E731
+    names = {layer.name for layer in model.layers}
+    residual = x
+    if f"{prefix}_conv_proj" in names:
+        residual = np_gn(model, f"{prefix}_gn_proj", np_std_conv(model, f"{prefix}_conv_proj", x, strides), groups)
+    y = relu(np_gn(model, f"{prefix}_gn1", np_std_conv(model, f"{prefix}_conv1", x), groups))
+    y = relu(np_gn(model, f"{prefix}_gn2", np_std_conv(model, f"{prefix}_conv2", y, strides), groups))
+    y = np_gn(model, f"{prefix}_gn3", np_std_conv(model, f"{prefix}_conv3", y), groups)
+    return relu(residual + y)
+
+
+# --- StdConv2D ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strides,kernel_size", [(1, 3), (2, 7), (2, 1)])
+def test_std_conv_matches_numpy(strides, kernel_size):
+    layer = StdConv2D(6, kernel_size, strides=strides)
+    x = _images(2, 11, 9, 4)
+    layer.build(x.shape)
+    rng = np.random.default_rng(1)
+    # A kernel far from standardised: big mean and scale per output channel.
+    raw = rng.normal(3.0, 5.0, layer.kernel.shape).astype("float32")
+    layer.kernel.assign(raw)
+    expected = np_conv_same(x.astype(np.float64), np_standardize(raw.astype(np.float64)), strides)
+    np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        to_numpy(layer.standardized_kernel()), np_standardize(raw), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_std_conv_standardizes_stored_kernel_at_every_call():
+    layer = StdConv2D(4, 3)
+    x = _images(1, 8, 8, 3)
+    y1 = to_numpy(layer(x))
+    raw = to_numpy(layer.kernel)
+    # The stored kernel stays raw; an affine change of it per output channel does not change
+    # the output, a different kernel does (so nothing is cached from the first call).
+    layer.kernel.assign(raw * 7.0 + 2.0)
+    np.testing.assert_allclose(to_numpy(layer(x)), y1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(layer.kernel), raw * 7.0 + 2.0, rtol=1e-6)
+    layer.kernel.assign(raw[::-1].copy())
+    assert not np.allclose(to_numpy(layer(x)), y1, atol=1e-3)
+
+
+def test_std_conv_weights_config_and_serialization(tmp_path):
+    layer = StdConv2D(8, 3, strides=2, epsilon=1e-4)
+    x = _images(2, 16, 16, 3)
+    assert tuple(layer(x).shape) == (2, 8, 8, 8)
+    assert [w.name for w in layer.weights] == ["kernel"]
+    assert layer.count_params() == 3 * 3 * 3 * 8
+    assert layer.compute_output_shape((None, 16, 16, 3)) == (None, 8, 8, 8)
+    check_config_complete(layer)
+    roundtrip_layer(StdConv2D(8, 3, strides=2, epsilon=1e-4), x, tmp_path)
+    with pytest.raises(ValueError, match="epsilon must be a positive number"):
+        StdConv2D(8, 3, epsilon=0)
+
+
+def test_std_conv_trains():
+    model = keras.Sequential([keras.Input((8, 8, 3)), StdConv2D(4, 3), keras.layers.Flatten()])
+    model.compile("sgd", "mse")
+    before = to_numpy(model.layers[0].kernel).copy()
+    model.fit(_images(4, 8, 8, 3), np.ones((4, 256), "float32"), epochs=1, verbose=0)
+    assert not np.allclose(before, to_numpy(model.layers[0].kernel))
+
+
+# --- ResNet stem --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_channels,filters,strides", [(8, 4, 2), (16, 4, 1)])
+def test_residual_unit_matches_numpy(in_channels, filters, strides):
+    inputs = keras.Input((8, 8, in_channels))
+    model = keras.Model(inputs, residual_unit(inputs, filters, strides, "block2_unit1", groups=2))
+    names = {layer.name for layer in model.layers}
+    # Projection exactly when the channels or the stride change.
+    assert ("block2_unit1_conv_proj" in names) == (in_channels != 4 * filters or strides != 1)
+    # gn3 starts at zero scale (official init): the unit starts as ReLU(projection(x)).
+    assert not np.any(to_numpy(model.get_layer("block2_unit1_gn3").gamma))
+    randomize_weights(model, seed=3, scale=0.5)
+    x = _images(2, 8, 8, in_channels)
+    expected = np_unit(model, "block2_unit1", x.astype(np.float64), strides, groups=2)
+    assert model.output_shape == (None, 8 // strides, 8 // strides, 4 * filters)
+    np.testing.assert_allclose(to_numpy(model(x)), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_resnet_stem_matches_numpy():
+    inputs = keras.Input((32, 32, 3))
+    model = keras.Model(inputs, resnet_stem(inputs, (1, 1), resnet_width=8, resnet_groups=4))
+    randomize_weights(model, seed=5, scale=0.5)
+    x = _images(2, 32, 32, 3)
+    y = np_std_conv(model, "conv_root", x.astype(np.float64), stride=2)
+    y = np.maximum(np_gn(model, "gn_root", y, 4), 0)
+    y = np_max_pool_same(y)
+    y = np_unit(model, "block1_unit1", y, 1, 4)
+    y = np_unit(model, "block2_unit1", y, 2, 4)
+    assert model.output_shape == (None, 4, 4, 64)
+    np.testing.assert_allclose(to_numpy(model(x)), y, rtol=1e-4, atol=1e-4)
+
+
+def test_stem_layer_names_match_official_checkpoint():
+    model = ViT("mu/1", resnet_units=(2, 1), **{k: v for k, v in TINY.items() if k != "resnet_units"})
+    names = {layer.name for layer in model.layers}
+    expected = {"conv_root", "gn_root", "block1_unit1_conv_proj", "block1_unit1_gn_proj",
+                "block2_unit1_conv_proj", "block2_unit1_gn_proj"}
+    for s, units in ((1, 2), (2, 1)):
+        for u in range(1, units + 1):
+            for i in (1, 2, 3):
+                expected |= {f"block{s}_unit{u}_conv{i}", f"block{s}_unit{u}_gn{i}"}
+    expected |= {"patch_encoder", "encoderblock_0", "encoderblock_1", "encoder_norm", "head"}
+    assert expected <= names
+    assert "block1_unit2_conv_proj" not in names
+    convs = [layer for layer in model.layers if isinstance(layer, StdConv2D)]
+    assert all([w.name for w in layer.weights] == ["kernel"] for layer in convs)
+    assert model.get_layer("block2_unit1_conv2").strides == (2, 2)
+    assert model.get_layer("block2_unit1_conv1").strides == (1, 1)
+    assert model.get_layer("block1_unit1_conv2").strides == (1, 1)
+    gn = model.get_layer("gn_root")
+    assert (gn.groups, gn.epsilon) == (4, 1e-6)
+
+
+# --- tiny hybrid --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "include_top,pooling,representation_size,expected",
+    [
+        (True, "token", None, (None, 5)),
+        (True, "gap", None, (None, 5)),
+        (True, "token", 12, (None, 5)),
+        (False, "token", None, (None, 32)),
+        (False, "gap", None, (None, 32)),
+        (False, None, None, (None, 17, 32)),
+    ],
+)
+def test_tiny_hybrid_head_combinations(include_top, pooling, representation_size, expected):
+    model = ViT(
+        "mu/1",
+        include_top=include_top,
+        pooling=pooling,
+        representation_size=representation_size,
+        **TINY,
+    )
+    assert model.output_shape == expected
+    assert tuple(model(_images()).shape)[1:] == expected[1:]
+    assert ("pre_logits" in [layer.name for layer in model.layers]) == bool(representation_size)
+
+
+@pytest.mark.parametrize(
+    "resnet_units,patch_size,image_size",
+    [((1, 1), 1, 32), ((1,), 2, (32, 48)), ((), 2, 16), ((1, 1, 1), 1, 32)],
+)
+def test_grid_is_image_size_over_total_stride(resnet_units, patch_size, image_size):
+    model = ViT(
+        f"mu/{patch_size}",
+        resnet_units=resnet_units,
+        resnet_width=8,
+        resnet_groups=4,
+        image_size=image_size,
+        include_top=False,
+        pooling=None,
+    )
+    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+    total = variants.resnet_stride(resnet_units) * patch_size
+    encoder = model.get_layer("patch_encoder")
+    assert encoder.grid_size == (h // total, w // total)
+    assert encoder.patch_size == (patch_size, patch_size)
+    assert model.output_shape == (None, 1 + (h // total) * (w // total), 32)
+
+
+def test_official_codes_route_to_hybrid():
+    for code, units in (("R50+B/16", (3, 4, 9)), ("R+Ti/16", ()), ("R26+B/32", (2, 2, 2, 2))):
+        assert variants.parse_variant(code)["resnet_units"] == units
+    # R+Ti/16: root only (stride 4) and an 8x8 patch on the feature map: total stride 32.
+    model = ViTRTi16(image_size=64, num_layers=1, resnet_width=8, resnet_groups=4)
+    assert model.name == "vit_r_ti16"
+    assert model.get_layer("patch_encoder").grid_size == (2, 2)
+    assert "block1_unit1_conv1" not in [layer.name for layer in model.layers]
+    # Explicit resnet_units win over the code's.
+    model = ViT("R50+B/16", num_layers=1, hidden_dim=32, mlp_dim=32, num_heads=2, **TINY)
+    assert model.name == "vit_r50_b16"
+    assert "block3_unit1_conv1" not in [layer.name for layer in model.layers]
+    for builder in (ViTR50B16, ViTR26S32, ViTR26B32, ViTRTi16, ViTR50L32):
+        assert "Sec. 3.1" in builder.__doc__
+
+
+def test_tiny_hybrid_fit_step():
+    model = ViT("mu/1", **TINY)
+    # The official init zeroes the head and the gn3 scales, which stops gradients below them
+    # in the first step; random weights let one step reach every weight.
+    randomize_weights(model, seed=6)
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    x, y = _images(4), np.array([0, 1, 2, 3])
+    before = {w.path: to_numpy(w).copy() for w in model.trainable_weights}
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    unchanged = [
+        w.path for w in model.trainable_weights if np.array_equal(before[w.path], to_numpy(w))
+    ]
+    # The key bias adds a per-query constant to the attention logits: softmax ignores it.
+    assert all(path.endswith("attention/key/bias") for path in unchanged), unchanged
+    assert "block1_unit1_conv1/kernel" in before and "conv_root/kernel" in before
+
+
+def test_tiny_hybrid_keras_roundtrip(tmp_path):
+    model = ViT("mu/1", representation_size=12, **TINY)
+    randomize_weights(model, seed=2)
+    path = str(tmp_path / "hybrid.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = _images()
+    np.testing.assert_allclose(to_numpy(model(x)), to_numpy(loaded(x)), rtol=0, atol=0)
+    assert isinstance(loaded.get_layer("block2_unit1_conv2"), StdConv2D)
+
+
+def test_vit_hybrid_alias():
+    model = ViTHybrid("mu/1", include_top=False, **TINY)
+    assert model.output_shape == (None, 32)
+    with pytest.raises(ValueError, match="ViTHybrid needs a hybrid variant code"):
+        ViTHybrid("mu/8", image_size=32)
+
+
+# --- user backbone ------------------------------------------------------------------------------
+
+
+def _small_cnn(image_size=32, name="small_cnn"):
+    inputs = keras.Input((image_size, image_size, 3))
+    x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(inputs)
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)
+    return keras.Model(inputs, x, name=name)
+
+
+def test_hybrid_on_user_backbone(tmp_path):
+    backbone = _small_cnn()
+    model = ViT("mu/1", backbone=backbone, image_size=32, num_classes=5)
+    # 32 px / stride 4 -> 8x8 feature map -> 64 tokens (+ class token).
+    encoder = model.get_layer("patch_encoder")
+    assert encoder.grid_size == (8, 8) and encoder.num_channels == 16
+    assert model.output_shape == (None, 5)
+    assert model.count_params() == backbone.count_params() + ViT(
+        "mu/1", image_size=8, num_channels=16, num_classes=5
+    ).count_params()
+    randomize_weights(model, seed=4)
+    path = str(tmp_path / "backbone_hybrid.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = _images()
+    np.testing.assert_allclose(to_numpy(model(x)), to_numpy(loaded(x)), rtol=0, atol=0)
+    # The variant's patch size applies to the feature map.
+    tokens = ViT("mu/2", backbone=_small_cnn(), image_size=32, include_top=False, pooling=None)
+    assert tokens.output_shape == (None, 1 + 16, 32)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def test_image_size_not_divisible_by_total_stride():
+    with pytest.raises(ValueError, match=r"total stride .*16.*Received: image_size=\(200, 200\)"):
+        ViT("R50+B/16", image_size=200)
+    with pytest.raises(ValueError, match=r"total stride.*Received: image_size=\(36, 32\)"):
+        ViT("mu/1", **{**TINY, "image_size": (36, 32)})
+
+
+def test_backbone_output_not_rank_4():
+    inputs = keras.Input((32, 32, 3))
+    x = keras.layers.Conv2D(8, 3, strides=2)(inputs)
+    backbone = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(x))
+    with pytest.raises(ValueError, match=r"rank-4 feature map.*Received: backbone output shape=\(None, 8\)"):
+        ViT("mu/1", backbone=backbone, image_size=32)
+
+
+def test_backbone_bad_inputs():
+    with pytest.raises(ValueError, match="backbone's input shape does not match"):
+        ViT("mu/1", backbone=_small_cnn(64), image_size=32)
+    with pytest.raises(ValueError, match="backbone must be a Keras model"):
+        ViT("mu/1", backbone="resnet50", image_size=32)
+    with pytest.raises(ValueError, match="either a backbone or resnet_units"):
+        ViT("mu/1", backbone=_small_cnn(), resnet_units=(1,), image_size=32)
+    with pytest.raises(ValueError, match=r"feature-map height must be divisible.*\(8, 8\)"):
+        ViT("mu/3", backbone=_small_cnn(), image_size=32)
+
+
+def test_unknown_stage_codes_and_bad_resnet_arguments():
+    with pytest.raises(ValueError, match=r"Unknown ResNet stem 'R34'.*Expected one of"):
+        ViT("R34+B/16")
+    with pytest.raises(ValueError, match="Unknown model size"):
+        ViT("R50+X/16")
+    with pytest.raises(ValueError, match=r"resnet_units must be a sequence of positive ints.*\(3, 0\)"):
+        ViT("mu/1", **{**TINY, "resnet_units": (3, 0)})
+    with pytest.raises(ValueError, match="resnet_units must be a sequence"):
+        ViT("mu/1", **{**TINY, "resnet_units": 3})
+    with pytest.raises(ValueError, match=r"resnet_groups.*must divide resnet_width.*=12.*=8"):
+        ViT("mu/1", **{**TINY, "resnet_width": 12, "resnet_groups": 8})
+    with pytest.raises(ValueError, match="Hybrid arguments need a hybrid variant code"):
+        ViT("mu/8", resnet_width=8, image_size=32)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['resnet_depth'\]"):
+        ViT("R50+B/16", resnet_depth=50)
+
+
+# --- full size ----------------------------------------------------------------------------------
+
+
+@pytest.mark.large
+@pytest.mark.parametrize(
+    "builder,expected,grid",
+    [
+        (ViTR50B16, 98_659_112, (14, 14)),
+        (ViTR26S32, 36_431_912, (7, 7)),
+        (ViTR50L32, 328_994_856, (7, 7)),
+    ],
+)
+def test_official_parameter_counts(builder, expected, grid):
+    model = builder()
+    assert model.count_params() == expected
+    assert model.get_layer("patch_encoder").grid_size == grid
+    if builder is ViTR50B16:
+        # The official embedding kernel (1, 1, 1024, 768) and root kernel (7, 7, 3, 64).
+        assert tuple(model.get_layer("patch_encoder").kernel.shape) == (1, 1, 1024, 768)
+        assert tuple(model.get_layer("conv_root").kernel.shape) == (7, 7, 3, 64)
+        convs = sum(isinstance(layer, StdConv2D) for layer in model.layers)
+        assert convs == 1 + 3 * (3 + 4 + 9) + 3  # root, 3 convs per unit, 3 projections
