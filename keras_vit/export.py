@@ -57,7 +57,9 @@ class ExportResult:
             `KERAS_BACKEND=tensorflow` loaded a `.keras` file and traced it).
         backend: str. The Keras backend of the calling process.
         signatures: tuple of str. The signature names in the SavedModel.
-        outputs: tuple of str. The output names of every signature.
+        outputs: tuple of str. The output names of every signature (of the
+            ONNX graph for `export_onnx`).
+        format: str. `"saved_model"` or `"onnx"`.
     """
 
     path: str
@@ -65,6 +67,7 @@ class ExportResult:
     backend: str
     signatures: tuple
     outputs: tuple
+    format: str = "saved_model"
 
     def describe(self):
         how = (
@@ -73,6 +76,11 @@ class ExportResult:
             else f"model saved as .keras under the {self.backend} backend, "
             "traced by a subprocess with KERAS_BACKEND=tensorflow"
         )
+        if self.format == "onnx":
+            return (
+                f"Exported ONNX model to {self.path} ({how}). "
+                f"Input: images. Outputs: {', '.join(self.outputs)}."
+            )
         return (
             f"Exported SavedModel to {self.path} ({how}). "
             f"Signatures: {', '.join(self.signatures)}. Outputs: {', '.join(self.outputs)}."
@@ -353,7 +361,8 @@ def _package_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _export_in_subprocess(model, target, *, overwrite, class_names, top_k):
+def _export_in_subprocess(model, target, **options):
+    """Saves `model` (unless it is a path) and runs `_worker_main` with KERAS_BACKEND=tensorflow."""
     with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as tmp:
         if isinstance(model, keras.Model):
             model_path = os.path.join(tmp, "model.keras")
@@ -363,10 +372,8 @@ def _export_in_subprocess(model, target, *, overwrite, class_names, top_k):
         request = dict(
             model_path=model_path,
             target=target,
-            overwrite=overwrite,
-            class_names=class_names,
-            top_k=top_k,
             result_path=os.path.join(tmp, "result.json"),
+            **options,
         )
         request_path = os.path.join(tmp, "request.json")
         with open(request_path, "w") as f:
@@ -420,10 +427,14 @@ def _worker_main(request_path):
                 f"Received: {keras.backend.backend()}"
             )
         model = _load(request["model_path"])
-        spec = serving_spec(model, request["class_names"], request["top_k"])
-        _check_target(request["target"], request["overwrite"])
-        _write_archive(model, request["target"], spec)
-        result = dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
+        if request["format"] == "onnx":
+            _check_onnx_target(request["target"], request["overwrite"])
+            result = _write_onnx(model, request["target"])
+        else:
+            spec = serving_spec(model, request["class_names"], request["top_k"])
+            _check_target(request["target"], request["overwrite"])
+            _write_archive(model, request["target"], spec)
+            result = dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
         code = 0
     except Exception as error:  # reported to the parent, which re-raises it
         result = dict(error_type=type(error).__name__, message=str(error))
@@ -540,7 +551,12 @@ def export_saved_model(
         if isinstance(model, keras.Model):
             serving_spec(model, class_names, top_k)  # fail fast, before saving
         reply = _export_in_subprocess(
-            model, target, overwrite=overwrite, class_names=class_names, top_k=top_k
+            model,
+            target,
+            format="saved_model",
+            overwrite=overwrite,
+            class_names=class_names,
+            top_k=top_k,
         )
         how, signatures, outputs = "subprocess", reply["signatures"], reply["outputs"]
     result = ExportResult(
@@ -549,6 +565,126 @@ def export_saved_model(
         backend=backend,
         signatures=tuple(signatures),
         outputs=tuple(outputs),
+    )
+    logger.info(result.describe())
+    if verbose:
+        print(result.describe())
+    return result
+
+
+def _check_onnx_target(path, overwrite):
+    if os.path.isdir(path):
+        raise FileExistsError(f"ONNX export path {path!r} is a folder; give a file path.")
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(
+            f"ONNX file {path!r} exists. Pass overwrite=True to replace it."
+        )
+
+
+def _image_input_spec(model):
+    shape = tuple(model.inputs[0].shape) if len(model.inputs) == 1 else None
+    if shape is None or len(shape) != 4 or None in shape[1:]:
+        raise ValueError(
+            "export_onnx expects one (batch, height, width, channels) image input of fixed "
+            f"size. Received: input shapes {[tuple(i.shape) for i in model.inputs]}"
+        )
+    return shape
+
+
+def _write_onnx(model, path):
+    """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
+    try:
+        import tf2onnx  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "export_onnx needs tf2onnx and onnx: `pip install tf2onnx onnx` "
+            "(and onnxruntime to run the result)."
+        ) from error
+    shape = _image_input_spec(model)
+    input_spec = keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    try:
+        written = os.path.join(staging, "model.onnx")
+        model.export(written, format="onnx", input_signature=[input_spec], verbose=False)
+        import onnx
+
+        graph = onnx.load(written).graph
+        outputs = [output.name for output in graph.output]
+        os.replace(written, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dict(outputs=outputs)
+
+
+def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
+    """Exports a ViT's forward pass to ONNX with Keras' `model.export(format="onnx")`.
+
+    The ONNX graph has one input `images`, float32 `(batch, H, W, C)` in
+    [-1, 1] with a free batch size, and the model's outputs (e.g. logits) as
+    they are: no preprocessing and no extra heads. It is traced by the
+    TensorFlow backend with `tf2onnx` (opset chosen by Keras), in this process
+    under the TensorFlow backend and in a subprocess with
+    `KERAS_BACKEND=tensorflow` otherwise: on this Keras version the PyTorch
+    backend's own ONNX export fails for a free batch size, and the JAX one
+    needs `jax2onnx`.
+
+    Args:
+        model: a `keras.Model` with one image input of fixed size, or a path
+            to a `.keras` file of one.
+        path: str or path. The `.onnx` file to write.
+        overwrite: bool. Replace an existing file. Defaults to False.
+        method: `"auto"` or `"subprocess"` (see `export_saved_model`).
+            Defaults to `"auto"`.
+        verbose: bool. Print where and how the model was exported. Defaults
+            to True.
+
+    Returns:
+        An `ExportResult` with `format="onnx"` (`signatures` is empty;
+        `outputs` are the ONNX graph's output names).
+
+    Raises:
+        ValueError: a model without one fixed-size image input.
+        FileExistsError: `path` exists and `overwrite` is False.
+        ImportError: TensorFlow or tf2onnx is missing.
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> export_onnx(model, "/tmp/vit.onnx", overwrite=True)  # doctest: +SKIP
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+    _import_tensorflow()
+    path = os.path.abspath(os.fspath(path))
+    _check_onnx_target(path, overwrite)
+    if isinstance(model, keras.Model):
+        _image_input_spec(model)  # fail fast, before saving
+    elif not isinstance(model, (str, os.PathLike)):
+        raise ValueError(
+            "model must be a keras.Model or a path to a .keras file. "
+            f"Received: {type(model).__name__}"
+        )
+    elif not os.path.isfile(model):
+        raise FileNotFoundError(f"Model file not found: {os.fspath(model)!r}")
+    backend = keras.backend.backend()
+    if method == "auto" and backend == "tensorflow":
+        if not isinstance(model, keras.Model):
+            model = _load(model)
+        reply = _write_onnx(model, path)
+        how = "in_process"
+    else:
+        reply = _export_in_subprocess(model, path, format="onnx", overwrite=overwrite)
+        how = "subprocess"
+    result = ExportResult(
+        path=path,
+        method=how,
+        backend=backend,
+        signatures=(),
+        outputs=tuple(reply["outputs"]),
+        format="onnx",
     )
     logger.info(result.describe())
     if verbose:

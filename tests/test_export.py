@@ -9,6 +9,7 @@ The models are built and saved under the backend the test runs on
 
 import argparse
 import base64
+import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.export import export_saved_model
+from keras_vit.export import export_onnx, export_saved_model
 from keras_vit.models.vit import ViT
 from tests.helpers import randomize_weights, to_numpy
 
@@ -29,6 +30,7 @@ tf = pytest.importorskip("tensorflow", reason="SavedModel export needs TensorFlo
 ATOL = 1e-5
 IMAGE_SIZE = 32
 CLASS_NAMES = [f"class_{i}" for i in range(10)]
+HAS_HYBRID = importlib.util.find_spec("keras_vit.models.hybrid") is not None
 
 # Runs in a fresh interpreter. Never imports keras / keras_vit: they are blocked.
 TF_ONLY_SCRIPT = textwrap.dedent(
@@ -70,9 +72,16 @@ TF_ONLY_SCRIPT = textwrap.dedent(
 )
 
 
+def call(name, saved_model, signature, **source):
+    """One signature call for TF_ONLY_SCRIPT: `input=` an array name, or `b64=` strings."""
+    arg = "image_bytes" if signature == "serve_bytes" else "images"
+    return dict(name=name, saved_model=saved_model, signature=signature, arg=arg, **source)
+
+
 def run_tf_only(tmp_path, calls, inputs):
     """Calls SavedModel signatures in a process that imports only TensorFlow."""
-    paths = {k: str(tmp_path / f"tf_only_{k}") for k in ("inputs.npz", "outputs.npz", "report.json")}
+    names = ("inputs.npz", "outputs.npz", "report.json")
+    paths = {k: str(tmp_path / f"tf_only_{k}") for k in names}
     np.savez(paths["inputs.npz"], **inputs)
     request = dict(
         calls=calls,
@@ -122,8 +131,8 @@ def run_cli(argv):
     return args.func(args)
 
 
-def build_model(**kwargs):
-    model = ViT("mu/8", image_size=IMAGE_SIZE, **kwargs)
+def build_model(variant="mu/8", **kwargs):
+    model = ViT(variant, image_size=IMAGE_SIZE, **kwargs)
     randomize_weights(model, seed=7)
     return model
 
@@ -164,6 +173,13 @@ def served(tmp_path_factory):
     cli["without_overwrite"] = run_cli(argv)
     cli["with_overwrite"] = run_cli(argv + ["--overwrite"])
 
+    hybrid = None
+    if HAS_HYBRID:  # ResNet stem (1, 1) units, width 8 + the mu transformer
+        hybrid = build_model(
+            variant="mu/1", resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_classes=5
+        )
+        export_saved_model(hybrid, tmp / "hybrid")
+
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, (3, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
     floats = rng.uniform(-1, 1, (2, IMAGE_SIZE, IMAGE_SIZE, 3)).astype("float32")
@@ -183,20 +199,27 @@ def served(tmp_path_factory):
     path_a = str(tmp / "model_a" / "1")
     path_b = str(tmp / "model_b" / "2")
     calls = [
-        dict(name="a_float", saved_model=path_a, signature="serving_default", arg="images", input="floats"),
-        dict(name="a_uint8", saved_model=path_a, signature="serve_uint8", arg="images", input="pixels"),
-        dict(name="a_bytes", saved_model=path_a, signature="serve_bytes", arg="image_bytes", b64=b64),
-        dict(name="a_bad", saved_model=path_a, signature="serve_bytes", arg="image_bytes", b64=not_an_image),
+        call("a_float", path_a, "serving_default", input="floats"),
+        call("a_uint8", path_a, "serve_uint8", input="pixels"),
+        call("a_bytes", path_a, "serve_bytes", b64=b64),
+        call("a_bad", path_a, "serve_bytes", b64=not_an_image),
         # the same process goes on serving after the error:
-        dict(name="a_after_bad", saved_model=path_a, signature="serving_default", arg="images", input="floats"),
-        dict(name="b_float", saved_model=path_b, signature="serving_default", arg="images", input="floats"),
-        dict(name="b_bytes", saved_model=path_b, signature="serve_bytes", arg="image_bytes", b64=b64),
+        call("a_after_bad", path_a, "serving_default", input="floats"),
+        call("b_float", path_b, "serving_default", input="floats"),
+        call("b_bytes", path_b, "serve_bytes", b64=b64),
     ]
+    if hybrid is not None:
+        path_h = str(tmp / "hybrid")
+        calls += [
+            call("h_float", path_h, "serving_default", input="floats"),
+            call("h_bytes", path_h, "serve_bytes", b64=b64),
+        ]
     outputs, report = run_tf_only(tmp, calls, inputs)
     return dict(
         tmp=tmp,
         model_a=model_a,
         model_b=model_b,
+        hybrid=hybrid,
         result_a=result_a,
         cli=cli,
         inputs=dict(floats=floats, pixels=pixels, encoded=encoded, big=big, gray=gray),
@@ -277,7 +300,10 @@ def test_serve_bytes_matches_keras(served):
     images = np.stack([decode_and_resize(data) for data in inputs["encoded"]])
     assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3)
     images = images / 127.5 - 1
-    for prefix, model in (("a_bytes", served["model_a"]), ("b_bytes", served["model_b"])):
+    models = [("a_bytes", served["model_a"]), ("b_bytes", served["model_b"])]
+    if served["hybrid"] is not None:
+        models.append(("h_bytes", served["hybrid"]))
+    for prefix, model in models:
         logits, probabilities = keras_heads(model, images.astype("float32"))
         out = served["outputs"]
         np.testing.assert_allclose(out[f"{prefix}/logits"], logits, rtol=0, atol=ATOL)
@@ -307,6 +333,49 @@ def test_cli_refuses_then_overwrites(served):
     np.testing.assert_allclose(out["b_float/probabilities"], probabilities, rtol=0, atol=ATOL)
     assert out["b_float/top_k_indices"].shape == (2, 2)
     assert "b_float/top_k_classes" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_HYBRID, reason="keras_vit/models/hybrid.py is not in this checkout")
+def test_hybrid_model_exports(served):
+    out = served["outputs"]
+    logits, probabilities = keras_heads(served["hybrid"], served["inputs"]["floats"])
+    assert out["h_float/logits"].shape == (2, 5)
+    assert np.abs(logits).max() > 1e-2  # randomised weights: not a trivial all-zero head
+    np.testing.assert_allclose(out["h_float/logits"], logits, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(out["h_float/probabilities"], probabilities, rtol=0, atol=ATOL)
+
+
+def _missing(*modules):
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    bool(_missing("onnx", "onnxruntime", "tf2onnx")),
+    reason=f"ONNX export needs onnx, onnxruntime and tf2onnx; missing: "
+    f"{_missing('onnx', 'onnxruntime', 'tf2onnx')}",
+)
+def test_onnx_export_matches_keras(tmp_path):
+    import onnxruntime
+
+    model = build_model(num_classes=10)
+    result = export_onnx(model, tmp_path / "vit.onnx")
+    expected = "in_process" if keras.backend.backend() == "tensorflow" else "subprocess"
+    assert (result.method, result.format) == (expected, "onnx")
+    session = onnxruntime.InferenceSession(
+        str(tmp_path / "vit.onnx"), providers=["CPUExecutionProvider"]
+    )
+    (onnx_input,) = session.get_inputs()
+    assert onnx_input.name == "images" and onnx_input.shape[1:] == [IMAGE_SIZE, IMAGE_SIZE, 3]
+    images = np.random.default_rng(1).uniform(-1, 1, (3, IMAGE_SIZE, IMAGE_SIZE, 3))
+    images = images.astype("float32")
+    expected_logits = to_numpy(model(images, training=False))
+    for batch in (3, 1):  # the batch size is free
+        (logits,) = session.run(None, {"images": images[:batch]})
+        np.testing.assert_allclose(logits, expected_logits[:batch], rtol=0, atol=ATOL)
+    with pytest.raises(FileExistsError, match="exists"):
+        export_onnx(model, tmp_path / "vit.onnx")
 
 
 def test_cli_message_names_the_path(tmp_path, capsys):
