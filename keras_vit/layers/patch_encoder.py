@@ -50,6 +50,11 @@ class PatchEncoder(keras.layers.Layer):
         images: `(B, H, W, C)`, H and W the sizes the layer was built for.
         patch_mask: optional boolean `(B, N)`; True marks a patch whose embedding
             is replaced by the mask embedding. Needs `use_mask_embedding=True`.
+        patch_source: optional int `(B, N)`; position i takes the embedding of
+            patch `patch_source[b, i]` of the same image (the identity
+            `arange(N)` changes nothing). Masked-patch prediction uses it to put
+            another patch's embedding at a corrupted position. Applied before
+            `patch_mask`.
         training: bool, whether dropout is active.
 
     Returns:
@@ -157,7 +162,7 @@ class PatchEncoder(keras.layers.Layer):
         x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
         return x + self.bias
 
-    def call(self, images, patch_mask=None, training=None):
+    def call(self, images, patch_mask=None, patch_source=None, training=None):
         check_image_shape(
             images.shape,
             self.patch_size,
@@ -166,6 +171,16 @@ class PatchEncoder(keras.layers.Layer):
             image_size=self.image_size,
         )
         x = self.project(images)
+        if patch_source is not None:
+            source_shape = tuple(patch_source.shape)
+            if len(source_shape) != 2 or source_shape[1] not in (None, self.num_patches):
+                raise ValueError(
+                    f"patch_source must have shape (batch, {self.num_patches}). "
+                    f"Received: patch_source.shape={source_shape}"
+                )
+            index = ops.expand_dims(ops.cast(patch_source, "int32"), -1)
+            index = ops.repeat(index, self.hidden_dim, axis=-1)
+            x = ops.take_along_axis(x, index, axis=1)
         if patch_mask is not None:
             if not self.use_mask_embedding:
                 raise ValueError(
