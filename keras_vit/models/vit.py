@@ -4,6 +4,7 @@ import os
 
 import keras
 
+from keras_vit import presets
 from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers._checks import (
     check_positive_int,
@@ -140,13 +141,19 @@ def build_vit(
 def load_weights(model, weights):
     """Loads `weights` (None, an official `.npz` or a `.weights.h5` path) into `model`.
 
+    Preset names (`"imagenet21k"`, ...) are resolved to a file by `ViT` (see
+    `keras_vit.presets`) before the model is built; this function takes the path.
+
     `.npz` files go through `keras_vit.checkpoints.load_npz` (strict, position
     embedding resampled to the model's grid, head kept when the class count
     differs, `pre_logits` dropped unless the model has `representation_size`).
     """
     if weights is None:
         return model
-    expected = "None or a path to an official .npz checkpoint or a .weights.h5 file"
+    expected = (
+        "None, a preset name (see keras_vit.list_weights) or a path to an official .npz "
+        "checkpoint or a .weights.h5 file"
+    )
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError(f"weights must be {expected}. Received: weights={weights!r}")
     path = os.fspath(weights)
@@ -165,8 +172,8 @@ def load_weights(model, weights):
 def ViT(
     variant="B/16",
     *,
-    image_size=224,
-    num_classes=1000,
+    image_size=None,
+    num_classes=None,
     include_top=True,
     weights=None,
     num_channels=3,
@@ -196,11 +203,24 @@ def ViT(
             `"B/8"`, `"B/16"`, `"B/32"`, `"L/16"`, `"L/32"`, `"H/14"` (any
             size with any patch works, plus `"mu"` for tests), or a hybrid
             code such as `"R50+B/16"`. Defaults to `"B/16"`.
-        image_size: int or (height, width). Input size in pixels. Defaults to 224.
-        num_classes: int. Classifier outputs (with `include_top`). Defaults to 1000.
+        image_size: int or (height, width). Input size in pixels. Defaults to
+            224, or the resolution of the preset named by `weights`.
+        num_classes: int. Classifier outputs (with `include_top`). Defaults to
+            1000, or the class count of the preset named by `weights`.
         include_top: bool. Whether to add the (pre-logits and) classifier head.
             Defaults to True.
-        weights: None or a path to a `.weights.h5` file. Defaults to None.
+        weights: None, a preset name for this variant (`"imagenet21k"`,
+            `"imagenet21k+imagenet2012"`, `"augreg_in21k"`,
+            `"augreg_in21k_ft_in1k"`, ...; see `keras_vit.list_weights(variant)`),
+            or a path to an official `.npz` checkpoint or a `.weights.h5` file.
+            A preset is downloaded once into the Keras cache (base URL from
+            `$KERAS_VIT_WEIGHTS_URL`) and loaded strictly; the model takes the
+            preset's image size and class count unless given. Given another
+            class count, the head is new (zeros) and `pre_logits` is dropped
+            unless `representation_size` is set; with the preset's own class
+            count, an ImageNet-21k original keeps its `pre_logits`. Given
+            another image size, the position embedding is resampled.
+            Defaults to None.
         num_channels: int. Input channels. Defaults to 3.
         pooling: `"token"` (class token), `"gap"` (mean of patch tokens) or None
             (only with `include_top=False`: returns the `(B, T, D)` tokens).
@@ -248,6 +268,17 @@ def ViT(
         patch_size=patch_size,
     )
     config.update({k: v for k, v in overrides.items() if v is not None})
+    if presets.is_preset_name(weights):
+        weights, image_size, num_classes, representation_size = presets.resolve_builder_weights(
+            variant,
+            weights,
+            image_size=image_size,
+            num_classes=num_classes,
+            include_top=include_top,
+            representation_size=representation_size,
+        )
+    image_size = 224 if image_size is None else image_size
+    num_classes = 1000 if num_classes is None else num_classes
     if "resnet_units" in config or hybrid_kwargs:
         from keras_vit.models.hybrid import build_hybrid
 

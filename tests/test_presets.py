@@ -1,0 +1,360 @@
+"""Tests of keras_vit/presets.py (named weights) and keras_vit/imagenet.py (class names).
+
+No network: tiny checkpoints in the official layout are written by the tests into
+a local folder laid out like the bucket and served through `file://` URLs or an
+`http.server` on 127.0.0.1. KERAS_HOME points into tmp_path, so the real cache
+is never touched.
+"""
+
+import functools
+import http.server
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from keras_vit import presets
+from keras_vit.checkpoints import save_npz
+from keras_vit.imagenet import decode_predictions, imagenet_classes
+from keras_vit.models import variants
+from keras_vit.models.hybrid import ViTHybrid
+from keras_vit.models.vit import ViT, ViTB16, ViTTi16
+from tests.helpers import randomize_weights, to_numpy
+
+FT = presets.Preset("mu/8", "test_ft", "test/mu_8-ft.npz", 48, 10, False, "test data")
+PT = presets.Preset("mu/8", "test_pt", "test+pt/mu_8.npz", 32, 7, True, "test data")
+HYBRID = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4)
+HYB = presets.Preset("mu/1", "test_hybrid", "test/hybrid.npz", 32, 5, False, "test data")
+
+
+def _images(size, n=2, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (n, size, size, 3)).astype("float32")
+
+
+@pytest.fixture
+def bucket(tmp_path, monkeypatch):
+    """A local 'bucket' with the test presets' files; KERAS_HOME and the env override isolated."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
+    monkeypatch.delenv(presets.BASE_URL_ENV, raising=False)
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "*")
+    root = tmp_path / "bucket"
+    sources = {}
+    ft = ViT("mu/8", image_size=48, num_classes=10)
+    randomize_weights(ft, seed=1)
+    pt = ViT("mu/8", image_size=32, num_classes=7, representation_size=32)
+    randomize_weights(pt, seed=2)
+    for preset, model in ((FT, ft), (PT, pt)):
+        path = root.joinpath(*preset.path.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_npz(model, str(path))
+        sources[preset.name] = (str(path), model)
+    for preset in (FT, PT, HYB):
+        presets.register_preset(preset)
+    yield root, sources
+    for preset in (FT, PT, HYB):
+        presets.unregister_preset(preset.variant, preset.name)
+
+
+def _file_url(folder):
+    return "file://" + str(folder) + "/"
+
+
+def _cache(tmp_path, preset):
+    return tmp_path.joinpath("keras_home", "keras_vit", *preset.path.split("/"))
+
+
+def test_fine_tuned_preset_builds_at_its_own_resolution_and_classes(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
+    model = ViT("mu/8", weights="test_ft")
+    assert model.input_shape == (None, 48, 48, 3)
+    assert model.output_shape == (None, 10)
+    x = _images(48)
+    np.testing.assert_allclose(
+        to_numpy(model(x)), to_numpy(sources["test_ft"][1](x)), rtol=1e-5, atol=1e-5
+    )
+    assert _cache(tmp_path, FT).exists()
+
+
+def test_user_overrides_resample_and_replace_head(bucket, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
+    model = ViT("mu/8", weights="test_ft", image_size=64, num_classes=3)
+    assert model.input_shape == (None, 64, 64, 3)
+    assert model.output_shape == (None, 3)
+    np.testing.assert_array_equal(to_numpy(model.get_layer("head").kernel), 0.0)
+    source = sources["test_ft"][1]
+    np.testing.assert_array_equal(
+        to_numpy(model.get_layer("encoder_norm").gamma),
+        to_numpy(source.get_layer("encoder_norm").gamma),
+    )
+    assert model.get_layer("patch_encoder").position_embeddings.shape == (1, 65, 32)
+    features = ViT("mu/8", weights="test_ft", include_top=False)
+    assert features.output_shape == (None, 32)
+
+
+def test_pretraining_preset_keeps_pre_logits_only_with_its_own_head(bucket, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
+    full = ViT("mu/8", weights="test_pt")  # the pre-training model: pre_logits + 7-way head
+    assert full.output_shape == (None, 7)
+    x = _images(32)
+    np.testing.assert_allclose(
+        to_numpy(full(x)), to_numpy(sources["test_pt"][1](x)), rtol=1e-5, atol=1e-5
+    )
+    new_head = ViT("mu/8", weights="test_pt", num_classes=4)  # fine-tuning: pre_logits dropped
+    assert "pre_logits" not in [layer.name for layer in new_head.layers]
+    kept = ViT("mu/8", weights="test_pt", num_classes=4, representation_size=32)
+    np.testing.assert_array_equal(
+        to_numpy(kept.get_layer("pre_logits").kernel),
+        to_numpy(sources["test_pt"][1].get_layer("pre_logits").kernel),
+    )
+
+
+def test_second_build_uses_the_cache_not_the_source(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
+    first = presets.get_weights_file("test_ft", "mu/8")
+    assert first == str(_cache(tmp_path, FT))
+    os.remove(sources["test_ft"][0])
+    assert presets.get_weights_file("test_ft", "mu/8") == first
+    model = ViT("mu/8", weights="test_ft")
+    assert model.output_shape == (None, 10)
+
+
+def test_plus_in_path_is_quoted_and_served(bucket, tmp_path):
+    root, _ = bucket
+    assert PT.url(_file_url(root)).endswith("test%2Bpt/mu_8.npz")
+    path = presets.get_weights_file("test_pt", "mu/8", base_url=_file_url(root))
+    assert path == str(_cache(tmp_path, PT))
+
+
+def test_base_url_argument_wins_over_the_environment(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(tmp_path / "nowhere"))
+    with pytest.raises(ConnectionError, match="nowhere"):
+        presets.get_weights_file("test_ft", "mu/8")
+    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    assert os.path.exists(path)
+    assert presets.resolve_base_url(None) == _file_url(tmp_path / "nowhere")
+    monkeypatch.delenv(presets.BASE_URL_ENV)
+    assert presets.resolve_base_url(None) == presets.DEFAULT_BASE_URL
+    assert FT.url().startswith("https://storage.googleapis.com/vit_models/")
+
+
+def test_download_over_http(bucket, tmp_path):
+    root, _ = bucket
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        path = presets.get_weights_file("test_pt", "mu/8", base_url=url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with np.load(path) as data:
+        assert "pre_logits/kernel" in data.files
+
+
+def test_truncated_download_is_removed_with_a_clear_error(bucket, tmp_path):
+    root, sources = bucket
+    source = sources["test_ft"][0]
+    with open(source, "rb") as f:
+        data = f.read()
+    with open(source, "wb") as f:
+        f.write(data[: len(data) // 2])
+    with pytest.raises(ValueError) as info:
+        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    message = str(info.value)
+    cached = str(_cache(tmp_path, FT))
+    assert cached in message and "Retry" in message and "corrupt or incomplete" in message
+    assert not os.path.exists(cached)
+
+
+def test_corrupt_member_is_caught_after_download(bucket, tmp_path):
+    root, sources = bucket
+    source = sources["test_ft"][0]
+    data = bytearray(open(source, "rb").read())
+    data[len(data) // 3] ^= 0xFF  # flips bytes inside an array: the zip CRC no longer matches
+    open(source, "wb").write(bytes(data))
+    with pytest.raises(ValueError, match="corrupt or incomplete"):
+        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    assert not _cache(tmp_path, FT).exists()
+
+
+def test_corrupt_cached_file_is_removed(bucket, tmp_path):
+    root, _ = bucket
+    cached = _cache(tmp_path, FT)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"<html>not a checkpoint</html>")
+    with pytest.raises(ValueError, match="removed from the cache"):
+        ViT("mu/8", weights="test_ft")
+    assert not cached.exists()
+    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))  # the retry
+    assert os.path.exists(path)
+
+
+def test_file_copied_by_hand_into_the_cache_is_used_offline(bucket, tmp_path, monkeypatch):
+    _, sources = bucket
+    cached = _cache(tmp_path, FT)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(open(sources["test_ft"][0], "rb").read())
+    monkeypatch.setenv(presets.BASE_URL_ENV, "http://127.0.0.1:9/")  # nothing listens there
+    assert ViT("mu/8", weights="test_ft").output_shape == (None, 10)
+
+
+def _run_with_deadline(fn, seconds=60):
+    """Runs fn in a thread; fails (instead of hanging the suite) when it is not done in time."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return outcome
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the socket is: nothing listens
+
+
+@pytest.mark.parametrize("where", ["closed_port", "unroutable"])
+def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(bucket, tmp_path, where):
+    base = (
+        f"http://127.0.0.1:{_closed_port()}/" if where == "closed_port" else "http://10.255.255.1/"
+    )
+    outcome = _run_with_deadline(
+        lambda: presets.get_weights_file("test_ft", "mu/8", base_url=base, timeout=1.0)
+    )
+    if where == "unroutable" and "value" in outcome:
+        pytest.skip("this machine reaches 10.255.255.1 (a proxy answered)")
+    error = outcome.get("error")
+    assert isinstance(error, ConnectionError), outcome
+    assert str(_cache(tmp_path, FT)) in str(error)
+    assert presets.BASE_URL_ENV in str(error)
+
+
+def test_unknown_names_list_the_valid_ones_for_that_builder(bucket):
+    with pytest.raises(ValueError, match=r"Valid names for 'mu/8': \['test_ft', 'test_pt'\]"):
+        ViT("mu/8", weights="imagenet")
+    with pytest.raises(ValueError) as info:
+        ViTTi16(weights="imagenet21k")  # Ti/16 has AugReg weights only
+    assert "augreg_in21k_ft_in1k_384" in str(info.value)
+    assert "'imagenet21k'" in str(info.value)
+    with pytest.raises(ValueError, match="imagenet21k\\+imagenet2012_224"):
+        ViTB16(weights="imagenet2012")
+    with pytest.raises(ValueError, match="no named weights for 'mu/4'"):
+        ViT("mu/4", weights="test_ft")
+
+
+def test_hybrid_builder_takes_presets_through_the_same_path(bucket, tmp_path, monkeypatch):
+    root, _ = bucket
+    source = ViTHybrid("mu/1", image_size=32, num_classes=5, **HYBRID)
+    randomize_weights(source, seed=3)
+    path = root.joinpath(*HYB.path.split("/"))
+    save_npz(source, str(path))
+    monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
+    model = ViTHybrid("mu/1", weights="test_hybrid", **HYBRID)
+    assert model.output_shape == (None, 5)
+    x = _images(32)
+    np.testing.assert_allclose(to_numpy(model(x)), to_numpy(source(x)), rtol=1e-4, atol=1e-4)
+
+
+def test_default_arguments_without_weights_are_unchanged():
+    model = ViT("mu/8", include_top=True)
+    assert model.input_shape == (None, 224, 224, 3)
+    assert model.output_shape == (None, 1000)
+
+
+def test_official_table_is_consistent():
+    seen = set()
+    for preset in presets.list_weights():
+        key = (preset.variant, preset.name)
+        assert key not in seen
+        seen.add(key)
+        config = variants.parse_variant(preset.variant)
+        stride = config["patch_size"] * (
+            variants.resnet_stride(config["resnet_units"]) if "resnet_units" in config else 1
+        )
+        assert preset.image_size % stride == 0, preset
+        url = preset.url(presets.DEFAULT_BASE_URL)
+        assert url.startswith("https://storage.googleapis.com/vit_models/") and url.endswith(".npz")
+        assert "+" not in url
+        if preset.name.startswith(("imagenet21k+imagenet2012", "augreg_in21k_ft_in1k")):
+            assert preset.num_classes == 1000 and not preset.pre_logits
+            assert "imagenet2012" in preset.path
+            at_384 = preset.name in ("imagenet21k+imagenet2012", "augreg_in21k_ft_in1k_384")
+            assert preset.image_size == (384 if at_384 else 224), preset
+        else:
+            assert preset.num_classes == 21843 and preset.image_size == 224
+        if preset.name.startswith("augreg"):
+            assert preset.path.startswith("augreg/") and "-i21k-300ep-" in preset.path
+            if preset.name != "augreg_in21k" and preset.variant != "B/8":
+                # the fine-tune continues the recommended pre-training of the same table
+                upstream = presets.get_preset(preset.variant, "augreg_in21k")
+                assert preset.path.startswith(upstream.path[: -len(".npz")] + "--")
+        else:
+            assert preset.pre_logits == (preset.name == "imagenet21k")
+    names = {p.name for p in presets.list_weights("B/16")}
+    assert names == {
+        "imagenet21k",
+        "imagenet21k+imagenet2012",
+        "imagenet21k+imagenet2012_224",
+        "augreg_in21k",
+        "augreg_in21k_ft_in1k",
+        "augreg_in21k_ft_in1k_384",
+    }
+    assert presets.get_preset("B/16", "imagenet21k+imagenet2012").url() == (
+        "https://storage.googleapis.com/vit_models/imagenet21k%2Bimagenet2012/ViT-B_16.npz"
+    )
+    with pytest.raises(ValueError, match="Unknown"):
+        presets.list_weights("Q/16")
+
+
+def test_register_preset_checks(bucket):
+    with pytest.raises(ValueError, match="exists already"):
+        presets.register_preset(FT)
+    with pytest.raises(ValueError, match="file path"):
+        presets.register_preset(presets.Preset("mu/8", "x.npz", "x.npz", 32, 1, False, ""))
+    with pytest.raises(ValueError, match="Unknown"):
+        presets.register_preset(presets.Preset("Q/8", "x", "x.npz", 32, 1, False, ""))
+
+
+def test_imagenet_classes_shipped():
+    classes = imagenet_classes()
+    assert len(classes) == 1000 and len({wnid for wnid, _ in classes}) == 1000
+    assert classes[0] == ("n01440764", "tench")
+    assert [wnid for wnid, _ in classes] == sorted(wnid for wnid, _ in classes)
+
+
+def test_decode_predictions():
+    logits = np.zeros((2, 1000), "float32")
+    logits[0, [1, 5, 7]] = [3.0, 5.0, 4.0]
+    logits[1, 999] = 1.0
+    decoded = decode_predictions(logits, top=3)
+    assert [name for _, name, _ in decoded[0]] == [imagenet_classes()[i][1] for i in (5, 7, 1)]
+    probabilities = np.exp(logits[0]) / np.exp(logits[0]).sum()
+    np.testing.assert_allclose([p for *_, p in decoded[0]], probabilities[[5, 7, 1]], rtol=1e-6)
+    assert decoded[1][0][:2] == imagenet_classes()[999]
+    given = decode_predictions(np.eye(1000, dtype="float32")[[3]], top=1, from_logits=False)
+    assert given == [[(*imagenet_classes()[3], 1.0)]]
+    with pytest.raises(ValueError, match="21843"):
+        decode_predictions(np.zeros((1, 21843)))
+    with pytest.raises(ValueError, match="top"):
+        decode_predictions(logits, top=0)
