@@ -644,7 +644,11 @@ def plot_attention_overlay(images, maps, path, titles=None, panel_size=2.5, dpi=
         )
     rows = len(images)
     fig = _figure((3 * panel_size, rows * panel_size), dpi)
-    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.92 - 0.02 / rows, wspace=0.05, hspace=0.15)
+    width, height = 3 * panel_size, rows * panel_size
+    left = (0.3 if titles is not None else 0.05) / width
+    fig.subplots_adjust(
+        left=left, right=0.99, bottom=0.05 / height, top=1 - 0.3 / height, wspace=0.05, hspace=0.12
+    )
     for r, (image, attention) in enumerate(zip(images, maps)):
         image = _display_image(image)
         heat = _normalise(resize_bilinear(np.asarray(attention)[None], image.shape[:2])[0])
@@ -794,6 +798,7 @@ def save_inspection_figures(
     discard_ratio=0.0,
     num_filters=28,
     prefix="",
+    dpi=100,
 ):
     """Computes and saves all four pictures for a model; returns their paths.
 
@@ -812,6 +817,7 @@ def save_inspection_figures(
         num_filters: int. Embedding components to draw, clipped to what the
             kernel holds. Defaults to 28.
         prefix: str. File name prefix. Defaults to "".
+        dpi: int. Resolution of all four pictures. Defaults to 100.
 
     Returns:
         dict with keys `"attention_overlay"`, `"attention_distance"`,
@@ -825,19 +831,19 @@ def save_inspection_figures(
     paths = {}
     name = lambda key: os.path.join(os.fspath(out_dir), f"{prefix}{key}.png")  # noqa: E731
     paths["attention_overlay"] = plot_attention_overlay(
-        shown, list(rollout.grid), name("attention_overlay"), titles=titles
+        shown, list(rollout.grid), name("attention_overlay"), titles=titles, dpi=dpi
     )
     distances = mean_attention_distance(
         model, images if distance_images is None else distance_images
     )
-    paths["attention_distance"] = plot_attention_distance(distances, name("attention_distance"))
+    paths["attention_distance"] = plot_attention_distance(distances, name("attention_distance"), dpi=dpi)
     if find_patch_encoder(model).position_embedding is not None:
         paths["position_embedding_similarity"] = plot_position_embedding_similarity(
-            position_embedding_similarity(model), name("position_embedding_similarity")
+            position_embedding_similarity(model), name("position_embedding_similarity"), dpi=dpi
         )
     kernel_shape = tuple(find_patch_encoder(model).kernel.shape)
     n = min(num_filters, kernel_shape[-1], int(np.prod(kernel_shape[:-1])))
     paths["embedding_filters"] = plot_embedding_filters(
-        embedding_filters(model, n), name("embedding_filters")
+        embedding_filters(model, n), name("embedding_filters"), dpi=dpi
     )
     return paths
