@@ -143,6 +143,10 @@ def official_variables(model):
     Raises:
         ValueError: when two variables would get the same official name.
     """
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            f"model must be a keras.Model (e.g. from keras_vit.ViT). Received: model={model!r}"
+        )
     table = {}
     mapped = set()
     for layer in _walk_layers(model):

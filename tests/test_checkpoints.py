@@ -30,7 +30,7 @@ LOGGER = "keras_vit.checkpoints"
 _errors = []  # relative errors seen, printed at the end of the module (pytest -s)
 
 
-# --- random checkpoints in the official layout ----------------------------------------------------
+# --- random checkpoints in the official layout ---------------------------------------------------
 
 
 def official_arrays(
@@ -52,7 +52,7 @@ def official_arrays(
     arrays = {}
     channels, patch = 3, PATCH
     if hybrid:
-        width, groups = hybrid["resnet_width"], hybrid["resnet_groups"]
+        width = hybrid["resnet_width"]
 
         def gn(name, c):
             shape = (1, 1, 1, c) if gn_4d else (c,)
@@ -122,7 +122,7 @@ def write(tmp_path, arrays, name="ckpt.npz"):
     return str(path)
 
 
-# --- the official model in plain NumPy (float64) --------------------------------------------------
+# --- the official model in plain NumPy (float64) -------------------------------------------------
 
 
 def np_official_resize(posemb, classifier, new_grid):
@@ -268,7 +268,7 @@ def weights_of(model):
 
 
 def assert_weights_equal(model, before):
-    for w, old in zip(model.weights, before):
+    for w, old in zip(model.weights, before, strict=True):
         np.testing.assert_array_equal(to_numpy(w), old, err_msg=w.path)
 
 
@@ -276,10 +276,13 @@ def assert_weights_equal(model, before):
 def _report_errors():
     yield
     if _errors:
-        print(f"\n[test_checkpoints] largest relative error: {max(_errors):.3g} ({len(_errors)} checks)")
+        print(
+            f"\n[test_checkpoints] largest relative error: {max(_errors):.3g} "
+            f"({len(_errors)} checks)"
+        )
 
 
-# --- loading matches the official model -------------------------------------------------------
+# --- loading matches the official model ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("image_size", [32, 48, (32, 48)], ids=["32", "48", "32x48"])
@@ -316,7 +319,11 @@ def test_hybrid_accepts_4d_group_norm_parameters(tmp_path):
     assert four_d["block2/unit1/gn_proj/bias"].shape == (1, 1, 1, 128)
     a = ViT("mu/1", image_size=32, num_classes=NUM_CLASSES, weights=write(tmp_path, flat), **HYBRID)
     b = ViT(
-        "mu/1", image_size=32, num_classes=NUM_CLASSES, weights=write(tmp_path, four_d, "4d.npz"), **HYBRID
+        "mu/1",
+        image_size=32,
+        num_classes=NUM_CLASSES,
+        weights=write(tmp_path, four_d, "4d.npz"),
+        **HYBRID,
     )
     np.testing.assert_array_equal(to_numpy(a.get_layer("gn_root").gamma), flat["gn_root/scale"])
     np.testing.assert_array_equal(
@@ -328,7 +335,7 @@ def test_builder_weights_argument_equals_load_npz(tmp_path):
     path = write(tmp_path, official_arrays())
     a = ViT("mu/8", image_size=48, num_classes=NUM_CLASSES, weights=path)
     b = load_npz(ViT("mu/8", image_size=48, num_classes=NUM_CLASSES), path)
-    for wa, wb in zip(a.weights, b.weights):
+    for wa, wb in zip(a.weights, b.weights, strict=True):
         np.testing.assert_array_equal(to_numpy(wa), to_numpy(wb))
 
 
@@ -341,10 +348,12 @@ def test_position_embedding_resize_matches_official(tmp_path):
         want = np_official_resize(arrays["Transformer/posembed_input/pos_embedding"], "token", grid)
         assert got.shape == (1, 1 + grid[0] * grid[1], HIDDEN)
         check_close(got, want)
-        np.testing.assert_array_equal(got[:, 0], arrays["Transformer/posembed_input/pos_embedding"][:, 0])
+        np.testing.assert_array_equal(
+            got[:, 0], arrays["Transformer/posembed_input/pos_embedding"][:, 0]
+        )
 
 
-# --- head and pre-logits ---------------------------------------------------------------------------
+# --- head and pre-logits -------------------------------------------------------------------------
 
 
 def test_new_class_count_keeps_zero_head_and_logs(tmp_path, caplog):
@@ -385,11 +394,13 @@ def test_include_top_false_drops_head_and_pre_logits(tmp_path):
 def test_model_with_pre_logits_needs_them_in_the_file(tmp_path):
     path = write(tmp_path, official_arrays())
     model = ViT("mu/8", image_size=32, num_classes=NUM_CLASSES, representation_size=REPRESENTATION)
-    with pytest.raises(ValueError, match="pre_logits/kernel: expected \\(32, 24\\), not in the file"):
+    with pytest.raises(
+        ValueError, match="pre_logits/kernel: expected \\(32, 24\\), not in the file"
+    ):
         load_npz(model, path)
 
 
-# --- class token vs gap ----------------------------------------------------------------------------
+# --- class token vs gap --------------------------------------------------------------------------
 
 
 def test_gap_checkpoint_into_token_model(tmp_path):
@@ -418,11 +429,13 @@ def test_token_checkpoint_into_model_without_class_token(tmp_path):
     got = to_numpy(model.get_layer("patch_encoder").position_embeddings)
     np.testing.assert_array_equal(got, arrays["Transformer/posembed_input/pos_embedding"][:, 1:])
     # A gap model that keeps the class token loads the whole token checkpoint.
-    with_token = ViT("mu/8", image_size=32, num_classes=NUM_CLASSES, pooling="gap", class_token=True)
+    with_token = ViT(
+        "mu/8", image_size=32, num_classes=NUM_CLASSES, pooling="gap", class_token=True
+    )
     load_npz(with_token, path)
 
 
-# --- save ------------------------------------------------------------------------------------------
+# --- save ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -452,14 +465,19 @@ def test_save_writes_official_layout_and_round_trips(tmp_path, kwargs):
 
     clone = ViT(variant, image_size=32, num_classes=NUM_CLASSES, **kwargs)
     load_npz(clone, path)
-    for a, b in zip(model.weights, clone.weights):
+    for a, b in zip(model.weights, clone.weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=a.path)
     x = images_for(32)
     np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(clone(x)))
     # What we write is what the official model computes.
     check_close(
         to_numpy(model(x)),
-        np_official_vit(saved, x, kwargs.get("pooling", "token"), hybrid=HYBRID if "resnet_units" in kwargs else None),
+        np_official_vit(
+            saved,
+            x,
+            kwargs.get("pooling", "token"),
+            hybrid=HYBRID if "resnet_units" in kwargs else None,
+        ),
     )
 
 
@@ -489,7 +507,7 @@ def test_non_square_checkpoint_needs_source_grid(tmp_path):
     load_npz(ViT("mu/8", image_size=(32, 48), num_classes=NUM_CLASSES), path)
 
 
-# --- error paths -----------------------------------------------------------------------------------
+# --- error paths ---------------------------------------------------------------------------------
 
 
 def test_strict_errors_list_every_problem_and_change_nothing(tmp_path):
@@ -512,7 +530,8 @@ def test_strict_errors_list_every_problem_and_change_nothing(tmp_path):
         "missing    embedding/bias: expected (32,), not in the file",
         "unexpected Transformer/encoderblock_9/LayerNorm_0/scale: found (32,)",
         "unexpected extra/thing: found (3, 4)",
-        "shape      Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel: expected (32, 64), found (32, 65)",
+        "shape      Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel: expected (32, 64), "
+        "found (32, 65)",
         "shape      Transformer/encoder_norm/bias: expected (32,), found (1, 32)",
     ):
         assert line in message, message
@@ -532,8 +551,12 @@ def test_non_strict_partial_load(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger=LOGGER):
         load_npz(model, write(tmp_path, arrays), strict=False)
     assert "skipped 3 array(s)" in caplog.text
-    np.testing.assert_array_equal(to_numpy(model.get_layer("encoderblock_1").mlp_norm.gamma), kept_scale)
-    np.testing.assert_array_equal(to_numpy(model.get_layer("encoderblock_0").mlp_dense_1.kernel), kept_kernel)
+    np.testing.assert_array_equal(
+        to_numpy(model.get_layer("encoderblock_1").mlp_norm.gamma), kept_scale
+    )
+    np.testing.assert_array_equal(
+        to_numpy(model.get_layer("encoderblock_0").mlp_dense_1.kernel), kept_kernel
+    )
     np.testing.assert_array_equal(
         to_numpy(model.get_layer("encoderblock_1").mlp_norm.beta),
         arrays["Transformer/encoderblock_1/LayerNorm_2/bias"],
@@ -568,7 +591,9 @@ def test_training_prefixes_are_stripped(tmp_path, prefix):
 
 
 def test_name_table_covers_every_official_array():
-    model = ViT("mu/1", image_size=32, num_classes=NUM_CLASSES, representation_size=REPRESENTATION, **HYBRID)
+    model = ViT(
+        "mu/1", image_size=32, num_classes=NUM_CLASSES, representation_size=REPRESENTATION, **HYBRID
+    )
     table, unmapped = official_variables(model)
     official = official_arrays(representation_size=REPRESENTATION, hybrid=HYBRID)
     assert set(table) == set(official)
@@ -580,12 +605,15 @@ def test_failed_hybrid_load_changes_nothing(tmp_path):
     arrays["block1/unit1/conv2/kernel"] = np.ones((3, 3, 16, 17), "float32")
     model = ViT("mu/1", image_size=32, num_classes=NUM_CLASSES, **HYBRID)
     before = weights_of(model)
-    with pytest.raises(ValueError, match=r"block1/unit1/conv2/kernel: expected \(3, 3, 16, 16\), found \(3, 3, 16, 17\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"block1/unit1/conv2/kernel: expected \(3, 3, 16, 16\), found \(3, 3, 16, 17\)",
+    ):
         load_npz(model, write(tmp_path, arrays))
     assert_weights_equal(model, before)
 
 
-# --- keras-vit convert -----------------------------------------------------------------------------
+# --- keras-vit convert ---------------------------------------------------------------------------
 
 
 def _convert(argv):
@@ -619,3 +647,11 @@ def test_convert_command(tmp_path, capsys):
 
     assert _convert([ckpt, str(tmp_path / "bad.keras"), "--model", "mu/4"]) == 1
     assert "embedding/kernel" in capsys.readouterr().err
+
+
+def test_model_argument_must_be_a_keras_model(tmp_path):
+    path = write(tmp_path, official_arrays())
+    with pytest.raises(ValueError, match="model must be a keras.Model"):
+        load_npz(keras.layers.Dense(3), path)
+    with pytest.raises(ValueError, match="model must be a keras.Model"):
+        save_npz(keras.layers.Dense(3), str(tmp_path / "x.npz"))

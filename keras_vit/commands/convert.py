@@ -11,6 +11,7 @@ from its position-embedding grid, the class count from its head, the
 representation size from its `pre_logits`, the pooling from its class token.
 """
 
+import math
 import sys
 
 from keras_vit.layers._checks import to_pair
@@ -43,9 +44,11 @@ def _from_checkpoint(arrays, variant):
     posemb = arrays.get("Transformer/posembed_input/pos_embedding")
     if posemb is not None and posemb.ndim == 3:
         rows = posemb.shape[1] - (1 if "cls" in arrays else 0)
-        side = int(round(rows**0.5))
+        side = math.isqrt(rows)
         if side * side == rows:
-            stride = variants.resnet_stride(config["resnet_units"]) if "resnet_units" in config else 1
+            stride = (
+                variants.resnet_stride(config["resnet_units"]) if "resnet_units" in config else 1
+            )
             patch = to_pair(config["patch_size"], "patch_size")
             if patch[0] == patch[1]:
                 defaults["image_size"] = side * patch[0] * stride
