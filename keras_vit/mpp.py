@@ -503,8 +503,10 @@ class MaskedPatchPredictor(keras.Model):
         )(images)
         x = patch_encoder(images, patch_mask=patch_mask, patch_source=patch_source)
         for layer in encoder.layers:
+            # Fresh copies of the builder's blocks and final norm (same configs and names), so
+            # each layer of this model has exactly one call site.
             if layer.name.startswith("encoderblock_") or layer.name == "encoder_norm":
-                x = layer(x)
+                x = type(layer).from_config(layer.get_config())(x)
         x = x[:, patch_encoder.num_prefix_tokens :]
         classes = num_target_classes(target, num_channels, color_bits)
         grid = (patch_encoder.image_size[0] // patch_size[0]) * (
@@ -611,7 +613,7 @@ def build_mpp_model(
 
     >>> model = build_mpp_model("mu/4", image_size=16, num_channels=1, seed=0)
     >>> model.compile(optimizer="adam")
-    >>> model.output_shape["predictions"]
+    >>> model.output["predictions"].shape
     (None, 16, 8)
 
     Reference:
