@@ -165,7 +165,7 @@ class Preset:
     file_hash: str = None
 
     def url(self, base_url=None):
-        """The download URL: `base_url` (or `$KERAS_VIT_WEIGHTS_URL`, or the official bucket) + path."""
+        """The download URL: `base_url` (else `$KERAS_VIT_WEIGHTS_URL`, else the bucket) + path."""
         return resolve_base_url(base_url) + urllib.parse.quote(self.path, safe="/")
 
     def cache_path(self, cache_dir=None):
@@ -257,8 +257,8 @@ def get_preset(variant, name):
         with_weights = sorted({p.variant for p in _REGISTRY.values()})
         valid = f"There are no named weights for {variant!r}; variants with weights: {with_weights}"
     raise ValueError(
-        f"Unknown pretrained weights {name!r} for {variant!r}. {valid}. "
-        f"weights also takes None or a path to a {' or '.join(WEIGHT_SUFFIXES)} file."
+        f"Unknown pretrained weights {name!r} for {variant!r}. {valid}. (weights must be None "
+        f"or a path to a {' or '.join(WEIGHT_SUFFIXES)} file, or a preset name of this builder.)"
     )
 
 
@@ -441,8 +441,8 @@ def get_weights_file(
         raise
     except Exception as error:  # get_file removes its partial file and re-raises
         raise ConnectionError(
-            f"Downloading preset {name!r} of {variant!r} from {url} failed: {error}. Retry later, or do it by hand. "
-            + _by_hand(preset, url, target)
+            f"Downloading preset {name!r} of {variant!r} from {url} failed: {error}. "
+            "Retry later, or do it by hand. " + _by_hand(preset, url, target)
         ) from error
     finally:
         socket.setdefaulttimeout(previous)
@@ -453,7 +453,7 @@ def get_weights_file(
 
 
 def _file_head(path):
-    """(head classes, pre_logits width) of a checkpoint file, None where absent; reads only those."""
+    """(head classes, pre_logits width) of a checkpoint, None where absent; reads only those."""
     from keras_vit.checkpoints import PREFIXES
 
     found = {}

@@ -130,7 +130,7 @@ def test_plus_in_path_is_quoted_and_served(bucket, tmp_path):
 
 
 def test_base_url_argument_wins_over_the_environment(bucket, tmp_path, monkeypatch):
-    root, sources = bucket
+    root, _ = bucket
     monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(tmp_path / "nowhere"))
     with pytest.raises(ConnectionError, match="nowhere"):
         presets.get_weights_file("test_ft", "mu/8")
@@ -177,9 +177,11 @@ def test_truncated_download_is_removed_with_a_clear_error(bucket, tmp_path):
 def test_corrupt_member_is_caught_after_download(bucket, tmp_path):
     root, sources = bucket
     source = sources["test_ft"][0]
-    data = bytearray(open(source, "rb").read())
+    with open(source, "rb") as f:
+        data = bytearray(f.read())
     data[len(data) // 3] ^= 0xFF  # flips bytes inside an array: the zip CRC no longer matches
-    open(source, "wb").write(bytes(data))
+    with open(source, "wb") as f:
+        f.write(bytes(data))
     with pytest.raises(ValueError, match="corrupt or incomplete"):
         presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
     assert not _cache(tmp_path, FT).exists()
@@ -201,7 +203,8 @@ def test_file_copied_by_hand_into_the_cache_is_used_offline(bucket, tmp_path, mo
     _, sources = bucket
     cached = _cache(tmp_path, FT)
     cached.parent.mkdir(parents=True)
-    cached.write_bytes(open(sources["test_ft"][0], "rb").read())
+    with open(sources["test_ft"][0], "rb") as f:
+        cached.write_bytes(f.read())
     monkeypatch.setenv(presets.BASE_URL_ENV, "http://127.0.0.1:9/")  # nothing listens there
     assert ViT("mu/8", weights="test_ft").output_shape == (None, 10)
 

@@ -9,6 +9,7 @@ run it on a machine with network access, then copy `$KERAS_HOME/keras_vit/`
 (default `~/.keras/keras_vit/`) to an offline machine.
 """
 
+import os
 import sys
 
 
@@ -63,8 +64,9 @@ def run(args):
         rows = presets.list_weights(args.model)
         print(_format_table(rows))
         if rows:
-            print(f"\nFiles: {presets.resolve_base_url(args.base_url)}<path>; cache: "
-                  f"{presets.cache_root()}/{presets.CACHE_SUBDIR}/<path>")
+            base = presets.resolve_base_url(args.base_url)
+            cache = os.path.join(presets.cache_root(), presets.CACHE_SUBDIR)
+            print(f"\nFiles: {base}<path>; cache: {cache}/<path>")
         return 0
     except (ValueError, ConnectionError) as error:
         print(f"keras-vit weights: {error}", file=sys.stderr)
