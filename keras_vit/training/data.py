@@ -1,0 +1,501 @@
+"""Input pipelines (`tf.data`, TensorFlow-only; imported lazily): `digits`, `folder:`, `tfds:`.
+
+Dataset specs:
+    - `digits`: scikit-learn's 8x8 handwritten digits (offline, the default). 30% is held out as
+      the `test` split (stratified, fixed seed); images are upsampled to the model's size and the
+      gray channel is replicated to 3 channels (unless `num_channels=1`).
+    - `folder:PATH`: one sub-folder per class (`PATH/cat/*.jpg`, ...). If `PATH/train` and
+      `PATH/test` (or `validation`/`val`) hold class folders, they are the splits; otherwise 30%
+      is held out as `test` (stratified, fixed seed). Every image is decoded once up front: a
+      corrupt file raises an error naming it, or (`on_corrupt="skip"`) is dropped with a warning.
+    - `imagefolder:PATH`: a `tfds.folder_dataset.ImageFolder` (`PATH/SPLIT/LABEL/*.png`).
+    - `tfds:NAME[:SPLIT]`: a TensorFlow Datasets dataset prepared in `data_dir` (SPLIT is the
+      training split, `train` by default). Nothing is downloaded unless `download=True`; a
+      dataset that is not prepared fails at once with instructions (an offline `tfds.load` would
+      hang for minutes before failing).
+
+Preprocessing as in the paper: training images get an Inception-style random resized crop and a
+horizontal flip (off for digits); evaluation images are resized. Values are scaled to [-1, 1].
+Labels are one-hot (so MixUp/CutMix and label smoothing share one loss). Every random choice is
+stateless, keyed by (seed, epoch, example), so a resumed run sees exactly the batches the
+uninterrupted run would have seen. The `tf.data` datasets feed `model.fit` on every Keras backend.
+"""
+
+import dataclasses
+import logging
+import math
+import os
+import warnings
+
+from keras_vit.training import augment as augment_lib
+
+logger = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+TEST_FRACTION = 0.3
+SPLIT_SEED = 0
+CORRUPT_MODES = ("error", "skip")
+
+
+def _tf():
+    try:
+        import tensorflow as tf
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "keras_vit.training.data builds tf.data pipelines and needs TensorFlow "
+            "(pip install 'keras-vit[recipes]'). It feeds every Keras backend."
+        ) from e
+    return tf
+
+
+@dataclasses.dataclass
+class Source:
+    """A split of a dataset before preprocessing.
+
+    Attributes:
+        dataset: `tf.data.Dataset` of `(image uint8 (H, W, C), label int64)`; images may differ in
+            size unless `image_shape` is set.
+        num_examples: int.
+        num_classes: int.
+        name: str. The spec it came from.
+        default_flip: bool. Whether horizontal flips suit the data (False for digits).
+        image_shape: optional (H, W, C) when all images share one shape.
+    """
+
+    dataset: object
+    num_examples: int
+    num_classes: int
+    name: str
+    default_flip: bool = True
+    image_shape: tuple = None
+
+
+def parse_spec(spec):
+    """Splits a dataset spec into `(kind, argument)`: `"tfds:cifar10:train"` -> `("tfds", "cifar10:train")`."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"dataset must be a non-empty string. Received: dataset={spec!r}")
+    if spec == "digits":
+        return "digits", None
+    kind, sep, arg = spec.partition(":")
+    if kind in ("folder", "imagefolder", "tfds") and sep and arg:
+        return kind, arg
+    raise ValueError(
+        "dataset must be 'digits', 'folder:PATH', 'imagefolder:PATH' or 'tfds:NAME[:SPLIT]'. "
+        f"Received: dataset={spec!r}"
+    )
+
+
+def load_source(
+    spec,
+    split="train",
+    *,
+    data_dir=None,
+    num_channels=3,
+    on_corrupt="error",
+    download=False,
+):
+    """Loads one split of a dataset spec (see the module docstring).
+
+    Args:
+        spec: str. `"digits"`, `"folder:PATH"`, `"imagefolder:PATH"` or `"tfds:NAME[:SPLIT]"`.
+        split: str. `"train"` or `"test"` for digits/folders; any split name for tfds (for
+            `tfds:NAME:SPLIT` and `split="train"`, SPLIT wins). Defaults to `"train"`.
+        data_dir: optional str. TensorFlow Datasets directory. Defaults to tfds' default.
+        num_channels: 1 or 3. Gray images are replicated to 3 channels, colour images averaged
+            to 1. Defaults to 3.
+        on_corrupt: `"error"` or `"skip"` (folders). Defaults to `"error"`.
+        download: bool. Let tfds download and prepare a missing dataset. Defaults to False.
+
+    Returns:
+        A `Source`.
+    """
+    if num_channels not in (1, 3):
+        raise ValueError(f"num_channels must be 1 or 3. Received: num_channels={num_channels!r}")
+    if on_corrupt not in CORRUPT_MODES:
+        raise ValueError(
+            f"on_corrupt must be one of {CORRUPT_MODES}. Received: on_corrupt={on_corrupt!r}"
+        )
+    kind, arg = parse_spec(spec)
+    if kind == "digits":
+        source = _digits(split)
+    elif kind == "folder":
+        source = _folder(arg, split, num_channels, on_corrupt)
+    elif kind == "imagefolder":
+        import tensorflow_datasets as tfds
+
+        source = tfds_builder_source(tfds.folder_dataset.ImageFolder(arg), split, spec)
+    else:
+        name, _, train_split = arg.partition(":")
+        if split == "train" and train_split:
+            split = train_split
+        source = tfds_builder_source(
+            _prepared_tfds_builder(name, data_dir, download), split, spec
+        )
+    source.dataset = source.dataset.map(
+        lambda image, label: (_to_channels(image, num_channels), label)
+    )
+    if source.image_shape is not None:
+        source.image_shape = (*source.image_shape[:2], num_channels)
+    return source
+
+
+def _to_channels(image, num_channels):
+    tf = _tf()
+    channels = image.shape[-1]
+    if channels == num_channels:
+        return image
+    if channels == 1 and num_channels == 3:
+        return tf.tile(image, [1, 1, 3])
+    if channels in (3, 4) and num_channels == 1:
+        gray = tf.image.rgb_to_grayscale(tf.cast(image[..., :3], "float32"))
+        return tf.cast(tf.round(gray), image.dtype)
+    if channels == 4 and num_channels == 3:
+        return image[..., :3]
+    raise ValueError(
+        f"Cannot convert images with {channels} channels to {num_channels} channels."
+    )
+
+
+def _digits(split):
+    if split not in ("train", "test"):
+        raise ValueError(f"digits has splits 'train' and 'test'. Received: split={split!r}")
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    tf = _tf()
+    digits = load_digits()
+    images = np.round(digits.images * (255.0 / 16.0)).astype("uint8")[..., None]
+    labels = digits.target.astype("int64")
+    x_train, x_test, y_train, y_test = train_test_split(
+        images, labels, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=labels
+    )
+    x, y = (x_train, y_train) if split == "train" else (x_test, y_test)
+    return Source(
+        tf.data.Dataset.from_tensor_slices((x, y)),
+        num_examples=len(y),
+        num_classes=10,
+        name="digits",
+        default_flip=False,
+        image_shape=(8, 8, 1),
+    )
+
+
+def _list_class_folders(root):
+    classes = sorted(
+        d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+    )
+    files, labels = [], []
+    for label, name in enumerate(classes):
+        for dirpath, _, filenames in sorted(os.walk(os.path.join(root, name))):
+            for f in sorted(filenames):
+                if f.lower().endswith(IMAGE_EXTENSIONS):
+                    files.append(os.path.join(dirpath, f))
+                    labels.append(label)
+    return classes, files, labels
+
+
+def _folder(root, split, num_channels, on_corrupt):
+    import numpy as np
+
+    tf = _tf()
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"Image folder not found: {root!r} (dataset 'folder:{root}').")
+    split_dirs = {"train": ("train",), "test": ("test", "validation", "val")}
+    aliases = split_dirs.get(split, (split,))
+    present = [a for a in aliases if os.path.isdir(os.path.join(root, a))]
+    if present and os.path.isdir(os.path.join(root, "train")):
+        classes, files, labels = _list_class_folders(os.path.join(root, present[0]))
+        train_classes = _list_class_folders(os.path.join(root, "train"))[0]
+        if classes != train_classes:
+            raise ValueError(
+                f"The class folders of split {present[0]!r} differ from 'train' in {root!r}. "
+                f"Received: {classes} vs {train_classes}"
+            )
+    else:
+        if split not in ("train", "test"):
+            raise ValueError(
+                f"folder:{root} has no {split!r} sub-folder; without split folders the splits "
+                "are 'train' and 'test' (30% held out)."
+            )
+        classes, files, labels = _list_class_folders(root)
+        if files:
+            from sklearn.model_selection import train_test_split
+
+            idx = np.arange(len(files))
+            counts = np.bincount(labels)
+            stratify = labels if counts.min() >= 2 else None
+            train_idx, test_idx = train_test_split(
+                idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=stratify
+            )
+            keep = np.sort(train_idx if split == "train" else test_idx)
+            files = [files[i] for i in keep]
+            labels = [labels[i] for i in keep]
+    if not files:
+        raise ValueError(
+            f"No images ({', '.join(IMAGE_EXTENSIONS)}) found in class sub-folders of {root!r}."
+        )
+    bad = find_corrupt_images(files)
+    if bad:
+        shown = "\n  ".join(bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else "")
+        if on_corrupt == "error":
+            raise ValueError(
+                f"{len(bad)} image(s) in {root!r} cannot be decoded:\n  {shown}\n"
+                "Remove or fix them, or skip them with on_corrupt='skip' (--on-corrupt skip)."
+            )
+        warnings.warn(f"Skipping {len(bad)} corrupt image(s) in {root!r}:\n  {shown}", stacklevel=2)
+        bad_set = set(bad)
+        kept = [(f, y) for f, y in zip(files, labels) if f not in bad_set]
+        files, labels = [f for f, _ in kept], [y for _, y in kept]
+
+    def decode(path, label):
+        image = tf.io.decode_image(
+            tf.io.read_file(path), channels=3, expand_animations=False, dtype="uint8"
+        )
+        image.set_shape((None, None, 3))
+        return image, label
+
+    ds = tf.data.Dataset.from_tensor_slices((files, np.asarray(labels, "int64")))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    return Source(ds, len(files), len(classes), f"folder:{root}")
+
+
+def find_corrupt_images(paths):
+    """Returns the paths TensorFlow cannot decode (one parallel decoding pass)."""
+    tf = _tf()
+    if not paths:
+        return []
+
+    def try_decode(i, path):
+        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        return i, tf.shape(image)[0]
+
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(paths), dtype="int64"), list(paths)))
+    ds = ds.map(try_decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    ds = ds.ignore_errors()
+    ok = {int(i) for i, _ in ds.as_numpy_iterator()}
+    return [p for i, p in enumerate(paths) if i not in ok]
+
+
+def _prepared_tfds_builder(name, data_dir, download):
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except Exception as e:  # DatasetNotFoundError and friends
+        raise ValueError(f"Unknown TensorFlow Datasets name {name!r}: {e}") from e
+    if builder.is_prepared():
+        return builder
+    if download:
+        builder.download_and_prepare()
+        return builder
+    where = data_dir or "~/tensorflow_datasets (tfds' default)"
+    raise FileNotFoundError(
+        f"TensorFlow Datasets dataset {name!r} is not prepared in {where} (looked for "
+        f"{builder.data_dir}). Nothing was downloaded. To prepare it:\n"
+        f"  - on a machine with network: `tfds build {name} --data_dir DIR` (or "
+        f"`tfds.builder({name!r}, data_dir=DIR).download_and_prepare()`), then copy DIR here "
+        "and pass --data-dir DIR;\n"
+        "  - datasets that need a manual download (e.g. imagenet2012): put the archives in "
+        f"DIR/downloads/manual first (see the tfds catalog page of {name!r});\n"
+        "  - or allow downloading here with --download."
+    )
+
+
+def tfds_builder_source(builder, split, name=None):
+    """A `Source` from a prepared tfds builder (public dataset or `tfds.folder_dataset.ImageFolder`)."""
+    splits = builder.info.splits
+    if split not in splits and split.split("[")[0] not in splits:
+        raise ValueError(
+            f"Split {split!r} not in dataset {builder.name!r}. Available: {sorted(splits)}"
+        )
+    keys = builder.info.supervised_keys
+    image_key, label_key = (keys[0], keys[1]) if keys else ("image", "label")
+    ds = builder.as_dataset(split=split, shuffle_files=False)
+    ds = ds.map(lambda ex: (ex[image_key], ex[label_key]))
+    shape = builder.info.features[image_key].shape
+    fixed = shape if shape and None not in shape else None
+    ds = ds.map(lambda image, label: (image, _tf().cast(label, "int64")))
+    return Source(
+        ds,
+        num_examples=int(splits[split].num_examples),
+        num_classes=int(builder.info.features[label_key].num_classes),
+        name=name or f"tfds:{builder.name}",
+        image_shape=tuple(fixed) if fixed else None,
+    )
+
+
+def default_eval_split(spec, data_dir=None):
+    """`"test"` for digits/folders; for tfds the first of test/validation the dataset has."""
+    kind, arg = parse_spec(spec)
+    if kind != "tfds":
+        return "test"
+    import tensorflow_datasets as tfds
+
+    splits = tfds.builder(arg.partition(":")[0], data_dir=data_dir).info.splits
+    for name in ("test", "validation"):
+        if name in splits:
+            return name
+    raise ValueError(f"Dataset {spec!r} has no test or validation split; set eval_split.")
+
+
+# --- preprocessing ----------------------------------------------------------------------------
+
+
+class _TFOps:
+    """The few ops `crop_box_from_uniforms` needs, in TensorFlow (for use inside tf.data)."""
+
+    def __getattr__(self, name):
+        tf = _tf()
+        return {
+            "cast": tf.cast,
+            "exp": tf.exp,
+            "minimum": tf.minimum,
+            "sqrt": tf.sqrt,
+        }[name]
+
+
+def sample_crop_box(height, width, seed, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """Stateless crop box `(y0, x0, h, w)` (float pixels) for an image of `height x width`."""
+    tf = _tf()
+    scale, ratio = augment_lib.check_crop_ranges(scale, ratio)
+    u = tf.random.stateless_uniform((4,), seed=seed)
+    return augment_lib.crop_box_from_uniforms(
+        u[0], u[1], u[2], u[3], height, width, scale, ratio, xp=_TFOps()
+    )
+
+
+def random_resized_crop(image, size, seed, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """Inception-style random resized crop of one `(H, W, C)` image (stateless, for tf.data).
+
+    The box is sampled by `sample_crop_box` (the same rule as the `RandomResizedCrop` layer) and
+    resized bilinearly to `size`.
+    """
+    tf = _tf()
+    image = tf.cast(image, "float32")
+    shape = tf.shape(image)
+    height, width = tf.cast(shape[0], "float32"), tf.cast(shape[1], "float32")
+    y0, x0, h, w = sample_crop_box(shape[0], shape[1], seed, scale, ratio)
+    box = tf.stack([y0 / height, x0 / width, (y0 + h) / height, (x0 + w) / width])
+    # crop_and_resize maps normalised y to y * (H - 1): rescale so the box spans its pixels.
+    box = box * tf.stack([height, width, height, width]) / tf.stack(
+        [height - 1.0, width - 1.0, height - 1.0, width - 1.0]
+    )
+    box = tf.clip_by_value(box, 0.0, 1.0)
+    out = tf.image.crop_and_resize(image[None], box[None], [0], size, method="bilinear")
+    return out[0]
+
+
+def _scale(images):
+    return images / 127.5 - 1.0
+
+
+def steps_per_epoch_for(num_examples, batch_size):
+    """Batches in one pass over the training data (incomplete last batch dropped)."""
+    steps = num_examples // batch_size
+    if steps < 1:
+        raise ValueError(
+            f"batch_size ({batch_size}) is larger than the training set ({num_examples} examples)."
+        )
+    return steps
+
+
+def train_pipeline(
+    source,
+    *,
+    image_size,
+    batch_size,
+    epochs,
+    steps_per_epoch=None,
+    start_epoch=0,
+    seed=0,
+    crop_scale=(0.08, 1.0),
+    crop_ratio=(3 / 4, 4 / 3),
+    flip=None,
+    augmenters=(),
+    shuffle_buffer=10_000,
+):
+    """The training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
+
+    Epoch `e` is a fresh shuffle (seed `(seed, e)`) of the source, cropped and flipped with
+    per-example stateless seeds, batched (`drop_remainder`), augmented by `augmenters` (see
+    `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
+    [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
+    the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
+    their own seed generators).
+
+    Returns:
+        `tf.data.Dataset` of `(images float32 (B, H, W, C), one-hot labels (B, K))`.
+    """
+    tf = _tf()
+    size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
+    steps = steps_per_epoch or steps_per_epoch_for(source.num_examples, batch_size)
+    flip = source.default_flip if flip is None else flip
+    num_classes = source.num_classes
+    crop_scale, crop_ratio = augment_lib.check_crop_ranges(crop_scale, crop_ratio)
+    buffer = max(1, min(shuffle_buffer, source.num_examples))
+    base = source.dataset
+
+    def one_epoch(epoch):
+        def preprocess(index, example):
+            image, label = example
+            key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
+            image = random_resized_crop(image, size, key, crop_scale, crop_ratio)
+            if flip:
+                image = tf.image.stateless_random_flip_left_right(image, key + [0, 1 << 40])
+            return image, tf.one_hot(label, num_classes)
+
+        ds = base.shuffle(buffer, seed=seed * 7919 + epoch, reshuffle_each_iteration=False)
+        ds = ds.repeat()  # short datasets: an epoch may ask for more batches than one pass
+        ds = ds.enumerate().map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.batch(batch_size, drop_remainder=True).take(steps)
+
+    # One dataset per epoch, chained in Python: the shuffle seed of epoch e is a Python int
+    # (tf.data's shuffle cannot take a tensor seed once a global seed is set).
+    if start_epoch >= epochs:
+        raise ValueError(f"start_epoch ({start_epoch}) must be < epochs ({epochs}).")
+    ds = one_epoch(start_epoch)
+    for epoch in range(start_epoch + 1, epochs):
+        ds = ds.concatenate(one_epoch(epoch))
+    for layer, mixes_labels in augmenters:
+        if mixes_labels:
+            ds = ds.map(lambda x, y, layer=layer: _mix(layer, x, y))
+        else:
+            ds = ds.map(lambda x, y, layer=layer: (layer(x, training=True), y))
+    ds = ds.map(lambda x, y: (_scale(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _mix(layer, images, labels):
+    out = layer({"images": images, "labels": labels}, training=True)
+    return out["images"], out["labels"]
+
+
+def eval_pipeline(source, *, image_size, batch_size):
+    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order."""
+    tf = _tf()
+    size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
+    num_classes = source.num_classes
+
+    def preprocess(image, label):
+        image = tf.image.resize(tf.cast(image, "float32"), size, method="bilinear")
+        return _scale(image), tf.one_hot(label, num_classes)
+
+    ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def numpy_arrays(dataset):
+    """Collects a finite `(images, one-hot labels)` dataset into NumPy `(x, labels as ints)`."""
+    import numpy as np
+
+    xs, ys = [], []
+    for x, y in dataset.as_numpy_iterator():
+        xs.append(x)
+        ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys).argmax(-1)
+
+
+def epochs_for_steps(total_steps, steps_per_epoch):
+    """Keras epochs needed for `total_steps` optimizer steps."""
+    return max(1, math.ceil(total_steps / steps_per_epoch))

@@ -1,0 +1,107 @@
+"""Smoke runs of the pretrain / finetune / fewshot recipes through their CLI commands."""
+
+import argparse
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from keras_vit.commands import fewshot as fewshot_cmd  # noqa: E402
+from keras_vit.commands import finetune as finetune_cmd  # noqa: E402
+from keras_vit.commands import pretrain as pretrain_cmd  # noqa: E402
+from keras_vit.models.vit import ViT  # noqa: E402
+from keras_vit.recipes import finetune  # noqa: E402
+from tests.helpers import randomize_weights, to_numpy  # noqa: E402
+
+
+def cli(module, *argv):
+    parser = argparse.ArgumentParser()
+    module.register(parser.add_subparsers())
+    name = module.__name__.rsplit(".", 1)[-1]
+    args = parser.parse_args([name, *argv])
+    return args.func(args)
+
+
+def check_training_artefacts(out, zero_head=False):
+    for path in ("model.keras", "metrics.json", "log.csv", "checkpoints/last.keras",
+                 "checkpoints/best.keras", "logs"):
+        assert os.path.exists(os.path.join(out, path)), path
+    assert not os.path.exists(os.path.join(out, "backup"))  # removed after a finished run
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    losses = metrics["history"]["loss"]
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+    if zero_head:
+        # A zero-initialised head starts at exactly ln(K): the held-out loss must end below it
+        # (SGD's per-epoch training losses over 3 x 3 steps are too noisy to compare).
+        assert metrics["test_loss"] < math.log(metrics["num_classes"]) - 1e-3, metrics["test_loss"]
+    else:
+        assert losses[-1] < losses[0], losses
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    assert metrics["backend"] == keras.backend.backend()
+    keras.saving.load_model(os.path.join(out, "model.keras"))
+    return metrics
+
+
+def test_pretrain_then_finetune_at_a_new_resolution(tmp_path):
+    pre = str(tmp_path / "pre")
+    assert cli(pretrain_cmd, "--smoke", "--out", pre, "--verbose", "0") == 0
+    metrics = check_training_artefacts(pre)
+    assert metrics["total_steps"] == 9 and metrics["config"]["optimizer"] == "adamw"
+
+    fine = str(tmp_path / "fine")
+    code = cli(finetune_cmd, "--smoke", "--init", os.path.join(pre, "model.keras"),
+               "--image-size", "24", "--out", fine, "--verbose", "0")
+    assert code == 0
+    metrics = check_training_artefacts(fine, zero_head=True)
+    assert metrics["model"]["source_image_size"] == [16, 16]
+    model = keras.saving.load_model(os.path.join(fine, "model.keras"))
+    assert model.input_shape == (None, 24, 24, 3)
+    assert metrics["config"]["optimizer"] == "sgd" and metrics["config"]["decay"] == "cosine"
+
+
+def test_fewshot_smoke(tmp_path):
+    model = ViT("mu/4", image_size=16, num_classes=10, representation_size=16)
+    randomize_weights(model, scale=0.1)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    out = str(tmp_path / "fs")
+    assert cli(fewshot_cmd, "--smoke", "--model-path", path, "--out", out) == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert set(metrics["shots"]) == {"1", "2"}
+    assert metrics["feature_dim"] == 16  # pre-logits features
+    for result in metrics["shots"].values():
+        assert 0.0 <= result["accuracy_mean"] <= 1.0
+
+
+def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
+    source = ViT("mu/4", image_size=16, num_classes=5, representation_size=32)
+    randomize_weights(source)
+    arch = finetune.architecture_of(source)
+    assert arch["num_layers"] == 2 and arch["patch_size"] == (4, 4)
+    target = ViT("mu/4", image_size=24, num_classes=7, **arch)
+    copied = finetune.transfer_weights(source, target)
+    assert "head" not in copied and "patch_encoder" in copied
+    expected = source.get_layer("patch_encoder").resampled_position_embedding((6, 6))
+    np.testing.assert_allclose(
+        to_numpy(target.get_layer("patch_encoder").position_embeddings), expected, rtol=1e-6
+    )
+    for name in ("encoderblock_0", "encoderblock_1", "encoder_norm"):
+        for a, b in zip(source.get_layer(name).weights, target.get_layer(name).weights):
+            np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    assert not np.any(to_numpy(target.get_layer("head").kernel))
+    with pytest.raises(ValueError, match="no layer"):
+        finetune.transfer_weights(ViT("mu/4", image_size=16, num_layers=1), target)
+
+
+def test_cli_reports_bad_dataset(tmp_path, capsys):
+    code = cli(pretrain_cmd, "--smoke", "--dataset", f"tfds:mnist", "--data-dir", str(tmp_path),
+               "--out", str(tmp_path / "x"))
+    assert code == 2
+    assert "not prepared" in capsys.readouterr().err

@@ -1,0 +1,120 @@
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+pytest.importorskip("tensorflow_datasets")
+
+from keras_vit.training import data  # noqa: E402
+
+
+def write_pngs(root, classes=("cat", "dog", "fish"), per_class=5, size=(12, 10), seed=0):
+    rng = np.random.default_rng(seed)
+    paths = []
+    for label, name in enumerate(classes):
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            image = np.full((*size, 3), 40 * label, "uint8") + rng.integers(0, 30, (*size, 3), dtype="uint8")
+            path = folder / f"{i}.png"
+            path.write_bytes(tf.io.encode_png(image).numpy())
+            paths.append(path)
+    return paths
+
+
+def test_digits_split_and_pipelines():
+    train = data.load_source("digits", "train")
+    test = data.load_source("digits", "test")
+    assert (train.num_examples, test.num_examples) == (1257, 540)  # 30% held out
+    assert train.num_classes == 10 and not train.default_flip
+    x, labels = data.numpy_arrays(data.eval_pipeline(test, image_size=16, batch_size=128))
+    assert x.shape == (540, 16, 16, 3) and x.min() >= -1 and x.max() <= 1
+    np.testing.assert_array_equal(x[..., 0], x[..., 2])  # gray replicated
+    assert np.bincount(labels, minlength=10).min() >= 50  # stratified
+    gray = data.load_source("digits", "test", num_channels=1)
+    x1, _ = data.numpy_arrays(data.eval_pipeline(gray, image_size=16, batch_size=540))
+    assert x1.shape[-1] == 1
+
+
+def test_train_pipeline_resumes_deterministically():
+    source = data.load_source("digits")
+    kwargs = dict(image_size=16, batch_size=32, epochs=3, steps_per_epoch=5, seed=4)
+    full = [x.numpy() for x, _ in data.train_pipeline(source, **kwargs)]
+    resumed = [x.numpy() for x, _ in data.train_pipeline(source, start_epoch=2, **kwargs)]
+    assert len(full) == 15 and len(resumed) == 5
+    for a, b in zip(full[10:], resumed):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(full[0], full[5])  # each epoch is a new shuffle / crop
+
+
+def test_tf_random_resized_crop_sizes_and_ranges():
+    scale, ratio = (0.25, 0.9), (0.75, 1.25)
+    boxes = np.array(
+        [
+            [float(v) for v in data.sample_crop_box(30, 30, tf.constant([1, i], "int64"), scale, ratio)]
+            for i in range(300)
+        ]
+    )
+    y0, x0, h, w = boxes.T
+    area = h * w / 900
+    assert area.min() >= scale[0] - 1e-5 and area.max() <= scale[1] + 1e-5
+    assert (w / h).min() >= ratio[0] - 1e-4 and (w / h).max() <= ratio[1] + 1e-4
+    assert (y0 + h <= 30 + 1e-3).all() and (x0 + w <= 30 + 1e-3).all()
+    image = tf.zeros((30, 20, 3), "uint8")
+    out = data.random_resized_crop(image, (16, 8), tf.constant([0, 1], "int64"))
+    assert tuple(out.shape) == (16, 8, 3)
+
+
+def test_folder_loading(tmp_path):
+    write_pngs(tmp_path / "imgs", per_class=10)
+    train = data.load_source(f"folder:{tmp_path / 'imgs'}", "train")
+    test = data.load_source(f"folder:{tmp_path / 'imgs'}", "test")
+    assert train.num_classes == 3 and train.num_examples + test.num_examples == 30
+    assert test.num_examples == 9
+    ds = data.train_pipeline(train, image_size=8, batch_size=4, epochs=1, seed=0)
+    x, y = next(iter(ds))
+    assert tuple(x.shape) == (4, 8, 8, 3) and tuple(y.shape) == (4, 3)
+    # Explicit split folders win.
+    write_pngs(tmp_path / "split" / "train", per_class=4)
+    write_pngs(tmp_path / "split" / "test", per_class=2)
+    assert data.load_source(f"folder:{tmp_path / 'split'}", "test").num_examples == 6
+
+
+def test_corrupt_image_error_names_the_file_or_is_skipped(tmp_path):
+    paths = write_pngs(tmp_path, per_class=4)
+    bad = tmp_path / "dog" / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
+    # Split folders so the broken file is certainly in the split we load.
+    with pytest.raises(ValueError, match="broken.png"):
+        data.find_corrupt_images and data.load_source(f"folder:{tmp_path}", "train") and data.load_source(
+            f"folder:{tmp_path}", "test"
+        )
+    assert data.find_corrupt_images([str(p) for p in paths] + [str(bad)]) == [str(bad)]
+    with pytest.warns(UserWarning, match="broken.png"):
+        counts = [
+            data.load_source(f"folder:{tmp_path}", split, on_corrupt="skip").num_examples
+            for split in ("train", "test")
+        ]
+    assert sum(counts) == 12
+
+
+def test_tfds_image_folder(tmp_path):
+    import tensorflow_datasets as tfds
+
+    write_pngs(tmp_path / "train", per_class=4, size=(10, 10))
+    write_pngs(tmp_path / "test", per_class=2, size=(10, 10))
+    source = data.load_source(f"imagefolder:{tmp_path}", "train")
+    assert (source.num_examples, source.num_classes) == (12, 3)
+    builder = tfds.folder_dataset.ImageFolder(str(tmp_path))
+    test = data.tfds_builder_source(builder, "test")
+    x, labels = data.numpy_arrays(data.eval_pipeline(test, image_size=8, batch_size=8))
+    assert x.shape == (6, 8, 8, 3) and sorted(labels.tolist()) == [0, 0, 1, 1, 2, 2]
+    ds = data.train_pipeline(source, image_size=8, batch_size=4, epochs=2)
+    assert sum(1 for _ in ds) == 6
+
+
+def test_unprepared_tfds_dataset_fails_fast_with_instructions(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--data-dir") as err:
+        data.load_source("tfds:mnist", data_dir=str(tmp_path))
+    assert "tfds build mnist" in str(err.value)
+    with pytest.raises(ValueError, match="dataset must be"):
+        data.load_source("cifar10")

@@ -1,0 +1,110 @@
+"""Multi-device training gives the same loss as one device (subprocesses with 2 virtual CPUs)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+
+from keras_vit.training.distribution import distribution_scope
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TRAIN = textwrap.dedent(
+    """
+    import os
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+    import numpy as np
+    import keras
+    from keras_vit.models.vit import ViT
+    from keras_vit.training.distribution import distribution_scope
+    from keras_vit.training.optimizers import build_loss, build_optimizer
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (32, 16, 16, 3)).astype("float32")
+    y = np.eye(3, dtype="float32")[rng.integers(0, 3, 32)]
+
+    keras.utils.set_random_seed(0)
+    init = ViT("mu/8", image_size=16, num_classes=3)
+    init_weights = [np.asarray(w) for w in init.get_weights()]
+    init_weights[-2] = rng.normal(0, 0.1, init_weights[-2].shape).astype("float32")  # head
+
+    def losses(mode):
+        # Same initial weights everywhere (initialisers may draw differently under a strategy).
+        with distribution_scope(mode):
+            model = ViT("mu/8", image_size=16, num_classes=3)
+            model.set_weights(init_weights)
+            model.compile(build_optimizer("sgd", 0.1), build_loss())
+            model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+            trained = [np.asarray(w) for w in model.get_weights()]
+        # The loss of the trained weights, measured the same way (one device) for every mode:
+        # Keras' per-epoch loss under MirroredStrategy is a per-replica mean, not comparable.
+        init.set_weights(trained)
+        init.compile(loss=build_loss())
+        return [init.evaluate(x, y, batch_size=32, verbose=0)]
+    """
+)
+
+
+def run_script(body, env):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", TRAIN + textwrap.dedent(body)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution is JAX-only")
+def test_jax_data_and_model_parallel_match_one_device():
+    out = run_script(
+        """
+        assert len(keras.distribution.list_devices()) == 2
+        single = losses(None)
+        data = losses("data_parallel")
+        model = losses("model_parallel")
+        np.testing.assert_allclose(data, single, rtol=1e-4)
+        np.testing.assert_allclose(model, single, rtol=1e-4)
+        print("OK", single, data, model)
+        """,
+        {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    assert "OK" in out
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.distribute test")
+def test_tf_mirrored_strategy_matches_one_device():
+    out = run_script(
+        """
+        from keras_vit.training.distribution import tensorflow_strategy
+        assert tensorflow_strategy().num_replicas_in_sync == 2
+        single = losses(None)
+        mirrored = losses("data_parallel")
+        np.testing.assert_allclose(mirrored, single, rtol=1e-4)
+        print("OK", single, mirrored)
+        """,
+        {"KERAS_BACKEND": "tensorflow"},
+    ).strip()
+    assert "OK" in out
+
+
+def test_errors_and_no_op():
+    with distribution_scope(None):
+        pass
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        distribution_scope("pipeline")
+    if keras.backend.backend() == "torch":
+        with pytest.raises(ValueError, match="one PyTorch device"):
+            distribution_scope("data_parallel")
+    if keras.backend.backend() == "tensorflow":
+        with pytest.raises(ValueError, match="JAX only"):
+            distribution_scope("model_parallel")
