@@ -28,7 +28,7 @@ DEFAULTS = dict(
     hidden_dim=64,
     mlp_dim=128,
     num_heads=4,
-    epochs=40,
+    epochs=60,
     batch_size=64,
     learning_rate=2e-3,
     weight_decay=0.05,
@@ -63,20 +63,26 @@ def load_digits(image_size=16, test_fraction=0.3, seed=0):
 
 
 def random_affine(images, rng, max_shift=1.5, max_rotation=12.0, scale=(0.9, 1.1)):
-    """Jitters a batch `(B, S, S, 1)` with a random rotation, scale and shift per image."""
-    out = np.empty_like(images)
-    size = images.shape[1]
+    """Jitters a batch `(B, S, S, 1)` with a random rotation, scale and shift per image.
+
+    One `scipy.ndimage.map_coordinates` call for the whole batch (bilinear, zeros outside).
+    """
+    b, size = images.shape[0], images.shape[1]
     centre = (size - 1) / 2.0
-    for i, image in enumerate(images):
-        angle = np.deg2rad(rng.uniform(-max_rotation, max_rotation))
-        s = rng.uniform(*scale)
-        matrix = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]]) / s
-        shift = rng.uniform(-max_shift, max_shift, size=2)
-        offset = centre - matrix @ (np.array([centre, centre]) + shift)
-        out[i, ..., 0] = scipy.ndimage.affine_transform(
-            image[..., 0], matrix, offset=offset, order=1, mode="constant"
-        )
-    return out
+    angle = np.deg2rad(rng.uniform(-max_rotation, max_rotation, b))
+    s = rng.uniform(*scale, b)
+    cos, sin = np.cos(angle) / s, np.sin(angle) / s
+    shift = rng.uniform(-max_shift, max_shift, (b, 2))
+    rows, cols = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    r = rows[None] - centre + shift[:, 0, None, None]
+    c = cols[None] - centre + shift[:, 1, None, None]
+    src_r = cos[:, None, None] * r - sin[:, None, None] * c + centre
+    src_c = sin[:, None, None] * r + cos[:, None, None] * c + centre
+    index = np.broadcast_to(np.arange(b)[:, None, None], src_r.shape)
+    out = scipy.ndimage.map_coordinates(
+        images[..., 0], np.stack([index, src_r, src_c]), order=1, mode="constant"
+    )
+    return out[..., None].astype(images.dtype)
 
 
 class AugmentedDigits(keras.utils.PyDataset):
@@ -125,9 +131,8 @@ def run(out_dir="runs/quickstart", verbose=1, **overrides):
     cfg = dict(DEFAULTS, **overrides)
     keras.utils.set_random_seed(cfg["seed"])
     start = time.perf_counter()
-    x_train, x_test, y_train, y_test = load_digits(
-        cfg["image_size"], cfg["test_fraction"], cfg["seed"]
-    )
+    # The test split is fixed (split seed 0) whatever the training seed.
+    x_train, x_test, y_train, y_test = load_digits(cfg["image_size"], cfg["test_fraction"], 0)
     model = ViT(
         "mu/4",
         image_size=cfg["image_size"],
