@@ -214,6 +214,7 @@ def test_loss_ignores_uncorrupted_patches(target):
 # ----------------------------------------------------------------------------- model
 
 
+@pytest.mark.slow
 def test_mpp_model_trains_saves_and_gives_its_encoder(tmp_path):
     model = mpp.build_mpp_model("mu/4", image_size=16, num_channels=1, seed=0)
     assert model.output["predictions"].shape == (None, 16, 8)
