@@ -66,7 +66,7 @@ class StdConv2D(keras.layers.Conv2D):
     Example:
 
     >>> import numpy as np
-    >>> StdConv2D(8, 3, strides=2)(np.ones((1, 16, 16, 3), "float32")).shape
+    >>> tuple(StdConv2D(8, 3, strides=2)(np.ones((1, 16, 16, 3), "float32")).shape)
     (1, 8, 8, 8)
 
     Reference:
@@ -119,19 +119,19 @@ class StdConv2D(keras.layers.Conv2D):
         self.epsilon = float(epsilon)
 
     def standardize(self, kernel):
-        """Returns the standardised `kernel` (float32 maths, cast back to its dtype)."""
-        dtype = kernel.dtype
+        """Returns `kernel` standardised per output channel, computed in float32."""
         w = ops.cast(kernel, "float32")
         w = w - ops.mean(w, axis=(0, 1, 2), keepdims=True)
         std = ops.sqrt(ops.mean(ops.square(w), axis=(0, 1, 2), keepdims=True))
-        return ops.cast(w / (std + self.epsilon), dtype)
+        return w / (std + self.epsilon)
 
     def standardized_kernel(self):
-        """The kernel this layer actually convolves with (a tensor, float32)."""
-        return self.standardize(ops.convert_to_tensor(self.kernel))
+        """The kernel this layer actually convolves with (float32 tensor)."""
+        return self.standardize(self.kernel)
 
     def convolution_op(self, inputs, kernel):
-        return super().convolution_op(inputs, self.standardize(kernel))
+        kernel = ops.cast(self.standardize(kernel), self.compute_dtype)
+        return super().convolution_op(inputs, kernel)
 
     def get_config(self):
         config = super().get_config()
@@ -234,7 +234,8 @@ def _backbone_features(backbone, inputs, image_size, num_channels):
     if not isinstance(backbone, keras.layers.Layer):
         raise ValueError(
             "backbone must be a Keras model or layer mapping images to a feature map "
-            f"(e.g. keras.applications.ResNet50(include_top=False)). Received: backbone={backbone!r}"
+            "(e.g. keras.applications.ResNet50(include_top=False)). "
+            f"Received: backbone={backbone!r}"
         )
     expected = (*image_size, num_channels)
     try:
@@ -320,7 +321,8 @@ def build_hybrid(
         if resnet_units is not None:
             raise ValueError(
                 "Pass either a backbone or resnet_units, not both: the backbone replaces the "
-                f"ResNet stem. Received: resnet_units={resnet_units!r}, backbone={getattr(backbone, 'name', backbone)!r}"
+                f"ResNet stem. Received: resnet_units={resnet_units!r}, "
+                f"backbone={getattr(backbone, 'name', backbone)!r}"
             )
         features = _backbone_features(backbone, inputs, image_size, num_channels)
         grid = tuple(features.shape[1:3])

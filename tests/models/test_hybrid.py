@@ -102,9 +102,11 @@ def np_unit(model, prefix, x, strides, groups):
     names = {layer.name for layer in model.layers}
     residual = x
     if f"{prefix}_conv_proj" in names:
-        residual = np_gn(model, f"{prefix}_gn_proj", np_std_conv(model, f"{prefix}_conv_proj", x, strides), groups)
+        residual = np_std_conv(model, f"{prefix}_conv_proj", x, strides)
+        residual = np_gn(model, f"{prefix}_gn_proj", residual, groups)
     y = relu(np_gn(model, f"{prefix}_gn1", np_std_conv(model, f"{prefix}_conv1", x), groups))
-    y = relu(np_gn(model, f"{prefix}_gn2", np_std_conv(model, f"{prefix}_conv2", y, strides), groups))
+    y = np_std_conv(model, f"{prefix}_conv2", y, strides)
+    y = relu(np_gn(model, f"{prefix}_gn2", y, groups))
     y = np_gn(model, f"{prefix}_gn3", np_std_conv(model, f"{prefix}_conv3", y), groups)
     return relu(residual + y)
 
@@ -163,6 +165,17 @@ def test_std_conv_trains():
     assert not np.allclose(before, to_numpy(model.layers[0].kernel))
 
 
+def test_std_conv_mixed_precision():
+    keras.config.set_dtype_policy("mixed_bfloat16")  # conftest restores float32
+    layer = StdConv2D(4, 3, strides=2)
+    x = _images(2, 8, 8, 3)
+    y = layer(x)
+    assert layer.kernel.dtype == "float32"
+    assert keras.backend.standardize_dtype(y.dtype) == "bfloat16"
+    expected = np_conv_same(x.astype(np.float64), np_standardize(to_numpy(layer.kernel)), 2)
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(y, "float32")), expected, atol=0.1)
+
+
 # --- ResNet stem --------------------------------------------------------------------------------
 
 
@@ -197,7 +210,7 @@ def test_resnet_stem_matches_numpy():
 
 
 def test_stem_layer_names_match_official_checkpoint():
-    model = ViT("mu/1", resnet_units=(2, 1), **{k: v for k, v in TINY.items() if k != "resnet_units"})
+    model = ViT("mu/1", **{**TINY, "resnet_units": (2, 1)})
     names = {layer.name for layer in model.layers}
     expected = {"conv_root", "gn_root", "block1_unit1_conv_proj", "block1_unit1_gn_proj",
                 "block2_unit1_conv_proj", "block2_unit1_gn_proj"}
@@ -349,6 +362,22 @@ def test_hybrid_on_user_backbone(tmp_path):
     assert tokens.output_shape == (None, 1 + 16, 32)
 
 
+@pytest.mark.slow
+def test_hybrid_on_keras_applications_backbone():
+    backbone = keras.applications.MobileNetV2(
+        include_top=False, weights=None, input_shape=(64, 64, 3), alpha=0.35
+    )
+    model = ViT("mu/1", backbone=backbone, image_size=64, num_classes=3)
+    assert model.get_layer("patch_encoder").grid_size == (2, 2)
+    assert tuple(model(_images(1, 64, 64, 3)).shape) == (1, 3)
+    # include_top=True with pooling gives a rank-2 output: a clear error, not a crash later.
+    pooled = keras.applications.MobileNetV2(
+        include_top=False, weights=None, input_shape=(64, 64, 3), alpha=0.35, pooling="avg"
+    )
+    with pytest.raises(ValueError, match="rank-4 feature map"):
+        ViT("mu/1", backbone=pooled, image_size=64)
+
+
 # --- errors -------------------------------------------------------------------------------------
 
 
@@ -363,7 +392,8 @@ def test_backbone_output_not_rank_4():
     inputs = keras.Input((32, 32, 3))
     x = keras.layers.Conv2D(8, 3, strides=2)(inputs)
     backbone = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(x))
-    with pytest.raises(ValueError, match=r"rank-4 feature map.*Received: backbone output shape=\(None, 8\)"):
+    expected = r"rank-4 feature map.*Received: backbone output shape=\(None, 8\)"
+    with pytest.raises(ValueError, match=expected):
         ViT("mu/1", backbone=backbone, image_size=32)
 
 
@@ -383,7 +413,7 @@ def test_unknown_stage_codes_and_bad_resnet_arguments():
         ViT("R34+B/16")
     with pytest.raises(ValueError, match="Unknown model size"):
         ViT("R50+X/16")
-    with pytest.raises(ValueError, match=r"resnet_units must be a sequence of positive ints.*\(3, 0\)"):
+    with pytest.raises(ValueError, match=r"resnet_units must be a sequence of positive.*\(3, 0\)"):
         ViT("mu/1", **{**TINY, "resnet_units": (3, 0)})
     with pytest.raises(ValueError, match="resnet_units must be a sequence"):
         ViT("mu/1", **{**TINY, "resnet_units": 3})
