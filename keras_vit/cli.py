@@ -11,6 +11,14 @@ import sys
 
 COMMAND_MODULES = [
     "quickstart",
+    "pretrain",
+    "finetune",
+    "fewshot",
+    "pretrain_mpp",
+    "convert",
+    "weights",
+    "export",
+    "inspect",
 ]
 
 
