@@ -11,3 +11,12 @@ from keras_vit.models.vit import (
     ViTS32,
     ViTTi16,
 )
+from keras_vit.models.hybrid import (
+    StdConv2D,
+    ViTHybrid,
+    ViTR26B32,
+    ViTR26S32,
+    ViTR50B16,
+    ViTR50L32,
+    ViTRTi16,
+)
