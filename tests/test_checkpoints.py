@@ -285,9 +285,20 @@ def _report_errors():
 # --- loading matches the official model ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("image_size", [32, 48, (32, 48)], ids=["32", "48", "32x48"])
-@pytest.mark.parametrize("representation_size", [None, REPRESENTATION], ids=["head", "pre_logits"])
-@pytest.mark.parametrize("pooling", ["token", "gap"])
+def _matrix():
+    """pooling x (head | pre_logits) x (32, 48, 32x48): a covering subset runs by default."""
+    quick = {("token", None, 32), ("token", REPRESENTATION, 48), ("gap", None, (32, 48))}
+    quick.add(("gap", REPRESENTATION, 32))
+    for pooling in ("token", "gap"):
+        for rep in (None, REPRESENTATION):
+            for size in (32, 48, (32, 48)):
+                marks = () if (pooling, rep, size) in quick else (pytest.mark.slow,)
+                name = "x".join(map(str, size)) if isinstance(size, tuple) else str(size)
+                ids = f"{pooling}-{'pre_logits' if rep else 'head'}-{name}"
+                yield pytest.param(pooling, rep, size, marks=marks, id=ids)
+
+
+@pytest.mark.parametrize("pooling, representation_size, image_size", list(_matrix()))
 def test_load_matches_numpy_official_model(tmp_path, pooling, representation_size, image_size):
     arrays = official_arrays(classifier=pooling, representation_size=representation_size)
     path = write(tmp_path, arrays)
@@ -303,7 +314,11 @@ def test_load_matches_numpy_official_model(tmp_path, pooling, representation_siz
     check_close(to_numpy(model(x)), np_official_vit(arrays, x, pooling))
 
 
-@pytest.mark.parametrize("image_size", [32, 48, (32, 48)], ids=["32", "48", "32x48"])
+@pytest.mark.parametrize(
+    "image_size",
+    [32, pytest.param(48, marks=pytest.mark.slow), (32, 48)],
+    ids=["32", "48", "32x48"],
+)
 def test_hybrid_matches_numpy_official_model(tmp_path, image_size):
     arrays = official_arrays(hybrid=HYBRID, gn_4d=image_size == 48)
     path = write(tmp_path, arrays)
