@@ -127,7 +127,8 @@ def main(argv=None):
         t0 = time.perf_counter()
         if not (args.pretrain_once and runs):
             mpp_model, mpp_loss = pretrain(x_train, args, seed)
-            encoder = mpp.extract_encoder(mpp_model)
+        # A fresh encoder per seed: transfer_weights shares its buffers with the classifier.
+        encoder = mpp.extract_encoder(mpp_model)
         t1 = time.perf_counter()
         x, y = x_train[labelled], y_train[labelled]
         acc_mpp = finetune(classifier(seed, encoder), x, y, x_test, y_test, args, seed)

@@ -668,7 +668,9 @@ def extract_encoder(model, name=None):
         if isinstance(layer, PatchEncoder):
             for attr in ("kernel", "bias", "class_embedding", "position_embeddings"):
                 if hasattr(layer, attr):
-                    getattr(layer, attr).assign(getattr(source, attr))
+                    # A NumPy copy: on JAX, sharing the buffer would let training one model
+                    # (which donates its buffers) delete the other's weights.
+                    getattr(layer, attr).assign(ops.convert_to_numpy(getattr(source, attr)))
         else:
             layer.set_weights(source.get_weights())
     return encoder
