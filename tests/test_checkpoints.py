@@ -670,3 +670,13 @@ def test_model_argument_must_be_a_keras_model(tmp_path):
         load_npz(keras.layers.Dense(3), path)
     with pytest.raises(ValueError, match="model must be a keras.Model"):
         save_npz(keras.layers.Dense(3), str(tmp_path / "x.npz"))
+
+
+def test_convert_prints_the_loader_log(tmp_path, capsys):
+    ckpt = write(tmp_path, official_arrays())
+    out = str(tmp_path / "m.keras")
+    assert _convert([ckpt, out, "--model", "mu/8", "--image-size", "48", "--num-classes", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "kept the model's own head (32, 3)" in captured.err
+    assert "resized the position embedding from grid (4, 4) to (6, 6)" in captured.err
+    assert "Wrote" in captured.out

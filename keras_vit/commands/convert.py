@@ -166,7 +166,22 @@ def register(subparsers):
     return parser
 
 
+def _show_loader_log():
+    """Prints the loader's log lines (head kept, pre_logits dropped, grid resized) to stderr."""
+    import logging
+
+    class _Stderr(logging.Handler):  # looks sys.stderr up at each line (it may be replaced)
+        def emit(self, record):
+            print(self.format(record), file=sys.stderr)
+
+    log = logging.getLogger("keras_vit.checkpoints")
+    if not any(type(h).__name__ == "_Stderr" for h in log.handlers):
+        log.addHandler(_Stderr())
+        log.setLevel(logging.INFO)
+
+
 def run(args):
+    _show_loader_log()
     try:
         model = convert(
             args.checkpoint,
