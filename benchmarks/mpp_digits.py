@@ -167,7 +167,7 @@ def main(argv=None):
         f"from MPP: {100 * m['mean']:.1f} +- {100 * m['std']:.1f} %   "
         f"from scratch: {100 * s['mean']:.1f} +- {100 * s['std']:.1f} %   "
         f"gain {summary['gain_points']['mean']:+.1f} points "
-        f"(per seed {[round(100 * g, 1) for g in gains]}); {result['seconds']} s"
+        f"(per seed {[round(float(100 * g), 1) for g in gains]}); {result['seconds']} s"
     )
     return result
 
