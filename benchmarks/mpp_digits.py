@@ -147,9 +147,12 @@ def main(argv=None):
     summary = {}
     for key in ("from_mpp", "from_scratch"):
         values = np.array([r[key] for r in runs])
-        summary[key] = dict(mean=float(values.mean()), std=float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+        std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        summary[key] = dict(mean=float(values.mean()), std=std)
     gains = np.array([r["from_mpp"] - r["from_scratch"] for r in runs])
-    summary["gain_points"] = dict(mean=float(100 * gains.mean()), min=float(100 * gains.min()), max=float(100 * gains.max()))
+    summary["gain_points"] = dict(
+        mean=float(100 * gains.mean()), min=float(100 * gains.min()), max=float(100 * gains.max())
+    )
     result = dict(
         backend=keras.backend.backend(),
         settings=vars(args),

@@ -345,7 +345,9 @@ class PatchTargets(keras.layers.Layer):
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
         _check_target(target)
         if not isinstance(color_bits, int) or not 1 <= color_bits <= 8:
-            raise ValueError(f"color_bits must be an int in [1, 8]. Received: color_bits={color_bits!r}")
+            raise ValueError(
+                f"color_bits must be an int in [1, 8]. Received: color_bits={color_bits!r}"
+            )
         self.target = target
         self.color_bits = color_bits
 

@@ -288,7 +288,8 @@ def test_pretrain_mpp_recipe_smoke_then_finetune_init(tmp_path):
     from keras_vit.commands import finetune, pretrain_mpp
 
     out = str(tmp_path / "mpp")
-    assert _run_command(pretrain_mpp, ["pretrain-mpp", "--smoke", "--out", out, "--verbose", "0"]) == 0
+    argv = ["pretrain-mpp", "--smoke", "--out", out, "--verbose", "0"]
+    assert _run_command(pretrain_mpp, argv) == 0
     for name in ("model.keras", "encoder.keras", "metrics.json", "log.csv"):
         assert os.path.exists(os.path.join(out, name)), name
     with open(os.path.join(out, "metrics.json")) as f:

@@ -1,4 +1,4 @@
-"""`keras-vit pretrain-mpp`: masked-patch-prediction self-supervised pre-training (paper Sec. 4.6, App. B.1.2)."""
+"""`keras-vit pretrain-mpp`: self-supervised masked patch prediction (paper Sec. 4.6, B.1.2)."""
 
 import sys
 

@@ -25,7 +25,8 @@ benchmarks/RESULTS.md for what it measures here.
 Artefacts in `out`: `model.keras` (the whole pre-training model), `encoder.keras` (the plain
 `ViT(include_top=False, pooling=None)` encoder: mask embedding and prediction head dropped; give
 it to `keras-vit finetune --init`), `metrics.json` (config, per-epoch loss, the held-out
-masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras` and a `backup/` for resuming.
+masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras` and a
+`backup/` for resuming.
 """
 
 import json
