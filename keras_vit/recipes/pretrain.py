@@ -86,7 +86,7 @@ def get_config(preset="digits", smoke=False):
     """The pre-training config: `preset` `"digits"` (offline default) or `"paper"` (Table 3).
 
     `smoke=True` shrinks it for tests: a 2-layer width-32 model, 16 px, batch 32, 3 epochs of
-    3 steps, validation after the last epoch only.
+    8 steps, validation after the last epoch only.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
@@ -99,7 +99,7 @@ def get_config(preset="digits", smoke=False):
             batch_size=32,
             epochs=3,
             steps=None,
-            steps_per_epoch=3,
+            steps_per_epoch=8,
             validation_freq=3,
             warmup_steps=1,
             representation_size=32,

@@ -39,7 +39,7 @@ def check_training_artefacts(out, zero_head=False):
     if zero_head:
         # A zero-initialised head starts at exactly ln(K): the held-out loss must end below it
         # (SGD's per-epoch training losses over 3 x 3 steps are too noisy to compare).
-        assert metrics["test_loss"] < math.log(metrics["num_classes"]) - 1e-3, metrics["test_loss"]
+        assert metrics["test_loss"] < math.log(metrics["num_classes"]) - 1e-4, metrics["test_loss"]
     else:
         assert losses[-1] < losses[0], losses
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
@@ -52,7 +52,7 @@ def test_pretrain_then_finetune_at_a_new_resolution(tmp_path):
     pre = str(tmp_path / "pre")
     assert cli(pretrain_cmd, "--smoke", "--out", pre, "--verbose", "0") == 0
     metrics = check_training_artefacts(pre)
-    assert metrics["total_steps"] == 9 and metrics["config"]["optimizer"] == "adamw"
+    assert metrics["total_steps"] == 24 and metrics["config"]["optimizer"] == "adamw"
 
     fine = str(tmp_path / "fine")
     code = cli(finetune_cmd, "--smoke", "--init", os.path.join(pre, "model.keras"),

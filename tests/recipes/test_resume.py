@@ -1,0 +1,76 @@
+"""A run killed with SIGKILL after its first epoch resumes to the same weights (PyTorch backend).
+
+Runs on one backend (torch: no compilation, so three subprocesses stay cheap); the mechanism
+(BackupAndRestore + a data pipeline keyed by epoch) is backend-neutral. Exact equality is expected:
+the pipeline re-creates the same batches from the resumed epoch, the optimizer state and step
+counter are restored from the backup, and the smoke model has no dropout.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import keras_vit.layers  # noqa: E402,F401  (registers the layers for load_model)
+import keras_vit.training.schedules  # noqa: E402,F401  (registers WarmupDecay)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    import keras
+    from keras_vit.recipes import pretrain
+
+    out, kill = sys.argv[1], sys.argv[2] == "kill"
+
+    class KillAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):  # runs after BackupAndRestore has saved
+            if kill and epoch == 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    config = pretrain.get_config(smoke=True)
+    config.update(out=out, verbose=0, validation_freq=100)
+    pretrain.run(config, callbacks=[KillAfterFirstEpoch()])
+    """
+)
+
+
+def run(out, mode):
+    env = {**os.environ, "PYTHONPATH": ROOT, "KERAS_BACKEND": "torch", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, out, mode], env=env, capture_output=True, text=True,
+        timeout=400,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="runs once, on the torch backend")
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    killed = str(tmp_path / "killed")
+    proc = run(killed, "kill")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert os.path.exists(os.path.join(killed, "backup", "latest.weights.h5"))
+    assert not os.path.exists(os.path.join(killed, "model.keras"))
+    proc = run(killed, "resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Resuming from the backup" in proc.stdout
+    straight = str(tmp_path / "straight")
+    proc = run(straight, "resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    a = keras.saving.load_model(os.path.join(killed, "model.keras"), compile=False)
+    b = keras.saving.load_model(os.path.join(straight, "model.keras"), compile=False)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(wa), keras.ops.convert_to_numpy(wb), rtol=0, atol=1e-6,
+            err_msg=wa.path,
+        )
+    with open(os.path.join(killed, "log.csv")) as f:
+        assert len(f.read().strip().splitlines()) == 4  # header + epochs 1, 2, 3 across both runs
