@@ -99,6 +99,6 @@ def run_main(register, argv=None):
     """Runs one recipe command standalone (used by the scripts in `recipes/`)."""
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    name = register.__module__.rsplit(".", 1)[-1]
+    name = register.__module__.rsplit(".", 1)[-1].replace("_", "-")
     args = parser.parse_args([name, *(sys.argv[1:] if argv is None else argv)])
     return args.func(args)

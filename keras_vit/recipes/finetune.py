@@ -142,10 +142,11 @@ def transfer_weights(source, target):
         except ValueError:
             raise ValueError(f"The --init model has no layer {layer.name!r} to copy.") from None
         if isinstance(layer, PatchEncoder):
-            layer.kernel.assign(src.kernel)
-            layer.bias.assign(src.bias)
+            # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
+            layer.kernel.assign(keras.ops.convert_to_numpy(src.kernel))
+            layer.bias.assign(keras.ops.convert_to_numpy(src.bias))
             if layer.class_token:
-                layer.class_embedding.assign(src.class_embedding)
+                layer.class_embedding.assign(keras.ops.convert_to_numpy(src.class_embedding))
             if layer.position_embedding == "learned":
                 layer.load_position_embedding(
                     keras.ops.convert_to_numpy(src.position_embeddings), source_grid=src.grid_size
