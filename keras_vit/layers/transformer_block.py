@@ -152,6 +152,9 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None, return_attention_scores=False):
+        # The residual stream runs in the compute dtype on every backend (bfloat16 under
+        # mixed precision), whatever dtype the caller passed.
+        inputs = ops.cast(inputs, self.compute_dtype)
         x = self.attention_norm(inputs)
         if return_attention_scores:
             x, scores = self.attention(
