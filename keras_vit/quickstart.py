@@ -20,6 +20,7 @@ import scipy.ndimage
 
 from keras_vit.models.vit import ViT
 from keras_vit.preprocessing import preprocess_input
+from keras_vit.training.schedules import WarmupDecay
 
 DEFAULTS = dict(
     image_size=16,
@@ -106,23 +107,6 @@ class AugmentedDigits(keras.utils.PyDataset):
         self.order = self.rng.permutation(len(self.images))
 
 
-class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to `peak`, then cosine decay to 0 at `total_steps`."""
-
-    def __init__(self, peak, warmup_steps, total_steps):
-        self.peak, self.warmup_steps, self.total_steps = peak, warmup_steps, total_steps
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        warm = self.peak * step / max(self.warmup_steps, 1)
-        progress = (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1)
-        cosine = 0.5 * self.peak * (1 + keras.ops.cos(np.pi * keras.ops.clip(progress, 0, 1)))
-        return keras.ops.where(step < self.warmup_steps, warm, cosine)
-
-    def get_config(self):
-        return dict(peak=self.peak, warmup_steps=self.warmup_steps, total_steps=self.total_steps)
-
-
 def run(out_dir="runs/quickstart", verbose=1, **overrides):
     """Trains, evaluates and saves the quickstart model; returns the metrics dict."""
     unknown = set(overrides) - set(DEFAULTS)
@@ -147,7 +131,12 @@ def run(out_dir="runs/quickstart", verbose=1, **overrides):
     )
     train = AugmentedDigits(x_train, y_train, cfg["batch_size"], seed=cfg["seed"])
     steps = len(train) * cfg["epochs"]
-    schedule = WarmupCosine(cfg["learning_rate"], len(train) * cfg["warmup_epochs"], steps)
+    schedule = WarmupDecay(
+        cfg["learning_rate"],
+        total_steps=steps,
+        warmup_steps=len(train) * cfg["warmup_epochs"],
+        decay="cosine",
+    )
     model.compile(
         optimizer=keras.optimizers.AdamW(schedule, weight_decay=cfg["weight_decay"], global_clipnorm=1.0),
         loss=keras.losses.CategoricalCrossentropy(
@@ -157,7 +146,7 @@ def run(out_dir="runs/quickstart", verbose=1, **overrides):
     )
     # One-hot labels for label smoothing.
     train_onehot = _OneHot(train, 10)
-    model.fit(train_onehot, epochs=cfg["epochs"], verbose=verbose)
+    history = model.fit(train_onehot, epochs=cfg["epochs"], verbose=verbose)
     logits = model.predict(np.asarray(preprocess_input(x_test)), batch_size=256, verbose=0)
     accuracy = float((np.argmax(logits, -1) == y_test).mean())
     seconds = time.perf_counter() - start
@@ -171,6 +160,7 @@ def run(out_dir="runs/quickstart", verbose=1, **overrides):
         train_examples=int(len(y_train)),
         seconds=round(seconds, 1),
         parameters=int(model.count_params()),
+        train_loss=[float(v) for v in history.history["loss"]],
         model_path=model_path,
         config=cfg,
     )
