@@ -6,10 +6,14 @@ a local folder laid out like the bucket and served through `file://` URLs or an
 is never touched.
 """
 
+import contextlib
 import functools
+import hashlib
 import http.server
 import os
+import re
 import threading
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -334,6 +338,8 @@ def test_register_preset_checks(bucket):
         presets.register_preset(presets.Preset("mu/8", "x.npz", "x.npz", 32, 1, False, ""))
     with pytest.raises(ValueError, match="Unknown"):
         presets.register_preset(presets.Preset("Q/8", "x", "x.npz", 32, 1, False, ""))
+    with pytest.raises(ValueError, match="Received: file_hash='not-a-digest'"):
+        presets.register_preset(FT, overwrite=True, file_hash="not-a-digest")
 
 
 def test_imagenet_classes_shipped():
@@ -380,3 +386,144 @@ def test_weights_command_lists_and_fetches(bucket, tmp_path, capsys):
     args = parser.parse_args(["weights", "--model", "mu/8", "--fetch", "nope"])
     assert args.func(args) == 2
     assert "Valid names for 'mu/8'" in capsys.readouterr().err
+
+
+# Resumable downloads and hashes. A small HTTP server of our own that honours
+# (or ignores) `Range` and can cut the connection after `cut_after` bytes of
+# the body in its first `cuts` answers, announcing the full Content-Length.
+
+
+@contextlib.contextmanager
+def _range_server(root, *, honour_range=True, cuts=0, cut_after=0):
+    """Serves `root`; yields (base URL, the Range header of each request, None when absent)."""
+    ranges = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            requested = self.headers.get("Range")
+            ranges.append(requested)
+            path = root.joinpath(*urllib.parse.unquote(self.path).lstrip("/").split("/"))
+            data = path.read_bytes()
+            first = 0
+            if requested and honour_range:
+                first = int(re.fullmatch(r"bytes=(\d+)-", requested).group(1))
+                if first >= len(data):
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(data)}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {first}-{len(data) - 1}/{len(data)}")
+            else:
+                self.send_response(200)
+            body = data[first:]
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if len(ranges) <= cuts:
+                body = body[:cut_after]  # then the connection closes: fewer bytes than announced
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", ranges
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_dropped_download_resumes_within_a_call_and_across_calls(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    source = _read(sources["test_ft"][0])
+    cached = str(_cache(tmp_path, FT))
+    k = 1000
+    with _range_server(root, cuts=2, cut_after=k) as (url, ranges):
+        monkeypatch.setattr(presets, "DOWNLOAD_ATTEMPTS", 1)
+        with pytest.raises(ConnectionError) as info:
+            presets.get_weights_file("test_ft", "mu/8", base_url=url)
+        assert "the next call resumes" in str(info.value) and cached + ".part" in str(info.value)
+        assert _read(cached + ".part") == source[:k]  # kept, not deleted
+        assert not os.path.exists(cached)
+        monkeypatch.setattr(presets, "DOWNLOAD_ATTEMPTS", 3)
+        monkeypatch.setenv(presets.BASE_URL_ENV, url)
+        model = ViT("mu/8", weights="test_ft")  # cut once more, then completed by a third request
+    assert ranges == [None, f"bytes={k}-", f"bytes={2 * k}-"]
+    assert _read(cached) == source and not os.path.exists(cached + ".part")
+    _assert_same_weights(model, sources["test_ft"][1])
+
+
+def test_server_ignoring_range_restarts_from_zero(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    with _range_server(root, honour_range=False, cuts=1, cut_after=1000) as (url, ranges):
+        path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
+    assert ranges == [None, "bytes=1000-"]  # asked to resume, got the whole file (200)
+    assert _read(path) == _read(sources["test_ft"][0])
+
+
+def test_part_that_is_already_complete_is_finished_on_416(bucket, tmp_path):
+    root, sources = bucket
+    source = _read(sources["test_ft"][0])
+    part = _cache(tmp_path, FT).with_name(FT.path.split("/")[-1] + ".part")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(source)
+    with _range_server(root) as (url, ranges):
+        path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
+    assert ranges == [f"bytes={len(source)}-"]
+    assert _read(path) == source and not part.exists()
+
+
+def test_file_hash_is_checked_and_a_mismatch_leaves_no_file(bucket, tmp_path):
+    root, sources = bucket
+    source = sources["test_ft"][0]
+    digest = hashlib.sha256(_read(source)).hexdigest()
+    cached = str(_cache(tmp_path, FT))
+    wrong = "0" * 64
+    with pytest.raises(ValueError) as info:
+        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root), file_hash=wrong)
+    message = str(info.value)
+    assert f"expected {wrong}, received {digest}" in message and "Retry" in message
+    assert cached in message
+    assert not os.path.exists(cached) and not os.path.exists(cached + ".part")
+    with pytest.raises(ValueError, match="64 hex digits"):
+        presets.get_weights_file("test_ft", "mu/8", file_hash="abc")
+    # The table's digest (here given through register_preset) is checked the same way.
+    presets.register_preset(FT, overwrite=True, file_hash=digest.upper())
+    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    assert _read(path + ".sha256").decode().startswith(f"{digest}  {os.path.basename(path)}\n")
+    presets.register_preset(FT, overwrite=True, file_hash=wrong)
+    with pytest.raises(ValueError, match=f"expected {wrong}, received {digest}"):
+        presets.get_weights_file("test_ft", "mu/8")  # a cache hit: the sidecar's digest differs
+    assert not os.path.exists(path)  # (the fixture unregisters FT and its digest)
+
+
+def test_sidecar_detects_a_cached_file_that_changed(bucket, tmp_path, monkeypatch):
+    root, sources = bucket
+    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    data = _read(path)
+    # Unchanged size and time: the sidecar answers, nothing is hashed.
+    with monkeypatch.context() as patch:
+        patch.setattr(presets, "_digests", lambda *args: pytest.fail("hashed a cache hit"))
+        assert presets.get_weights_file("test_ft", "mu/8") == path
+    # Same bytes, new time (copied back from a backup): hashed again, accepted, re-recorded.
+    os.utime(path, ns=(1, 1))
+    assert presets.get_weights_file("test_ft", "mu/8") == path
+    assert "mtime_ns=1 " in _read(path + ".sha256").decode()
+    # Changed bytes (bit rot): caught without downloading, removed with its sidecar.
+    with open(path, "wb") as f:
+        f.write(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ValueError, match="bytes changed since it was verified") as info:
+        presets.get_weights_file("test_ft", "mu/8")
+    assert "removed from the cache" in str(info.value)
+    assert not os.path.exists(path) and not os.path.exists(path + ".sha256")
