@@ -463,10 +463,10 @@ def _hash_mismatch(algorithm, expected, received):
 
 
 def _verify(preset, url, path, expected, record=None):
-    """Checks a complete file (hash, then zip CRCs) and writes its sidecar; removes it on failure.
+    """Checks a complete file (hash, then zip CRCs); returns its sha256, or removes it and raises.
 
-    `record`: the sidecar's (sha256, size, mtime_ns) of a cached file whose
-    size or time changed since; its bytes must still hash to that sha256.
+    `record`: the sidecar's (sha256, size, mtime_ns) of a cached file; its
+    bytes must still hash to that sha256 (then the zip was checked already).
     """
     algorithm = _hash_algorithm(expected) if expected else "sha256"
     digests = _digests(path, {"sha256", algorithm})
@@ -500,7 +500,7 @@ def _check_cached(preset, url, target, expected):
             if record[0] != expected.lower():
                 _fail_corrupt(preset, url, target, _hash_mismatch("sha256", expected, record[0]))
             return
-        _verify(preset, url, target, expected)  # md5: the sidecar cannot answer
+        _verify(preset, url, target, expected, record)  # md5: the sidecar cannot answer
         return
     if record is None:  # copied by hand, or cached before sidecars: one full check
         problem = _check_file(target, deep=False)  # fast answer for an HTML page or a stub

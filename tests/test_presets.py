@@ -428,7 +428,7 @@ def _range_server(root, *, honour_range=True, cuts=0, cut_after=0):
             self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/", ranges
@@ -472,15 +472,20 @@ def test_server_ignoring_range_restarts_from_zero(bucket, tmp_path, monkeypatch)
     assert _read(path) == _read(sources["test_ft"][0])
 
 
-def test_part_that_is_already_complete_is_finished_on_416(bucket, tmp_path):
+@pytest.mark.parametrize("extra", [b"", b"junk"])
+def test_part_at_or_past_the_end_gets_416_and_is_finished_or_restarted(
+    bucket, tmp_path, monkeypatch, extra
+):
     root, sources = bucket
+    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
     source = _read(sources["test_ft"][0])
     part = _cache(tmp_path, FT).with_name(FT.path.split("/")[-1] + ".part")
     part.parent.mkdir(parents=True)
-    part.write_bytes(source)
+    part.write_bytes(source + extra)
     with _range_server(root) as (url, ranges):
         path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
-    assert ranges == [f"bytes={len(source)}-"]
+    # complete: nothing more to fetch; longer than the file: not a prefix, fetched again
+    assert ranges == [f"bytes={len(source + extra)}-"] + ([None] if extra else [])
     assert _read(path) == source and not part.exists()
 
 
