@@ -365,24 +365,49 @@ def sample_crop_box(height, width, seed, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)
     )
 
 
-def random_resized_crop(image, size, seed, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+def random_resized_crop(
+    image, size, seed, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), rotation=0.0
+):
     """Inception-style random resized crop of one `(H, W, C)` image (stateless, for tf.data).
 
-    The box is sampled by `sample_crop_box` (the same rule as the `RandomResizedCrop` layer) and
-    resized bilinearly to `size`.
+    The box is sampled by `sample_crop_box` (the same rule as the `RandomResizedCrop` layer),
+    optionally rotated about its centre by an angle uniform in `[-rotation, rotation]` degrees,
+    and resampled bilinearly to `size` in one pass (`ImageProjectiveTransformV3`, border pixels
+    repeated) with the pixel-centre convention of `tf.image.resize`: a box covering the whole
+    image gives exactly the evaluation pipeline's resize, so training and evaluation images differ
+    only by the crop, never by the resampling grid or an extra interpolation blur.
     """
     tf = _tf()
     image = tf.cast(image, "float32")
     shape = tf.shape(image)
-    height, width = tf.cast(shape[0], "float32"), tf.cast(shape[1], "float32")
     y0, x0, h, w = sample_crop_box(shape[0], shape[1], seed, scale, ratio)
-    box = tf.stack([y0 / height, x0 / width, (y0 + h) / height, (x0 + w) / width])
-    # crop_and_resize maps normalised y to y * (H - 1): rescale so the box spans its pixels.
-    box = box * tf.stack([height, width, height, width]) / tf.stack(
-        [height - 1.0, width - 1.0, height - 1.0, width - 1.0]
+    # Output pixel (i, j) has its centre at (i + 0.5, j + 0.5) * (h, w) / size inside the box;
+    # rotate that point about the box centre and convert back to an input pixel index (- 0.5).
+    sy, sx = h / size[0], w / size[1]
+    if rotation:
+        angle = (2.0 * tf.random.stateless_uniform((), seed=seed + [0, 2 << 40]) - 1.0) * (
+            rotation * math.pi / 180.0
+        )
+        cos, sin = tf.cos(angle), tf.sin(angle)
+    else:
+        cos, sin = tf.constant(1.0), tf.constant(0.0)
+    dx, dy = 0.5 * sx - 0.5 * w, 0.5 * sy - 0.5 * h  # offset of output pixel 0 from the centre
+    cx, cy = x0 + 0.5 * w - 0.5, y0 + 0.5 * h - 0.5
+    transform = tf.stack(
+        [
+            cos * sx, -sin * sy, cx + cos * dx - sin * dy,
+            sin * sx, cos * sy, cy + sin * dx + cos * dy,
+            0.0, 0.0,
+        ]
     )
-    box = tf.clip_by_value(box, 0.0, 1.0)
-    out = tf.image.crop_and_resize(image[None], box[None], [0], size, method="bilinear")
+    out = tf.raw_ops.ImageProjectiveTransformV3(
+        images=image[None],
+        transforms=transform[None],
+        output_shape=tf.constant(size, "int32"),
+        fill_value=0.0,
+        interpolation="BILINEAR",
+        fill_mode="NEAREST",
+    )
     return out[0]
 
 
@@ -411,14 +436,16 @@ def train_pipeline(
     seed=0,
     crop_scale=(0.08, 1.0),
     crop_ratio=(3 / 4, 4 / 3),
+    rotation=0.0,
     flip=None,
     augmenters=(),
     shuffle_buffer=10_000,
 ):
     """The training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
 
-    Epoch `e` is a fresh shuffle (seed `(seed, e)`) of the source, cropped and flipped with
-    per-example stateless seeds, batched (`drop_remainder`), augmented by `augmenters` (see
+    Epoch `e` is a fresh shuffle (seed `(seed, e)`) of the source, cropped (and rotated by up to
+    `rotation` degrees, in the same resampling pass) and flipped with per-example stateless seeds,
+    batched (`drop_remainder`), augmented by `augmenters` (see
     `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
     [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
     the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
@@ -433,6 +460,9 @@ def train_pipeline(
     flip = source.default_flip if flip is None else flip
     num_classes = source.num_classes
     crop_scale, crop_ratio = augment_lib.check_crop_ranges(crop_scale, crop_ratio)
+    if not 0.0 <= float(rotation) <= 180.0:
+        raise ValueError(f"rotation must be in [0, 180] degrees. Received: rotation={rotation!r}")
+    rotation = float(rotation)
     buffer = max(1, min(shuffle_buffer, source.num_examples))
     base = source.dataset
 
@@ -440,7 +470,7 @@ def train_pipeline(
         def preprocess(index, example):
             image, label = example
             key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
-            image = random_resized_crop(image, size, key, crop_scale, crop_ratio)
+            image = random_resized_crop(image, size, key, crop_scale, crop_ratio, rotation)
             if flip:
                 image = tf.image.stateless_random_flip_left_right(image, key + [0, 1 << 40])
             return image, tf.one_hot(label, num_classes)

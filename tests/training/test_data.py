@@ -64,6 +64,41 @@ def test_tf_random_resized_crop_sizes_and_ranges():
     assert tuple(out.shape) == (16, 8, 3)
 
 
+def test_tf_random_resized_crop_resamples_like_the_eval_resize():
+    # A box covering the whole image gives exactly the evaluation pipeline's resize (same pixel
+    # centres): a model trained on crops is not evaluated on a shifted resampling grid.
+    image = np.random.default_rng(0).integers(0, 256, (8, 8, 1), dtype="uint8")
+    key = tf.constant([0, 1], "int64")
+    full = data.random_resized_crop(image, (24, 24), key, scale=(1.0, 1.0), ratio=(1.0, 1.0))
+    resized = tf.image.resize(tf.cast(image, "float32"), (24, 24), method="bilinear")
+    np.testing.assert_allclose(full.numpy(), resized.numpy(), atol=1e-3)
+    # A smaller box samples inside it: on a horizontal ramp the output spans the box's columns.
+    ramp = np.tile(np.arange(32, dtype="uint8")[None, :, None], (32, 1, 1))
+    y0, x0, h, w = (float(v) for v in data.sample_crop_box(32, 32, key, (0.25, 0.25), (1, 1)))
+    row = data.random_resized_crop(ramp, (16, 16), key, (0.25, 0.25), (1, 1)).numpy()[0, :, 0]
+    step = w / 16
+    np.testing.assert_allclose(row, x0 + step * (np.arange(16) + 0.5) - 0.5, atol=1e-3)
+
+
+def test_tf_random_resized_crop_rotation():
+    # A horizontal ramp rotated by theta about the centre has gradient (cos theta, sin theta).
+    ramp = np.tile(np.arange(32, dtype="uint8")[None, :, None], (32, 1, 1))
+    angles = []
+    for i in range(4):
+        key = tf.constant([2, i], "int64")
+        out = data.random_resized_crop(ramp, (32, 32), key, (1, 1), (1, 1), rotation=30).numpy()
+        centre = out[12:20, 12:20, 0]  # away from the repeated borders
+        along_x = np.diff(centre, axis=1).mean()
+        along_y = np.diff(centre, axis=0).mean()
+        np.testing.assert_allclose(along_x**2 + along_y**2, 1.0, atol=1e-3)
+        angles.append(np.degrees(np.arctan2(along_y, along_x)))
+    assert max(abs(a) for a in angles) <= 30 + 1e-3
+    assert np.ptp(angles) > 1  # a new angle per key
+    with pytest.raises(ValueError, match="rotation"):
+        data.train_pipeline(data.load_source("digits"), image_size=8, batch_size=8, epochs=1,
+                            rotation=-5)
+
+
 def test_folder_loading(tmp_path):
     write_pngs(tmp_path / "imgs", per_class=10)
     train = data.load_source(f"folder:{tmp_path / 'imgs'}", "train")
