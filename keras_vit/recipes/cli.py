@@ -17,6 +17,13 @@ def _int_list(text):
     return tuple(int(p) for p in text.split(",") if p)
 
 
+def _float_pair(text):
+    parts = [float(p) for p in text.split(",") if p]
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"Expected MIN,MAX. Received: {text!r}")
+    return tuple(parts)
+
+
 def _str_list(text):
     return [p for p in text.split(",") if p]
 
@@ -61,7 +68,14 @@ def add_training_flags(parser, out_default):
     parser.add_argument("--label-smoothing", dest="label_smoothing", type=float)
     parser.add_argument("--dropout", dest="dropout_rate", type=float)
     parser.add_argument("--augment", type=_str_list,
-                        help="Comma list of randaugment, random_erasing, mixup, cutmix.")
+                        help="Comma list of randaugment, random_erasing, mixup, cutmix, "
+                        "random_rotation, random_translation, random_zoom.")
+    parser.add_argument("--crop-scale", dest="crop_scale", type=_float_pair,
+                        help="MIN,MAX area fraction of the random resized crop (e.g. 0.08,1).")
+    parser.add_argument("--crop-ratio", dest="crop_ratio", type=_float_pair,
+                        help="MIN,MAX aspect ratio of the random resized crop (e.g. 0.75,1.33).")
+    parser.add_argument("--rotation", type=float,
+                        help="Rotate each training crop by a random angle in +-DEG degrees.")
     parser.add_argument("--no-flip", dest="flip", action="store_false", default=None)
     parser.add_argument("--verbose", choices=("auto", "0", "1", "2"))
 

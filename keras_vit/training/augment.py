@@ -22,6 +22,16 @@ AUGMENTERS = {
     "random_erasing": ("RandomErasing", dict(value_range=(0, 255)), False),
     "mixup": ("MixUp", dict(alpha=0.2), True),
     "cutmix": ("CutMix", dict(factor=1.0), True),
+    # Geometric jitter, one Keras layer each. The border is filled with 0 (black); pass
+    # `("random_rotation", {"fill_mode": "reflect"})` etc. for natural images. Caveat: each
+    # resamples the already cropped-and-resized batch (bilinear), a blur the evaluation images
+    # never get; on digits (8 px upsampled to 24) the three together cost ~8 points of test
+    # accuracy (benchmarks/RESULTS.md), so the digits recipe jitters through the crop instead.
+    "random_rotation": ("RandomRotation", dict(factor=1 / 30, fill_mode="constant"), False),
+    "random_translation": (
+        "RandomTranslation", dict(height_factor=0.1, width_factor=0.1, fill_mode="constant"), False
+    ),
+    "random_zoom": ("RandomZoom", dict(height_factor=0.1, fill_mode="constant"), False),
 }
 
 
@@ -29,9 +39,11 @@ def build_augmenters(specs, seed=None):
     """Builds batch augmentation layers from names (or passes layer instances through).
 
     Args:
-        specs: iterable of names (`"randaugment"`, `"random_erasing"`, `"mixup"`, `"cutmix"`),
-            `(name, kwargs)` pairs to override Keras' defaults, or ready `Layer`/callable
-            instances (e.g. a keras-cv layer). Image layers see batches with values in [0, 255].
+        specs: iterable of names (`"randaugment"`, `"random_erasing"`, `"mixup"`, `"cutmix"`,
+            `"random_rotation"` (+-12 degrees), `"random_translation"` (+-10%), `"random_zoom"`
+            (+-10%); see `AUGMENTERS` for the defaults), `(name, kwargs)` pairs to override
+            Keras' defaults, or ready `Layer`/callable instances (e.g. a keras-cv layer). Image
+            layers see batches with values in [0, 255].
         seed: optional int passed to the Keras layers.
 
     Returns:

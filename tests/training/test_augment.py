@@ -71,6 +71,13 @@ def test_build_augmenters_by_name_and_instance():
     assert names == ["RandAugment", "MixUp", "CutMix", "RandomErasing", "RandomFlip"]
     assert [mixes for _, mixes in built] == [False, True, True, False, False]
     assert built[1][0].alpha == 0.4
+    geometric = augment.build_augmenters(
+        ["random_rotation", "random_translation", ("random_zoom", {"fill_mode": "reflect"})]
+    )
+    assert [type(layer).__name__ for layer, _ in geometric] == [
+        "RandomRotation", "RandomTranslation", "RandomZoom"
+    ]
+    assert geometric[0][0].fill_mode == "constant" and geometric[2][0].fill_mode == "reflect"
     with pytest.raises(ValueError, match="Unknown augmentation"):
         augment.build_augmenters(["autoaugment"])
 
