@@ -11,6 +11,7 @@ Everything trains through `model.fit`. Artefacts in `out`:
 """
 
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -125,39 +126,85 @@ def load_data(config):
     return train, evaluation
 
 
-def compile_model(model, config, total_steps, warmup_steps):
+def build_optimizer(config, total_steps, warmup_steps):
+    """The config's optimizer with its warm-up + decay `WarmupDecay` schedule."""
     schedule = WarmupDecay(
         float(config["learning_rate"]),
         total_steps=total_steps,
         warmup_steps=warmup_steps,
         decay=config["decay"],
     )
-    optimizer = optimizers_lib.build_optimizer(
+    return optimizers_lib.build_optimizer(
         config["optimizer"],
         schedule,
         weight_decay=config["weight_decay"],
         global_clipnorm=config["global_clipnorm"],
         gradient_accumulation_steps=config["gradient_accumulation_steps"],
     )
+
+
+def compile_model(model, config, total_steps, warmup_steps):
     model.compile(
-        optimizer=optimizer,
+        optimizer=build_optimizer(config, total_steps, warmup_steps),
         loss=optimizers_lib.build_loss(config["label_smoothing"]),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
     )
 
 
-def run_training(config, build_model, recipe, callbacks=()):
-    """Trains `build_model(num_classes, config)` on `config` with `model.fit`; writes artefacts.
+@dataclasses.dataclass
+class RunSetup:
+    """What a recipe run needs before building its model (see `prepare_run`).
 
-    Args:
-        config: dict (see `keras_vit.recipes.pretrain.get_config`).
-        build_model: callable `(num_classes, config) -> (keras.Model, info dict)`, called inside
-            the distribution scope.
-        recipe: str. Name recorded in metrics.json.
-        callbacks: extra Keras callbacks, run after the recipe's own.
+    Attributes:
+        out: str. The output folder (with `checkpoints/` created).
+        train_source, eval_source: the data `Source`s.
+        epochs, steps_per_epoch, total_steps, warmup_steps: the step plan (`plan_steps`).
+        backup_dir: str. The `BackupAndRestore` folder.
+        start_epoch: int. The epoch a backup resumes at (0 for a fresh run).
+        train_ds, eval_ds: the `tf.data` pipelines (the training one starts at `start_epoch`).
+        throughput: a `ThroughputLogger` for the run's callbacks.
+    """
+
+    out: str
+    train_source: object
+    eval_source: object
+    epochs: int
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+    backup_dir: str
+    start_epoch: int
+    train_ds: object
+    eval_ds: object
+    throughput: ThroughputLogger
+
+    def base_metrics(self, recipe, config):
+        """The metrics.json fields every recipe writes (run, data and step plan)."""
+        return {
+            "recipe": recipe,
+            "backend": keras.backend.backend(),
+            "dataset": config["dataset"],
+            "num_train_examples": self.train_source.num_examples,
+            "num_eval_examples": self.eval_source.num_examples,
+            "epochs": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "resumed_at_epoch": self.start_epoch,
+        }
+
+
+def prepare_run(config):
+    """Sets up a recipe run: seed, dtype policy, data, step plan, resume point, pipelines.
+
+    Creates `config["out"]/checkpoints`, seeds Keras (`config["seed"]`), sets the mixed-precision
+    policy if any, loads the train/eval data, plans the steps, finds the epoch a backup in
+    `out/backup` resumes at (printing it), and builds the training pipeline from that epoch (crop,
+    flip, `config["augment"]`) and the evaluation pipeline. Shared by `run_training` and the MPP
+    recipe.
 
     Returns:
-        The metrics dict also written to `out/metrics.json`.
+        A `RunSetup`.
     """
     data = _data()
     out = config["out"]
@@ -181,18 +228,49 @@ def run_training(config, build_model, recipe, callbacks=()):
         seed=config["seed"],
         crop_scale=config["crop_scale"],
         crop_ratio=config["crop_ratio"],
+        rotation=config["rotation"],
         flip=config["flip"],
         augmenters=augment_lib.build_augmenters(config["augment"], seed=config["seed"]),
     )
     eval_ds = data.eval_pipeline(
         eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]
     )
-    throughput = ThroughputLogger(config["batch_size"], per_epoch)
+    return RunSetup(
+        out=out,
+        train_source=train_source,
+        eval_source=eval_source,
+        epochs=epochs,
+        steps_per_epoch=per_epoch,
+        total_steps=total,
+        warmup_steps=warmup,
+        backup_dir=backup_dir,
+        start_epoch=start_epoch,
+        train_ds=train_ds,
+        eval_ds=eval_ds,
+        throughput=ThroughputLogger(config["batch_size"], per_epoch),
+    )
+
+
+def run_training(config, build_model, recipe, callbacks=()):
+    """Trains `build_model(num_classes, config)` on `config` with `model.fit`; writes artefacts.
+
+    Args:
+        config: dict (see `keras_vit.recipes.pretrain.get_config`).
+        build_model: callable `(num_classes, config) -> (keras.Model, info dict)`, called inside
+            the distribution scope.
+        recipe: str. Name recorded in metrics.json.
+        callbacks: extra Keras callbacks, run after the recipe's own.
+
+    Returns:
+        The metrics dict also written to `out/metrics.json`.
+    """
+    setup = prepare_run(config)
+    out = setup.out
     with distribution_scope(config["distribution"]):
-        model, model_info = build_model(train_source.num_classes, config)
-        compile_model(model, config, total, warmup)
+        model, model_info = build_model(setup.train_source.num_classes, config)
+        compile_model(model, config, setup.total_steps, setup.warmup_steps)
         callbacks = [
-            keras.callbacks.BackupAndRestore(backup_dir),
+            keras.callbacks.BackupAndRestore(setup.backup_dir),
             keras.callbacks.ModelCheckpoint(os.path.join(out, "checkpoints", "last.keras")),
             keras.callbacks.ModelCheckpoint(
                 os.path.join(out, "checkpoints", "best.keras"),
@@ -202,45 +280,36 @@ def run_training(config, build_model, recipe, callbacks=()):
             ),
             keras.callbacks.TensorBoard(os.path.join(out, "logs")),
             keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
-            throughput,
+            setup.throughput,
             *callbacks,
         ]
         history = model.fit(
-            train_ds,
-            epochs=epochs,
-            steps_per_epoch=per_epoch,
-            validation_data=eval_ds,
+            setup.train_ds,
+            epochs=setup.epochs,
+            steps_per_epoch=setup.steps_per_epoch,
+            validation_data=setup.eval_ds,
             validation_freq=config["validation_freq"],
             callbacks=callbacks,
             verbose=config["verbose"],
         )
-        test_loss, test_accuracy = model.evaluate(eval_ds, verbose=0)
+        test_loss, test_accuracy = model.evaluate(setup.eval_ds, verbose=0)
     model.save(os.path.join(out, "model.keras"))
     metrics = {
-        "recipe": recipe,
-        "backend": keras.backend.backend(),
-        "dataset": config["dataset"],
-        "num_classes": train_source.num_classes,
-        "num_train_examples": train_source.num_examples,
-        "num_eval_examples": eval_source.num_examples,
-        "epochs": epochs,
-        "steps_per_epoch": per_epoch,
-        "total_steps": total,
-        "warmup_steps": warmup,
-        "resumed_at_epoch": start_epoch,
+        **setup.base_metrics(recipe, config),
+        "num_classes": setup.train_source.num_classes,
         "num_params": int(model.count_params()),
         "test_loss": float(test_loss),
         "test_accuracy": float(test_accuracy),
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "throughput": throughput.summary(),
+        "throughput": setup.throughput.summary(),
         "model": model_info,
         "config": _jsonable(config),
     }
     with open(os.path.join(out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     print(
-        f"{recipe}: test accuracy {test_accuracy:.4f} on {eval_source.num_examples} examples; "
-        f"artefacts in {out}"
+        f"{recipe}: test accuracy {test_accuracy:.4f} on {setup.eval_source.num_examples} "
+        f"examples; artefacts in {out}"
     )
     return metrics
 

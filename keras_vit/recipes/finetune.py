@@ -57,6 +57,14 @@ PAPER = dict(
     weights=None,
 )
 
+# Offline default: the paper's fine-tuning optimizer (SGD momentum 0.9, cosine, clip 1, no weight
+# decay) on digits at 24 px, from scratch unless --init/--weights. 1,257 training images overfit
+# a ViT: what brings it from 94.6% to ~99% test accuracy (benchmarks/RESULTS.md) is (1) training
+# crops resampled on the same pixel grid as the evaluation resize (a data-pipeline fix), (2) the
+# quickstart's jitter: mild crops (scale and shift) plus a random rotation of +-12 degrees done
+# in the same resampling pass (Keras' RandomRotation/Translation/Zoom layers resample the batch
+# again, a blur the test images never get: 90% test accuracy with them), (3) label smoothing
+# 0.1 and 60 epochs (about 5 minutes on 2 CPU cores with JAX).
 DIGITS = dict(
     PAPER,
     model="Ti/4",
@@ -64,12 +72,14 @@ DIGITS = dict(
     dataset="digits",
     image_size=24,
     batch_size=32,
-    epochs=40,
+    epochs=60,
     steps=None,
     learning_rate=0.03,
     warmup_steps=100,
-    crop_scale=(0.8, 1.0),  # digits are centred: mild crops (0.6 left a 12-point train/test gap)
+    label_smoothing=0.1,
+    crop_scale=(0.8, 1.0),  # digits are centred: mild crops (0.6, 1) with ratios 3/4-4/3: 97.4%
     crop_ratio=(0.9, 1.1),
+    rotation=12.0,
 )
 
 PRESETS = {"digits": DIGITS, "paper": PAPER}

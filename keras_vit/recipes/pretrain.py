@@ -43,6 +43,7 @@ PAPER = dict(
     representation_size=768,
     crop_scale=(0.08, 1.0),
     crop_ratio=(3 / 4, 4 / 3),
+    rotation=0.0,  # degrees; > 0 rotates each crop by a random angle in [-rotation, rotation]
     flip=None,
     augment=[],
 )

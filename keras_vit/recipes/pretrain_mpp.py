@@ -36,10 +36,7 @@ import keras
 
 from keras_vit import mpp
 from keras_vit.recipes import common, pretrain
-from keras_vit.training import augment as augment_lib
-from keras_vit.training import optimizers as optimizers_lib
 from keras_vit.training.distribution import distribution_scope
-from keras_vit.training.schedules import WarmupDecay
 
 # Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
 # flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
@@ -124,95 +121,49 @@ def build_model(config):
 
 def run(config):
     """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
-    from keras_vit.training import data
-
-    out = config["out"]
-    os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
-    keras.utils.set_random_seed(config["seed"])
-    if config["mixed_precision"]:
-        keras.config.set_dtype_policy(config["mixed_precision"])
-    train_source, eval_source = common.load_data(config)
-    epochs, per_epoch, total, warmup = common.plan_steps(config, train_source.num_examples)
-    backup_dir = os.path.join(out, "backup")
-    start_epoch = common.backup_epoch(backup_dir)
-    if start_epoch:
-        print(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}/{epochs}.")
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
-    train_ds = data.train_pipeline(
-        train_source,
-        image_size=config["image_size"],
-        batch_size=config["batch_size"],
-        epochs=epochs,
-        steps_per_epoch=per_epoch,
-        start_epoch=start_epoch,
-        seed=config["seed"],
-        crop_scale=config["crop_scale"],
-        crop_ratio=config["crop_ratio"],
-        flip=config["flip"],
-        augmenters=augment_lib.build_augmenters(config["augment"], seed=config["seed"]),
-    )
-    eval_ds = data.eval_pipeline(
-        eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]
-    )
-    throughput = common.ThroughputLogger(config["batch_size"], per_epoch)
+    setup = common.prepare_run(config)
+    out = setup.out
     with distribution_scope(config["distribution"]):
         model = build_model(config)
-        schedule = WarmupDecay(
-            float(config["learning_rate"]),
-            total_steps=total,
-            warmup_steps=warmup,
-            decay=config["decay"],
-        )
-        optimizer = optimizers_lib.build_optimizer(
-            config["optimizer"],
-            schedule,
-            weight_decay=config["weight_decay"],
-            global_clipnorm=config["global_clipnorm"],
-            gradient_accumulation_steps=config["gradient_accumulation_steps"],
-        )
+        optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
         model.compile(optimizer=optimizer)
         # The untrained model's held-out loss: the reference the final loss must beat.
-        initial_loss = None if start_epoch else float(model.evaluate(eval_ds, verbose=0))
+        initial_loss = None
+        if not setup.start_epoch:
+            initial_loss = float(model.evaluate(setup.eval_ds, verbose=0))
         callbacks = [
-            keras.callbacks.BackupAndRestore(backup_dir),
+            keras.callbacks.BackupAndRestore(setup.backup_dir),
             keras.callbacks.ModelCheckpoint(os.path.join(out, "checkpoints", "last.keras")),
             keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
-            throughput,
+            setup.throughput,
         ]
         history = model.fit(
-            train_ds,
-            epochs=epochs,
-            steps_per_epoch=per_epoch,
+            setup.train_ds,
+            epochs=setup.epochs,
+            steps_per_epoch=setup.steps_per_epoch,
             callbacks=callbacks,
             verbose=config["verbose"],
         )
-        eval_loss = float(model.evaluate(eval_ds, verbose=0))
+        eval_loss = float(model.evaluate(setup.eval_ds, verbose=0))
     model.save(os.path.join(out, "model.keras"))
     encoder = mpp.extract_encoder(model)
     encoder.save(os.path.join(out, "encoder.keras"))
     metrics = {
-        "recipe": "pretrain_mpp",
-        "backend": keras.backend.backend(),
-        "dataset": config["dataset"],
-        "num_train_examples": train_source.num_examples,
-        "num_eval_examples": eval_source.num_examples,
-        "epochs": epochs,
-        "steps_per_epoch": per_epoch,
-        "total_steps": total,
-        "warmup_steps": warmup,
-        "resumed_at_epoch": start_epoch,
+        **setup.base_metrics("pretrain_mpp", config),
         "num_params": int(model.count_params()),
         "encoder_params": int(encoder.count_params()),
         "initial_eval_loss": initial_loss,
         "eval_loss": eval_loss,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "throughput": throughput.summary(),
+        "throughput": setup.throughput.summary(),
         "config": common._jsonable(config),
     }
     with open(os.path.join(out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     print(
-        f"pretrain_mpp: masked-patch loss {eval_loss:.4f} on {eval_source.num_examples} held-out "
-        f"images; encoder for `keras-vit finetune --init` in {os.path.join(out, 'encoder.keras')}"
+        f"pretrain_mpp: masked-patch loss {eval_loss:.4f} on {setup.eval_source.num_examples} "
+        f"held-out images; encoder for `keras-vit finetune --init` in "
+        f"{os.path.join(out, 'encoder.keras')}"
     )
     return metrics
