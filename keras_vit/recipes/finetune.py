@@ -61,10 +61,10 @@ PAPER = dict(
 # decay) on digits at 24 px, from scratch unless --init/--weights. 1,257 training images overfit
 # a ViT: what brings it from 94.6% to 98.2-98.9% test accuracy (benchmarks/RESULTS.md) is
 # (1) training crops resampled on the same pixel grid as the evaluation resize (a data-pipeline
-# fix), (2) the quickstart's jitter: mild crops (scale and shift) plus a random rotation of +-12 degrees done
-# in the same resampling pass (Keras' RandomRotation/Translation/Zoom layers resample the batch
-# again, a blur the test images never get: 90% test accuracy with them), (3) label smoothing
-# 0.1 and 60 epochs (about 5 minutes on 2 CPU cores with JAX).
+# fix), (2) the quickstart's jitter: mild crops (scale and shift) plus a random rotation of
+# +-12 degrees done in the same resampling pass (Keras' RandomRotation/Translation/Zoom layers
+# resample the batch again, a blur the test images never get: 90% test accuracy with them),
+# (3) label smoothing 0.1 and 60 epochs (about 5 minutes on 2 CPU cores with JAX).
 DIGITS = dict(
     PAPER,
     model="Ti/4",
