@@ -95,6 +95,7 @@ def build_vit(
     approximate_gelu,
     layer_scale_init_value,
     name,
+    remat=False,
 ):
     """Assembles the transformer part on top of `features` (images, or a stem's feature map).
 
@@ -120,6 +121,7 @@ def build_vit(
             layer_norm_epsilon=layer_norm_epsilon,
             approximate_gelu=approximate_gelu,
             layer_scale_init_value=layer_scale_init_value,
+            remat=remat,
             name=f"encoderblock_{i}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
@@ -186,6 +188,7 @@ def ViT(
     approximate_gelu=True,
     layer_norm_epsilon=1e-6,
     layer_scale_init_value=None,
+    remat=False,
     position_embedding="learned",
     class_token=None,
     num_layers=None,
@@ -237,6 +240,14 @@ def ViT(
         approximate_gelu: bool. tanh GELU (official) or exact. Defaults to True.
         layer_norm_epsilon: float. Defaults to 1e-6.
         layer_scale_init_value: optional float enabling LayerScale. Defaults to None.
+        remat: bool. Rematerialise every transformer block in the backward
+            pass (gradient checkpointing through `keras.remat`): training keeps
+            only each block's input and recomputes the rest, for about one more
+            forward pass of compute; outputs and gradients are unchanged. A
+            ViT-S/16 step at batch 16 on CPU: peak memory -47% on TensorFlow,
+            -12 to -20% on PyTorch, unchanged on JAX, 15-23% slower (see
+            `TransformerBlock`).
+            Defaults to False.
         position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
         class_token: optional bool; defaults to True unless `pooling="gap"`
             (the official GAP models have no class token).
@@ -297,6 +308,7 @@ def ViT(
             approximate_gelu=approximate_gelu,
             layer_norm_epsilon=layer_norm_epsilon,
             layer_scale_init_value=layer_scale_init_value,
+            remat=remat,
             position_embedding=position_embedding,
             class_token=class_token,
             name=name or variants.model_name(variant),
@@ -348,6 +360,7 @@ def ViT(
         layer_norm_epsilon=layer_norm_epsilon,
         approximate_gelu=approximate_gelu,
         layer_scale_init_value=layer_scale_init_value,
+        remat=remat,
         name=name or variants.model_name(variant),
     )
     return load_weights(model, weights)

@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -154,3 +156,111 @@ def test_mixed_precision_tiny():
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in block.weights)
     assert np.isfinite(to_numpy(keras.ops.cast(out, "float32"))).all()
+
+
+def _loss_and_grads(model, x):
+    """Loss sum(model(x)^2) (training mode) and its gradients, on the active backend."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        trainable = [w.value for w in model.trainable_variables]
+        non_trainable = [w.value for w in model.non_trainable_variables]
+
+        def loss_fn(trainable):
+            y, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+            return (y**2).sum()
+
+        loss, grads = jax.value_and_grad(loss_fn)(trainable)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x, training=True) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+    else:
+        model.zero_grad()
+        loss = (model(x, training=True) ** 2).sum()
+        loss.backward()
+        grads = [w.value.grad for w in model.trainable_variables]
+    return to_numpy(loss), [to_numpy(g) for g in grads]
+
+
+def _block_model(remat, **kwargs):
+    inputs = keras.Input((5, 16))
+    y = TransformerBlock(2, 24, remat=remat, name="b1", **kwargs)(inputs)
+    y = TransformerBlock(2, 24, remat=remat, name="b2", **kwargs)(y)
+    return keras.Model(inputs, y)
+
+
+def test_remat_same_outputs_and_gradients():
+    x = _tokens()
+    plain = _block_model(False)
+    remat = _block_model(True)
+    remat.set_weights(plain.get_weights())
+    np.testing.assert_allclose(to_numpy(remat(x)), to_numpy(plain(x)), rtol=1e-6, atol=1e-6)
+    loss_plain, grads_plain = _loss_and_grads(plain, x)
+    loss_remat, grads_remat = _loss_and_grads(remat, x)
+    np.testing.assert_allclose(loss_remat, loss_plain, rtol=1e-6)
+    assert len(grads_remat) == len(grads_plain) == len(plain.trainable_variables)
+    for g_remat, g_plain in zip(grads_remat, grads_plain):
+        assert np.abs(g_plain).max() > 0
+        np.testing.assert_allclose(g_remat, g_plain, rtol=1e-4, atol=1e-6)
+    # Attention weights on request bypass remat and match.
+    block = remat.get_layer("b1")
+    _, scores = block(x, return_attention_scores=True)
+    assert tuple(scores.shape) == (2, 2, 5, 5)
+
+
+def test_remat_with_dropout():
+    """JAX and PyTorch replay the dropout masks in the recomputation; TF falls back with a warning."""
+    x = _tokens()
+    model = _block_model(True, dropout_rate=0.2, drop_path_rate=0.2)
+    if keras.backend.backend() == "tensorflow":
+        with pytest.warns(UserWarning, match="remat is off"):
+            loss, grads = _loss_and_grads(model, x)
+        assert np.isfinite(loss)
+        return
+    # The dropout seed generators' states are the model's non-trainable variables: restore
+    # them so that both passes draw the same masks.
+    # them (and, on PyTorch, the global generator unseeded dropout uses) so that both passes
+    # draw the same masks.
+    states = [to_numpy(v).copy() for v in model.non_trainable_variables]
+    assert states
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch_state = torch.get_rng_state()
+    loss_remat, grads_remat = _loss_and_grads(model, x)
+    for v, state in zip(model.non_trainable_variables, states):
+        v.assign(state)
+    if keras.backend.backend() == "torch":
+        torch.set_rng_state(torch_state)
+    for layer in (model.get_layer("b1"), model.get_layer("b2")):
+        layer.remat = False
+    loss_plain, grads_plain = _loss_and_grads(model, x)
+    np.testing.assert_allclose(loss_remat, loss_plain, rtol=1e-6)
+    scale = max(np.abs(g).max() for g in grads_plain)
+    for g_remat, g_plain in zip(grads_remat, grads_plain):
+        np.testing.assert_allclose(g_remat, g_plain, rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_remat_config_and_bad_value(tmp_path):
+    block = TransformerBlock(2, 24, remat=True)
+    assert block.get_config()["remat"] is True
+    roundtrip_layer(block, _tokens(), tmp_path)
+    with pytest.raises(ValueError, match="remat must be a bool"):
+        TransformerBlock(2, 24, remat="yes")
+
+
+def test_remat_mixed_precision_with_dropout_tiny():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    inputs = keras.Input((3, 8))
+    model = keras.Model(inputs, TransformerBlock(2, 8, dropout_rate=0.1, remat=True)(inputs))
+    model.compile("adam", "mse")
+    x = np.random.rand(2, 3, 8).astype("float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TensorFlow: remat off with dropout, warned
+        history = model.fit(x, np.zeros((2, 3, 8), "float32"), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert all(w.dtype == "float32" for w in model.weights if w.trainable)

@@ -239,3 +239,26 @@ def test_full_size_parameter_counts(code):
     model = keras_vit.ViT(code, num_classes=1000, image_size=224)
     assert model.count_params() == OFFICIAL_COUNTS[code]
     keras.backend.clear_session()
+
+
+def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
+    plain = keras_vit.ViT("mu/8", **TINY)
+    remat = keras_vit.ViT("mu/8", remat=True, **TINY)
+    remat.set_weights(plain.get_weights())
+    blocks = [l for l in remat.layers if isinstance(l, TransformerBlock)]
+    assert blocks and all(b.remat for b in blocks)
+    x, y = _images(b=8), np.arange(8) % 5
+    np.testing.assert_allclose(to_numpy(remat(x)), to_numpy(plain(x)), rtol=1e-5, atol=1e-6)
+    # model.fit (compiled on JAX and TensorFlow) with dropout and drop path under remat.
+    model = keras_vit.ViT("mu/8", remat=True, dropout_rate=0.1, drop_path_rate=0.1, **TINY)
+    model.compile(
+        keras.optimizers.Adam(1e-3),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    path = str(tmp_path / "remat.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert all(l.remat for l in loaded.layers if isinstance(l, TransformerBlock))
+    np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(loaded(x)))
