@@ -418,6 +418,7 @@ ENCODER_KEYS = (
     "approximate_gelu",
     "layer_norm_epsilon",
     "layer_scale_init_value",
+    "remat",
     "position_embedding",
     "class_token",
 )

@@ -67,6 +67,9 @@ def add_training_flags(parser, out_default):
                         help="Gradient accumulation steps (effective batch = batch x this).")
     parser.add_argument("--label-smoothing", dest="label_smoothing", type=float)
     parser.add_argument("--dropout", dest="dropout_rate", type=float)
+    parser.add_argument("--remat", action="store_true", default=None,
+                        help="Rematerialise each transformer block in the backward pass: less "
+                        "activation memory for about one more forward pass of compute.")
     parser.add_argument("--augment", type=_str_list,
                         help="Comma list of randaugment, random_erasing, mixup, cutmix, "
                         "random_rotation, random_translation, random_zoom.")

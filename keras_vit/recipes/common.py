@@ -331,6 +331,7 @@ def vit_kwargs(config):
         image_size=config["image_size"],
         num_channels=config["num_channels"],
         dropout_rate=config["dropout_rate"],
+        remat=config["remat"],
         pooling=config["pooling"],
         representation_size=config["representation_size"],
     )

@@ -193,6 +193,7 @@ def build_model(num_classes, config):
             image_size=config["image_size"],
             num_classes=num_classes,
             dropout_rate=dropout,
+            remat=config["remat"],
             **arch,
         )
         copied = transfer_weights(source, model)

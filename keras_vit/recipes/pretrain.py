@@ -39,6 +39,7 @@ PAPER = dict(
     gradient_accumulation_steps=None,
     label_smoothing=0.0,
     dropout_rate=0.1,
+    remat=False,  # gradient checkpointing of every transformer block (memory for compute)
     pooling="token",
     representation_size=768,
     crop_scale=(0.08, 1.0),

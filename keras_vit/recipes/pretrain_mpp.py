@@ -106,6 +106,8 @@ def build_model(config):
     overrides = dict(config["model_overrides"] or {})
     if config["dropout_rate"]:
         overrides["dropout_rate"] = config["dropout_rate"]
+    if config["remat"]:
+        overrides["remat"] = True
     return mpp.build_mpp_model(
         config["model"],
         image_size=config["image_size"],

@@ -56,12 +56,14 @@ def test_pretrain_then_finetune_at_a_new_resolution(tmp_path):
 
     fine = str(tmp_path / "fine")
     code = cli(finetune_cmd, "--smoke", "--init", os.path.join(pre, "model.keras"),
-               "--image-size", "24", "--out", fine, "--verbose", "0")
+               "--image-size", "24", "--remat", "--out", fine, "--verbose", "0")
     assert code == 0
     metrics = check_training_artefacts(fine, zero_head=True)
     assert metrics["model"]["source_image_size"] == [16, 16]
     model = keras.saving.load_model(os.path.join(fine, "model.keras"))
     assert model.input_shape == (None, 24, 24, 3)
+    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
+    assert blocks and all(block.remat for block in blocks)  # --remat reached the model
     assert metrics["config"]["optimizer"] == "sgd" and metrics["config"]["decay"] == "cosine"
 
 
