@@ -100,13 +100,14 @@ def _time_steps(step, warmup, runs):
 
 
 def _limit_threads(threads, framework):
-    """One intra-op pool of `threads` threads in whichever framework this process uses."""
+    """Run this process on `threads` cores, with one intra-op pool of that size."""
+    if hasattr(os, "sched_setaffinity"):  # XLA and oneDNN size their pools from the affinity
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
     os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "")
-        + f" --xla_cpu_multi_thread_eigen={str(threads > 1).lower()}"
-        + f" intra_op_parallelism_threads={threads}"
-    )
+    if threads == 1:
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+        )
     if framework == "tensorflow":
         import tensorflow as tf
 
@@ -157,6 +158,9 @@ def _run_keras(lib, task, warmup, runs, jit_compile, precision="fp32"):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (spec["batch"], IMAGE_SIZE, IMAGE_SIZE, 3)).astype("float32")
     y = rng.integers(0, CLASSES, spec["batch"])
+    # Backend tensors on the default device (the GPU where there is one), as the PyTorch peers
+    # keep theirs: a NumPy batch would be copied to the device again at every step.
+    x, y = keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(y, dtype="int32")
     model = _keras_model(lib, task)
     compile_kwargs = {} if jit_compile is None else {"jit_compile": jit_compile}
     if task == "infer":
@@ -333,8 +337,11 @@ def _spawn(lib, backend, task, args):
         cmd += ["--threads", str(args.threads)]
     cmd += ["--clock", args.clock, "--precision", args.precision,
             "--roofline-size", str(args.roofline_size)]
-    for flag, value in (("--train-variant", args.train_variant), ("--batch-infer", args.batch_infer),
-                        ("--batch-train", args.batch_train)):
+    for flag, value in (
+        ("--train-variant", args.train_variant),
+        ("--batch-infer", args.batch_infer),
+        ("--batch-train", args.batch_train),
+    ):
         if value is not None:
             cmd += [flag, str(value)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
@@ -402,7 +409,8 @@ def _ratios(rows):
         ]
         if peers:
             best = max(peers, key=lambda r: r["images_per_s"])
-            row["vs_best_peer"] = f"{row['images_per_s'] / best['images_per_s']:.2f}x ({best['lib']})"
+            ratio = row["images_per_s"] / best["images_per_s"]
+            row["vs_best_peer"] = f"{ratio:.2f}x ({best['lib']})"
         timm = [r for r in ok if r["task"] == row["task"] and r["lib"] == "timm"]
         if timm:
             row["vs_timm"] = f"{row['images_per_s'] / timm[0]['images_per_s']:.2f}x"
@@ -507,7 +515,8 @@ def main(argv=None):
                 print(f"  {task} {spec['variant']:<5} {lib:<15} {backend:<11} "
                       f"{repeat + 1}/{args.repeats} {status}", flush=True)
         for lib, backend in jobs:
-            row = {"task": f"{task} {spec['variant']} b{spec['batch']}", "lib": lib, "backend": backend}
+            name = f"{task} {spec['variant']} b{spec['batch']}"
+            row = {"task": name, "lib": lib, "backend": backend}
             runs = results[(lib, backend)]
             if (lib, backend) in errors:
                 row["error"] = errors[(lib, backend)]
