@@ -24,6 +24,13 @@ def _float_pair(text):
     return tuple(parts)
 
 
+def _jit_compile(text):
+    values = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in values:
+        raise argparse.ArgumentTypeError(f"expected auto, true or false; received {text!r}")
+    return values[text.lower()]
+
+
 def _str_list(text):
     return [p for p in text.split(",") if p]
 
@@ -70,6 +77,11 @@ def add_training_flags(parser, out_default):
     parser.add_argument("--remat", action="store_true", default=None,
                         help="Rematerialise each transformer block in the backward pass: less "
                         "activation memory for about one more forward pass of compute.")
+    parser.add_argument("--jit-compile", dest="jit_compile",
+                        type=_jit_compile,
+                        help="auto (Keras' choice: no XLA for TensorFlow on a CPU-only "
+                        "machine) | true (XLA on TensorFlow and JAX, torch.compile on PyTorch) "
+                        "| false.")
     parser.add_argument("--augment", type=_str_list,
                         help="Comma list of randaugment, random_erasing, mixup, cutmix, "
                         "random_rotation, random_translation, random_zoom.")

@@ -148,6 +148,7 @@ def compile_model(model, config, total_steps, warmup_steps):
         optimizer=build_optimizer(config, total_steps, warmup_steps),
         loss=optimizers_lib.build_loss(config["label_smoothing"]),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+        jit_compile=config.get("jit_compile", "auto"),
     )
 
 

@@ -40,6 +40,9 @@ PAPER = dict(
     label_smoothing=0.0,
     dropout_rate=0.1,
     remat=False,  # gradient checkpointing of every transformer block (memory for compute)
+    # "auto" is Keras' choice: XLA on JAX, and on TensorFlow only with a GPU/TPU; True also
+    # compiles TensorFlow on CPU (faster: benchmarks/RESULTS.md), on PyTorch torch.compile.
+    jit_compile="auto",
     pooling="token",
     representation_size=768,
     crop_scale=(0.08, 1.0),

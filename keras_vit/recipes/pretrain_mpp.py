@@ -129,7 +129,7 @@ def run(config):
     with distribution_scope(config["distribution"]):
         model = build_model(config)
         optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
-        model.compile(optimizer=optimizer)
+        model.compile(optimizer=optimizer, jit_compile=config.get("jit_compile", "auto"))
         # The untrained model's held-out loss: the reference the final loss must beat.
         initial_loss = None
         if not setup.start_epoch:
