@@ -12,8 +12,7 @@ kernels when Keras runs on PyTorch. Same weights, same variables, same mathemati
   `F.scaled_dot_product_attention` as strided views of that product.
 
 What it bought, measured on 2 CPU cores (benchmarks/RESULTS.md): the same speed as the keras.ops
-path within noise, and 16% less peak memory in a ViT-S/16 training step (fewer saved
-intermediates: no separate bias-add outputs, no transposed copies of the heads).
+path within noise, and 16% less peak memory (RSS) in a ViT-S/16 training step at batch 16.
 
 The keras.ops path stays the reference (and the path on JAX and TensorFlow); set
 `KERAS_VIT_TORCH_KERNELS=0` to use it on PyTorch too.

@@ -266,7 +266,7 @@ def test_remat_mixed_precision_with_dropout_tiny():
     assert all(w.dtype == "float32" for w in model.weights if w.trainable)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="PyTorch adapter")
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="tests the PyTorch-only kernels adapter")
 def test_torch_kernels_match_keras_ops_path(monkeypatch):
     """On PyTorch the fused kernels give the keras.ops path's outputs and gradients."""
     from keras_vit.layers import transformer_block

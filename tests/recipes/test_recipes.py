@@ -109,3 +109,14 @@ def test_cli_reports_bad_dataset(tmp_path, capsys):
                "--out", str(tmp_path / "x"))
     assert code == 2
     assert "not prepared" in capsys.readouterr().err
+
+
+def test_jit_compile_flag_values(capsys):
+    """--jit-compile takes auto, true or false (any case); anything else names what it got."""
+    from keras_vit.recipes.cli import _jit_compile
+
+    assert [_jit_compile(v) for v in ("auto", "TRUE", "False")] == ["auto", True, False]
+    with pytest.raises(SystemExit):
+        cli(pretrain_cmd, "--smoke", "--jit-compile", "maybe")
+    err = capsys.readouterr().err
+    assert "expected auto, true or false; received 'maybe'" in err
