@@ -25,6 +25,10 @@ import dataclasses
 import logging
 import math
 import os
+import socket
+import threading
+import time
+import urllib.parse
 import warnings
 
 from keras_vit.training import augment as augment_lib
@@ -35,6 +39,12 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 TEST_FRACTION = 0.3
 SPLIT_SEED = 0
 CORRUPT_MODES = ("error", "skip")
+SCHEMES = {"folder": "folder:PATH", "imagefolder": "imagefolder:PATH", "tfds": "tfds:NAME[:SPLIT]"}
+EXPECTED_SPECS = "'digits', 'folder:PATH', 'imagefolder:PATH' or 'tfds:NAME[:SPLIT]'"
+# tfds ImageFolder reads only these (tensorflow_datasets/core/folder_dataset/image_folder.py).
+TFDS_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+# Offline check before a tfds download: connect to every host the download would use.
+PROBE_TIMEOUT = 5.0  # seconds for all hosts together (probed in parallel)
 
 
 def _tf():
@@ -71,18 +81,28 @@ class Source:
 
 
 def parse_spec(spec):
-    """Splits a dataset spec into `(kind, argument)`: `"tfds:cifar10:train"` -> `("tfds", "cifar10:train")`."""
-    if not isinstance(spec, str) or not spec:
+    """Splits a dataset spec into `(kind, argument)`.
+
+    `"tfds:cifar10:train"` -> `("tfds", "cifar10:train")`; `"digits"` -> `("digits", None)`.
+    Raises a `ValueError` naming the expected forms for an unknown scheme or an empty name.
+    """
+    if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"dataset must be a non-empty string. Received: dataset={spec!r}")
     if spec == "digits":
         return "digits", None
     kind, sep, arg = spec.partition(":")
-    if kind in ("folder", "imagefolder", "tfds") and sep and arg:
-        return kind, arg
-    raise ValueError(
-        "dataset must be 'digits', 'folder:PATH', 'imagefolder:PATH' or 'tfds:NAME[:SPLIT]'. "
-        f"Received: dataset={spec!r}"
-    )
+    if kind not in SCHEMES or not sep:
+        raise ValueError(
+            f"dataset must be {EXPECTED_SPECS}. Unknown dataset scheme {kind!r}. "
+            f"Received: dataset={spec!r}"
+        )
+    what = "a dataset name" if kind == "tfds" else "a folder path"
+    if not arg.strip() or (kind == "tfds" and not arg.partition(":")[0].strip()):
+        raise ValueError(
+            f"dataset {kind!r} needs {what} after '{kind}:' (expected {SCHEMES[kind]!r}). "
+            f"Received: dataset={spec!r}"
+        )
+    return kind, arg
 
 
 def load_source(
@@ -121,15 +141,13 @@ def load_source(
     elif kind == "folder":
         source = _folder(arg, split, num_channels, on_corrupt)
     elif kind == "imagefolder":
-        import tensorflow_datasets as tfds
-
-        source = tfds_builder_source(tfds.folder_dataset.ImageFolder(arg), split, spec)
+        source = _image_folder(arg, split, on_corrupt, spec)
     else:
         name, _, train_split = arg.partition(":")
         if split == "train" and train_split:
             split = train_split
         source = tfds_builder_source(
-            _prepared_tfds_builder(name, data_dir, download), split, spec
+            _prepared_tfds_builder(name, data_dir, download, spec), split, spec
         )
     source.dataset = source.dataset.map(
         lambda image, label: (_to_channels(image, num_channels), label)
@@ -181,50 +199,117 @@ def _digits(split):
     )
 
 
-def _list_class_folders(root):
-    classes = sorted(
-        d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
-    )
+def _check_dir(path, spec):
+    """Raises a clear error unless `path` is a readable folder."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"Image folder not found: {path!r} (dataset {spec!r}). Expected an existing folder "
+            "with one sub-folder of images per class; check the path."
+        )
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"Expected a folder with one sub-folder of images per class, but {path!r} is a file "
+            f"(dataset {spec!r}). Pass the folder that holds the class folders."
+        )
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(
+            f"Image folder {path!r} is not readable (dataset {spec!r}). Fix its permissions."
+        )
+
+
+def _list_dir(path):
+    try:
+        return sorted(os.listdir(path))
+    except PermissionError as e:
+        raise PermissionError(
+            f"Cannot list {path!r}: permission denied. Fix its permissions."
+        ) from e
+
+
+def _list_class_folders(root, extensions=IMAGE_EXTENSIONS, recursive=True):
+    """`(classes, files, labels)`: sorted class folders of `root` and their images.
+
+    Labels index `classes`, empty class folders included, so a label never depends on which
+    other folders happen to hold images.
+    """
+    classes = [
+        d for d in _list_dir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+    ]
     files, labels = [], []
     for label, name in enumerate(classes):
-        for dirpath, _, filenames in sorted(os.walk(os.path.join(root, name))):
+        folder = os.path.join(root, name)
+        walk = sorted(os.walk(folder)) if recursive else [(folder, None, _list_dir(folder))]
+        for dirpath, _, filenames in walk:
             for f in sorted(filenames):
-                if f.lower().endswith(IMAGE_EXTENSIONS):
+                if f.lower().endswith(extensions):
                     files.append(os.path.join(dirpath, f))
                     labels.append(label)
     return classes, files, labels
+
+
+def _check_classes(root, classes, labels, spec, split, extensions=IMAGE_EXTENSIONS):
+    """At least two class folders (two with images for training); empty ones warned about."""
+    listing = f"Expected one sub-folder of images ({', '.join(extensions)}) per class"
+    if not classes:
+        raise ValueError(
+            f"No class sub-folders in {root!r} (dataset {spec!r}). {listing}, e.g. "
+            f"{os.path.join(root, 'cat', '0.png')!r}."
+        )
+    if len(classes) < 2:
+        raise ValueError(
+            f"A classification dataset needs at least 2 classes, but {root!r} has one class "
+            f"folder: {classes[0]!r} (dataset {spec!r}). {listing}; add a folder per class."
+        )
+    present = set(labels)
+    empty = [name for i, name in enumerate(classes) if i not in present]
+    if empty and split == "train" and len(present) < 2:
+        found = [name for i, name in enumerate(classes) if i in present]
+        raise ValueError(
+            f"A training set needs images of at least 2 classes, but in {root!r} only "
+            f"{found} has images; empty class folders: {empty} (dataset {spec!r}). {listing}."
+        )
+    if empty:
+        message = (
+            f"Class folder(s) without images in {root!r}: {empty} (dataset {spec!r}). They "
+            f"keep their label index (num_classes={len(classes)}) but have no examples."
+        )
+        warnings.warn(message, stacklevel=4)
 
 
 def _folder(root, split, num_channels, on_corrupt):
     import numpy as np
 
     tf = _tf()
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"Image folder not found: {root!r} (dataset 'folder:{root}').")
+    spec = f"folder:{root}"
+    _check_dir(root, spec)
     split_dirs = {"train": ("train",), "test": ("test", "validation", "val")}
     aliases = split_dirs.get(split, (split,))
     present = [a for a in aliases if os.path.isdir(os.path.join(root, a))]
     if present and os.path.isdir(os.path.join(root, "train")):
-        classes, files, labels = _list_class_folders(os.path.join(root, present[0]))
+        folder = os.path.join(root, present[0])
+        classes, files, labels = _list_class_folders(folder)
         train_classes = _list_class_folders(os.path.join(root, "train"))[0]
         if classes != train_classes:
             raise ValueError(
                 f"The class folders of split {present[0]!r} differ from 'train' in {root!r}. "
-                f"Received: {classes} vs {train_classes}"
+                f"Expected: {train_classes}. Received: {classes}"
             )
+        _check_classes(folder, classes, labels, spec, split)
     else:
         if split not in ("train", "test"):
             raise ValueError(
-                f"folder:{root} has no {split!r} sub-folder; without split folders the splits "
-                "are 'train' and 'test' (30% held out)."
+                f"{spec} has no {split!r} sub-folder; without split folders the splits "
+                f"are 'train' and 'test' (30% held out). Received: split={split!r}"
             )
+        folder = root
         classes, files, labels = _list_class_folders(root)
+        _check_classes(root, classes, labels, spec, split)
         if files:
             from sklearn.model_selection import train_test_split
 
             idx = np.arange(len(files))
             counts = np.bincount(labels)
-            stratify = labels if counts.min() >= 2 else None
+            stratify = labels if counts[counts > 0].min() >= 2 else None
             train_idx, test_idx = train_test_split(
                 idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=stratify
             )
@@ -233,19 +318,14 @@ def _folder(root, split, num_channels, on_corrupt):
             labels = [labels[i] for i in keep]
     if not files:
         raise ValueError(
-            f"No images ({', '.join(IMAGE_EXTENSIONS)}) found in class sub-folders of {root!r}."
+            f"No images ({', '.join(IMAGE_EXTENSIONS)}) found in the class sub-folders "
+            f"{classes} of {folder!r} (dataset {spec!r}). Put the images of class C in "
+            f"{os.path.join(folder, 'C')!r}."
         )
-    bad = find_corrupt_images(files)
+    bad = _handle_corrupt(files, folder, split, on_corrupt)
     if bad:
-        shown = "\n  ".join(bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else "")
-        if on_corrupt == "error":
-            raise ValueError(
-                f"{len(bad)} image(s) in {root!r} cannot be decoded:\n  {shown}\n"
-                "Remove or fix them, or skip them with on_corrupt='skip' (--on-corrupt skip)."
-            )
-        warnings.warn(f"Skipping {len(bad)} corrupt image(s) in {root!r}:\n  {shown}", stacklevel=2)
         bad_set = set(bad)
-        kept = [(f, y) for f, y in zip(files, labels) if f not in bad_set]
+        kept = [(f, y) for f, y in zip(files, labels, strict=True) if f not in bad_set]
         files, labels = [f for f, _ in kept], [y for _, y in kept]
 
     def decode(path, label):
@@ -255,9 +335,35 @@ def _folder(root, split, num_channels, on_corrupt):
         image.set_shape((None, None, 3))
         return image, label
 
-    ds = tf.data.Dataset.from_tensor_slices((files, np.asarray(labels, "int64")))
+    ds = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(files, "string"), np.asarray(labels, "int64"))
+    )
     ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    return Source(ds, len(files), len(classes), f"folder:{root}")
+    return Source(ds, len(files), len(classes), spec)
+
+
+def _handle_corrupt(files, folder, split, on_corrupt):
+    """The corrupt images among `files`: an error, or (`on_corrupt="skip"`) a warning.
+
+    Raises a `ValueError` naming the folder and the count when every image is corrupt.
+    """
+    bad = find_corrupt_images(files)
+    if not bad:
+        return bad
+    shown = "\n  ".join(bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else "")
+    if len(bad) == len(files):
+        raise ValueError(
+            f"All {len(bad)} image(s) of split {split!r} in {folder!r} cannot be decoded, so "
+            f"nothing is left to load (on_corrupt={on_corrupt!r}):\n  {shown}\n"
+            "Check that these are image files (PNG/JPEG/BMP/GIF/WebP) and not empty or truncated."
+        )
+    if on_corrupt == "error":
+        raise ValueError(
+            f"{len(bad)} of {len(files)} image(s) in {folder!r} cannot be decoded:\n  {shown}\n"
+            "Remove or fix them, or skip them with on_corrupt='skip' (--on-corrupt skip)."
+        )
+    warnings.warn(f"Skipping {len(bad)} corrupt image(s) in {folder!r}:\n  {shown}", stacklevel=4)
+    return bad
 
 
 def find_corrupt_images(paths):
@@ -277,37 +383,166 @@ def find_corrupt_images(paths):
     return [p for i, p in enumerate(paths) if i not in ok]
 
 
-def _prepared_tfds_builder(name, data_dir, download):
-    import tensorflow_datasets as tfds
-
+def _tfds():
     try:
-        builder = tfds.builder(name, data_dir=data_dir)
-    except Exception as e:  # DatasetNotFoundError and friends
-        raise ValueError(f"Unknown TensorFlow Datasets name {name!r}: {e}") from e
+        import tensorflow_datasets as tfds
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "'imagefolder:' and 'tfds:' datasets need TensorFlow Datasets "
+            "(pip install tensorflow-datasets)."
+        ) from e
+    return tfds
+
+
+def _short_error(error):
+    """The first line of a tfds error and its 'Did you mean' hint, not its list of datasets."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " ".join(lines[:1] + [line for line in lines[1:] if line.startswith("Did you mean")])
+
+
+def _tfds_builder(name, data_dir, spec):
+    try:
+        return _tfds().builder(name, data_dir=data_dir)
+    except Exception as e:  # DatasetNotFoundError, bad config or version, ...
+        raise ValueError(
+            f"Unknown TensorFlow Datasets name {name!r} (dataset {spec!r}): {_short_error(e)} "
+            "Expected a name from https://www.tensorflow.org/datasets/catalog/overview "
+            "(NAME or NAME/CONFIG)."
+        ) from e
+
+
+def _image_folder(root, split, on_corrupt, spec):
+    """A `Source` from `tfds.folder_dataset.ImageFolder` (`root/SPLIT/CLASS/*.png`), checked.
+
+    Labels index the class folders of all splits together (tfds' rule), so a class folder that
+    is empty, or missing in one split, keeps its index; it is warned about.
+    """
+    _check_dir(root, spec)
+    builder = _tfds().folder_dataset.ImageFolder(root)
+    splits = sorted(builder.info.splits)
+    if split not in splits:
+        found = [d for d in _list_dir(root) if os.path.isdir(os.path.join(root, d))]
+        raise ValueError(
+            f"{spec!r} has no split {split!r} with images. Expected {root}/{split}/CLASS/"
+            f"IMAGE ({', '.join(TFDS_IMAGE_EXTENSIONS)}); splits with images: {splits}, "
+            f"sub-folders: {found}. Received: split={split!r}"
+        )
+    names = list(builder.info.features["label"].names)
+    folder = os.path.join(root, split)
+    classes, files, labels = _list_class_folders(folder, TFDS_IMAGE_EXTENSIONS, recursive=False)
+    labels = [names.index(classes[label]) for label in labels]
+    _check_classes(folder, names, labels, spec, split, TFDS_IMAGE_EXTENSIONS)
+    bad = _handle_corrupt(files, folder, split, on_corrupt)
+    source = tfds_builder_source(builder, split, spec)
+    if bad:  # tfds decodes inside its dataset: drop exactly the elements that fail to decode
+        source.dataset = source.dataset.ignore_errors()
+        source.num_examples -= len(bad)
+    return source
+
+
+def _prepared_tfds_builder(name, data_dir, download, spec):
+    builder = _tfds_builder(name, data_dir, spec)
     if builder.is_prepared():
         return builder
-    if download:
-        builder.download_and_prepare()
-        return builder
     where = data_dir or "~/tensorflow_datasets (tfds' default)"
+    if not download:
+        _raise_not_prepared(
+            name,
+            f"is not prepared in {where} (looked for {builder.data_dir}). Nothing was downloaded.",
+        )
+    if not getattr(builder, "MANUAL_DOWNLOAD_INSTRUCTIONS", None):
+        unreachable = unreachable_hosts(download_hosts(builder))
+        if unreachable:
+            causes = "; ".join(f"{host}: {cause}" for host, cause in unreachable.items())
+            _raise_not_prepared(
+                name,
+                f"is not prepared in {where} and cannot be downloaded here: no connection to "
+                f"the download host(s) ({causes}). Nothing was downloaded.",
+                download=True,
+            )
+    try:
+        builder.download_and_prepare()
+    except Exception as e:  # requests/urllib errors, a missing manual download, ...
+        _raise_not_prepared(
+            name,
+            f"is not prepared in {where} and downloading or preparing it failed: "
+            f"{type(e).__name__}: {_short_error(e)}",
+            download=True,
+            cause=e,
+        )
+    return builder
+
+
+def _raise_not_prepared(name, problem, download=False, cause=None):
+    """Raises the `FileNotFoundError` that says how to prepare tfds dataset `name` elsewhere."""
     raise FileNotFoundError(
-        f"TensorFlow Datasets dataset {name!r} is not prepared in {where} (looked for "
-        f"{builder.data_dir}). Nothing was downloaded. To prepare it:\n"
+        f"TensorFlow Datasets dataset {name!r} {problem} To prepare it:\n"
         f"  - on a machine with network: `tfds build {name} --data_dir DIR` (or "
         f"`tfds.builder({name!r}, data_dir=DIR).download_and_prepare()`), then copy DIR here "
         "and pass --data-dir DIR;\n"
         "  - datasets that need a manual download (e.g. imagenet2012): put the archives in "
-        f"DIR/downloads/manual first (see the tfds catalog page of {name!r});\n"
-        "  - or allow downloading here with --download."
-    )
+        f"DIR/downloads/manual first (see the tfds catalog page of {name!r})"
+        + (";\n  - or allow downloading here with --download." if not download else ".")
+    ) from cause
+
+
+def download_hosts(builder):
+    """The `(host, port)` pairs a tfds builder downloads from (from its checksums file).
+
+    Empty when tfds has no URL list for the dataset; the download is then not probed, and a
+    failure is still reported with the preparation instructions (after tfds' own retries).
+    """
+    try:
+        urls = list(builder.url_infos or ())
+    except Exception:  # no checksums file, or one tfds cannot read
+        return set()
+    hosts = set()
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.hostname:
+            default = {"https": 443, "http": 80, "ftp": 21}.get(parts.scheme, 443)
+            hosts.add((parts.hostname, parts.port or default))
+    return hosts
+
+
+def unreachable_hosts(hosts, timeout=None):
+    """`{"host:port": cause}` for the hosts a TCP connection cannot reach within `timeout` s.
+
+    All hosts are probed in parallel (a connection is opened and closed, nothing is sent), so
+    the check takes at most `timeout` seconds (`PROBE_TIMEOUT` by default) even when name
+    resolution hangs.
+    """
+    timeout = PROBE_TIMEOUT if timeout is None else timeout
+    results = {}
+
+    def probe(host, port):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                results[(host, port)] = None
+        except OSError as e:
+            results[(host, port)] = f"{type(e).__name__}: {e}"
+
+    threads = [threading.Thread(target=probe, args=hp, daemon=True) for hp in sorted(hosts)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    no_answer = f"no answer within {timeout:g} s"
+    return {
+        f"{host}:{port}": results.get((host, port), no_answer)
+        for host, port in sorted(hosts)
+        if results.get((host, port), no_answer) is not None
+    }
 
 
 def tfds_builder_source(builder, split, name=None):
-    """A `Source` from a prepared tfds builder (public dataset or `tfds.folder_dataset.ImageFolder`)."""
+    """A `Source` from a prepared tfds builder (a catalog dataset or a tfds `ImageFolder`)."""
     splits = builder.info.splits
     if split not in splits and split.split("[")[0] not in splits:
         raise ValueError(
-            f"Split {split!r} not in dataset {builder.name!r}. Available: {sorted(splits)}"
+            f"split must be one of {sorted(splits)} for dataset {name or builder.name!r}. "
+            f"Received: split={split!r}"
         )
     keys = builder.info.supervised_keys
     image_key, label_key = (keys[0], keys[1]) if keys else ("image", "label")
@@ -330,13 +565,14 @@ def default_eval_split(spec, data_dir=None):
     kind, arg = parse_spec(spec)
     if kind != "tfds":
         return "test"
-    import tensorflow_datasets as tfds
-
-    splits = tfds.builder(arg.partition(":")[0], data_dir=data_dir).info.splits
+    splits = _tfds_builder(arg.partition(":")[0], data_dir, spec).info.splits
     for name in ("test", "validation"):
         if name in splits:
             return name
-    raise ValueError(f"Dataset {spec!r} has no test or validation split; set eval_split.")
+    raise ValueError(
+        f"Dataset {spec!r} has no 'test' or 'validation' split (splits: {sorted(splits)}); set "
+        "eval_split (--eval-split) to one of them."
+    )
 
 
 # --- preprocessing ----------------------------------------------------------------------------
