@@ -106,7 +106,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from keras_vit import inspect as vi
-    from keras_vit.commands.inspect import load_model
+    from keras_vit.cli.commands import load_model
 
     start = time.time()
     if args.model:
