@@ -9,7 +9,7 @@ DISPLAY_MAX_SIDE = 512
 
 
 def preprocess_input(images):
-    """Maps images with values in [0, 255] to [-1, 1] (`x / 127.5 - 1`), as the official models expect.
+    """Maps images with values in [0, 255] to [-1, 1] (`x / 127.5 - 1`), as official models expect.
 
     Args:
         images: array or tensor of any shape, values 0..255 (uint8 or float).

@@ -146,7 +146,8 @@ def build_parser():
         sub = subparsers.add_parser(
             name,
             help=command.help,
-            description=f"{command.help[0].upper()}{command.help[1:]}. {command.description}".strip(),
+            description=f"{command.help[0].upper()}{command.help[1:]}. "
+            f"{command.description}".strip(),
             epilog=EPILOG,
         )
         for add_flags in command.flags:

@@ -21,7 +21,11 @@ EXTRAS = {
     "PIL": "recipes",
     "tf2onnx": "onnx",
 }
-PIP_NAMES = {"sklearn": "scikit-learn", "PIL": "pillow", "tensorflow_datasets": "tensorflow-datasets"}
+PIP_NAMES = {
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "tensorflow_datasets": "tensorflow-datasets",
+}
 
 
 class MissingExtraError(RuntimeError):
@@ -286,7 +290,9 @@ def _format_table(rows):
     ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths)) + "  " + line[-1]
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths, strict=True))
+        + "  "
+        + line[-1]
         for line in lines
     )
 

@@ -33,7 +33,8 @@ def _literal(node, path):
             return {k.arg: _literal(k.value, path) for k in node.keywords}
     elif isinstance(node, ast.Dict):
         if None not in node.keys:
-            return {_literal(k, path): _literal(v, path) for k, v in zip(node.keys, node.values)}
+            pairs = zip(node.keys, node.values, strict=True)
+            return {_literal(k, path): _literal(v, path) for k, v in pairs}
     elif isinstance(node, (ast.List, ast.Tuple)):
         values = [_literal(v, path) for v in node.elts]
         return values if isinstance(node, ast.List) else tuple(values)
@@ -113,7 +114,9 @@ def read_config_file(path):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}, line {error.lineno}: not valid JSON ({error.msg}).") from None
+            raise ValueError(
+                f"{path}, line {error.lineno}: not valid JSON ({error.msg})."
+            ) from None
         if not isinstance(data, dict):
             raise ValueError(
                 f"{path}: expected a JSON object with the keys {', '.join(FILE_KEYS)}; "

@@ -90,7 +90,8 @@ def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
         to_numpy(target.get_layer("patch_encoder").position_embeddings), expected, rtol=1e-6
     )
     for name in ("encoderblock_0", "encoderblock_1", "encoder_norm"):
-        for a, b in zip(source.get_layer(name).weights, target.get_layer(name).weights):
+        pairs = zip(source.get_layer(name).weights, target.get_layer(name).weights, strict=True)
+        for a, b in pairs:
             np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
     assert not np.any(to_numpy(target.get_layer("head").kernel))
     with pytest.raises(ValueError, match="no layer"):
