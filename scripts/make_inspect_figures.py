@@ -35,8 +35,8 @@ DIGITS_SHOWN = 3
 
 def digits_dataset(image_size, channels):
     """scikit-learn digits as (images in [-1, 1], labels), resized to `image_size`."""
-    from sklearn.datasets import load_digits
     from skimage.transform import resize
+    from sklearn.datasets import load_digits
 
     digits = load_digits()
     pixels = digits.images.astype("float64") * (255.0 / 16.0)  # 0..16 -> 0..255
@@ -99,14 +99,16 @@ def train_digits_vit(images, labels, epochs, seed):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="Saved .keras model to inspect instead of training one.")
-    parser.add_argument("--out", default="docs/images", help="Output folder (default: docs/images).")
+    parser.add_argument(
+        "--out", default="docs/images", help="Output folder (default: docs/images)."
+    )
     parser.add_argument("--epochs", type=int, default=12, help="Training epochs (default: 12).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-model", help="Also save the trained model to this .keras path.")
     args = parser.parse_args(argv)
 
     from keras_vit import inspect as vi
-    from keras_vit.commands.inspect import load_model
+    from keras_vit.cli.commands import load_model
 
     start = time.time()
     if args.model:

@@ -7,7 +7,6 @@ The models are built and saved under the backend the test runs on
 (KERAS_BACKEND), so the JAX and PyTorch runs export through the subprocess path.
 """
 
-import argparse
 import base64
 import importlib.util
 import json
@@ -123,12 +122,9 @@ def decode_and_resize(data, channels=3):
 
 
 def run_cli(argv):
-    from keras_vit.commands import export as command
+    from keras_vit.cli import main
 
-    parser = argparse.ArgumentParser(prog="keras-vit")
-    command.register(parser.add_subparsers())
-    args = parser.parse_args(["export", *argv])
-    return args.func(args)
+    return main(["export", *argv])
 
 
 def build_model(variant="mu/8", **kwargs):

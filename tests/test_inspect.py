@@ -1,7 +1,5 @@
 """Tests for keras_vit/inspect.py and the `keras-vit inspect` command."""
 
-import argparse
-
 import keras
 import numpy as np
 import pytest
@@ -162,11 +160,13 @@ def test_attention_rollout_model_path_matches_numpy(head_fusion, discard_ratio):
     result = vi.attention_rollout(model, images, head_fusion, discard_ratio)
     assert result.grid.shape == (2, 4, 6) and result.image.shape == (2, 32, 48)
     rollout = np_rollout(np_reference_attention(model, images), head_fusion, discard_ratio)
-    np.testing.assert_allclose(result.grid, rollout[:, 0, 1:].reshape(2, 4, 6), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        result.grid, rollout[:, 0, 1:].reshape(2, 4, 6), rtol=1e-4, atol=1e-6
+    )
     # the up-sampled map is the grid map resized bilinearly (half-pixel centres, edges clamped)
     from skimage.transform import resize
 
-    for grid, image in zip(result.grid, result.image):
+    for grid, image in zip(result.grid, result.image, strict=True):
         want = resize(grid.astype("float64"), (32, 48), order=1, mode="edge", anti_aliasing=False)
         np.testing.assert_allclose(image, want, rtol=1e-5, atol=1e-7)
 
@@ -183,10 +183,12 @@ def test_uniform_attention_gives_uniform_map(pooling):
     result = vi.attention_rollout(model, images)
     assert result.grid.shape == (2, 4, 4)
     np.testing.assert_allclose(result.grid, result.grid[:, :1, :1] * np.ones((1, 4, 4)), rtol=1e-5)
-    np.testing.assert_allclose(result.image, result.grid[:, :1, :1] * np.ones((1, 32, 32)), rtol=1e-5)
+    np.testing.assert_allclose(
+        result.image, result.grid[:, :1, :1] * np.ones((1, 32, 32)), rtol=1e-5
+    )
     if pooling == "gap":  # no class token: the mean row of the rollout, 1 / T everywhere
         np.testing.assert_allclose(result.grid, 1.0 / 16, rtol=1e-5)
-    else:  # class token: (1 - 2**-L) / T on every patch, see the eigen-decomposition of (I + J/T) / 2
+    else:  # class token: (1 - 2**-L) / T on every patch (eigen-decomposition of (I + J/T) / 2)
         np.testing.assert_allclose(result.grid, (1 - 2.0**-2) / 17, rtol=1e-5)
 
 
@@ -248,7 +250,8 @@ def test_position_embedding_similarity(position_embedding):
     np.testing.assert_allclose(flat, flat.T, atol=1e-6)
     table = vi.patch_position_embeddings(model)
     if position_embedding == "learned":
-        np.testing.assert_allclose(table, to_numpy(model.get_layer("patch_encoder").position_embeddings)[0, 1:])
+        embeddings = to_numpy(model.get_layer("patch_encoder").position_embeddings)
+        np.testing.assert_allclose(table, embeddings[0, 1:])
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
     np.testing.assert_allclose(flat, unit @ unit.T, atol=1e-6)
 
@@ -289,7 +292,9 @@ def test_plots_write_pngs_of_the_expected_size(tmp_path):
     path = vi.plot_position_embedding_similarity(sim, tmp_path / "sim.png", figsize=(4, 3), dpi=50)
     assert png_size(path) == (200, 150)
     filters = np.random.rand(10, 4, 4, 3)
-    path = vi.plot_embedding_filters(filters, tmp_path / "filters.png", columns=4, panel_size=1.0, dpi=30)
+    path = vi.plot_embedding_filters(
+        filters, tmp_path / "filters.png", columns=4, panel_size=1.0, dpi=30
+    )
     assert png_size(path) == (120, 3 * 30 + 9)
     for name in ("a/overlay.png", "dist.png", "sim.png", "filters.png"):
         assert (tmp_path / name).stat().st_size > 1000
@@ -298,18 +303,17 @@ def test_plots_write_pngs_of_the_expected_size(tmp_path):
 def test_inspect_command(tmp_path, capsys):
     from PIL import Image
 
-    from keras_vit.commands import inspect as command
+    from keras_vit.cli import main
+    from keras_vit.preprocessing import load_image
 
     model = tiny_vit()
     model_path = str(tmp_path / "model.keras")
     model.save(model_path)
     image_path = str(tmp_path / "photo.png")
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype="uint8")).save(image_path)
-    parser = argparse.ArgumentParser()
-    command.register(parser.add_subparsers())
+    pixels = np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype="uint8")
+    Image.fromarray(pixels).save(image_path)
     out = tmp_path / "plots"
-    args = parser.parse_args(["inspect", model_path, "--image", image_path, "--out", str(out)])
-    assert args.func(args) == 0
+    assert main(["inspect", model_path, "--image", image_path, "--out", str(out)]) == 0
     printed = capsys.readouterr().out.split()
     names = [
         "attention_overlay.png",
@@ -323,18 +327,34 @@ def test_inspect_command(tmp_path, capsys):
     assert png_size(out / "attention_overlay.png") == (750, 250)
     assert png_size(out / "attention_distance.png") == (500, 400)
     # the image read by the command is resized to the model input and mapped to [-1, 1]
-    images, display = command.load_image(image_path, (32, 32), 3)
+    images, display = load_image(image_path, (32, 32), 3)
     assert images.shape == (1, 32, 32, 3) and images.min() >= -1 and images.max() <= 1
     assert display.shape == (40, 60, 3)
-    bad = parser.parse_args(["inspect", model_path, "--image", str(tmp_path / "no.png"), "--out", str(out)])
-    assert bad.func(bad) == 2
+    missing = str(tmp_path / "no.png")
+    assert main(["inspect", model_path, "--image", missing, "--out", str(out)]) == 2
+    assert missing in capsys.readouterr().err
+
+
+def test_inspect_command_names_a_file_that_is_not_an_image(tmp_path, capsys):
+    from keras_vit.cli import main
+
+    model_path = str(tmp_path / "model.keras")
+    tiny_vit().save(model_path)
+    notes = tmp_path / "notes.png"
+    notes.write_text("not an image")
+    code = main(["inspect", model_path, "--image", str(notes), "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-vit inspect: error: ") and str(notes) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
 
 
 # --- hybrid models: the grid comes from the stem -----------------------------------------------
 
 
 def conv_stem_vit(image_size=32, class_token=True):
-    """A functional hybrid: Conv2D stride 2 + max-pool 2 (stride 4), PatchEncoder(patch_size=1), 2 blocks."""
+    """A functional hybrid: Conv2D stride 2 + max-pool 2 (stride 4), PatchEncoder(1), 2 blocks."""
     inputs = keras.Input((image_size, image_size, 3), name="images")
     x = keras.layers.Conv2D(8, 3, strides=2, padding="same", name="stem_conv")(inputs)
     x = keras.layers.MaxPooling2D(2, name="stem_pool")(x)
@@ -357,7 +377,8 @@ def test_conv_stem_hybrid(tmp_path):
     np.testing.assert_allclose(distances, np_distance(maps, (8, 8), (4.0, 4.0), 1), rtol=1e-5)
     result = vi.attention_rollout(model, images)
     assert result.grid.shape == (2, 8, 8) and result.image.shape == (2, 32, 32)
-    np.testing.assert_allclose(result.grid, vi.compute_rollout(maps)[:, 0, 1:].reshape(2, 8, 8), rtol=1e-5)
+    expected = vi.compute_rollout(maps)[:, 0, 1:].reshape(2, 8, 8)
+    np.testing.assert_allclose(result.grid, expected, rtol=1e-5)
     assert vi.position_embedding_similarity(model).shape == (8, 8, 8, 8)
     assert vi.embedding_filters(model, n=4).shape == (4, 1, 1, 8)
     paths = vi.save_inspection_figures(model, images[:1], tmp_path)

@@ -1,6 +1,5 @@
 """Tests for keras_vit/mpp.py (masked patch prediction) and the pretrain-mpp recipe."""
 
-import argparse
 import json
 import os
 
@@ -274,22 +273,15 @@ def test_mpp_model_errors():
 # ----------------------------------------------------------------------------- recipe
 
 
-def _run_command(module, argv):
-    parser = argparse.ArgumentParser()
-    module.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
 @pytest.mark.slow
 def test_pretrain_mpp_recipe_smoke_then_finetune_init(tmp_path):
     pytest.importorskip("tensorflow")
     pytest.importorskip("sklearn")
-    from keras_vit.commands import finetune, pretrain_mpp
+    from keras_vit.cli import main
 
     out = str(tmp_path / "mpp")
     argv = ["pretrain-mpp", "--smoke", "--out", out, "--verbose", "0"]
-    assert _run_command(pretrain_mpp, argv) == 0
+    assert main(argv) == 0
     for name in ("model.keras", "encoder.keras", "metrics.json", "log.csv"):
         assert os.path.exists(os.path.join(out, name)), name
     with open(os.path.join(out, "metrics.json")) as f:
@@ -304,7 +296,7 @@ def test_pretrain_mpp_recipe_smoke_then_finetune_init(tmp_path):
     ft_out = str(tmp_path / "ft")
     init = os.path.join(out, "encoder.keras")
     argv = ["finetune", "--smoke", "--init", init, "--out", ft_out, "--verbose", "0"]
-    assert _run_command(finetune, argv) == 0
+    assert main(argv) == 0
     with open(os.path.join(ft_out, "metrics.json")) as f:
         ft = json.load(f)
     assert ft["model"]["init"] == init

@@ -367,24 +367,16 @@ def test_decode_predictions():
 
 
 def test_weights_command_lists_and_fetches(bucket, tmp_path, capsys):
-    import argparse
+    from keras_vit.cli import main
 
-    from keras_vit.commands import weights as command
-
-    parser = argparse.ArgumentParser()
-    command.register(parser.add_subparsers())
-    args = parser.parse_args(["weights", "--model", "mu/8"])
-    assert args.func(args) == 0
+    assert main(["weights", "--model", "mu/8"]) == 0
     out = capsys.readouterr().out
     assert "test_ft" in out and "test_pt" in out
     root, _ = bucket
-    args = parser.parse_args(
-        ["weights", "--model", "mu/8", "--fetch", "test_ft", "--base-url", _file_url(root)]
-    )
-    assert args.func(args) == 0
+    argv = ["weights", "--model", "mu/8", "--fetch", "test_ft", "--base-url", _file_url(root)]
+    assert main(argv) == 0
     assert capsys.readouterr().out.strip().endswith(str(_cache(tmp_path, FT)))
-    args = parser.parse_args(["weights", "--model", "mu/8", "--fetch", "nope"])
-    assert args.func(args) == 2
+    assert main(["weights", "--model", "mu/8", "--fetch", "nope"]) == 2
     assert "Valid names for 'mu/8'" in capsys.readouterr().err
 
 

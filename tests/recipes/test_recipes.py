@@ -1,6 +1,5 @@
 """Smoke runs of the pretrain / finetune / fewshot recipes through their CLI commands."""
 
-import argparse
 import json
 import math
 import os
@@ -11,20 +10,14 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from keras_vit.commands import fewshot as fewshot_cmd  # noqa: E402
-from keras_vit.commands import finetune as finetune_cmd  # noqa: E402
-from keras_vit.commands import pretrain as pretrain_cmd  # noqa: E402
+from keras_vit.cli import main  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
 from keras_vit.recipes import finetune  # noqa: E402
 from tests.helpers import randomize_weights, to_numpy  # noqa: E402
 
 
-def cli(module, *argv):
-    parser = argparse.ArgumentParser()
-    module.register(parser.add_subparsers())
-    name = module.__name__.rsplit(".", 1)[-1]
-    args = parser.parse_args([name, *argv])
-    return args.func(args)
+def cli(command, *argv):
+    return main([command, *argv])
 
 
 def check_training_artefacts(out, zero_head=False):
@@ -50,14 +43,14 @@ def check_training_artefacts(out, zero_head=False):
 
 def test_pretrain_then_finetune_at_a_new_resolution(tmp_path):
     pre = str(tmp_path / "pre")
-    code = cli(pretrain_cmd, "--smoke", "--out", pre, "--verbose", "0", "--jit-compile", "false")
+    code = cli("pretrain", "--smoke", "--out", pre, "--verbose", "0", "--jit-compile", "false")
     assert code == 0
     metrics = check_training_artefacts(pre)
     assert metrics["total_steps"] == 24 and metrics["config"]["optimizer"] == "adamw"
     assert metrics["config"]["jit_compile"] is False
 
     fine = str(tmp_path / "fine")
-    code = cli(finetune_cmd, "--smoke", "--init", os.path.join(pre, "model.keras"),
+    code = cli("finetune", "--smoke", "--init", os.path.join(pre, "model.keras"),
                "--image-size", "24", "--remat", "--out", fine, "--verbose", "0")
     assert code == 0
     metrics = check_training_artefacts(fine, zero_head=True)
@@ -75,7 +68,7 @@ def test_fewshot_smoke(tmp_path):
     path = str(tmp_path / "m.keras")
     model.save(path)
     out = str(tmp_path / "fs")
-    assert cli(fewshot_cmd, "--smoke", "--model-path", path, "--out", out) == 0
+    assert cli("fewshot", "--smoke", "--model-path", path, "--out", out) == 0
     with open(os.path.join(out, "metrics.json")) as f:
         metrics = json.load(f)
     assert set(metrics["shots"]) == {"1", "2"}
@@ -97,7 +90,8 @@ def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
         to_numpy(target.get_layer("patch_encoder").position_embeddings), expected, rtol=1e-6
     )
     for name in ("encoderblock_0", "encoderblock_1", "encoder_norm"):
-        for a, b in zip(source.get_layer(name).weights, target.get_layer(name).weights):
+        pairs = zip(source.get_layer(name).weights, target.get_layer(name).weights, strict=True)
+        for a, b in pairs:
             np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
     assert not np.any(to_numpy(target.get_layer("head").kernel))
     with pytest.raises(ValueError, match="no layer"):
@@ -105,7 +99,7 @@ def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
 
 
 def test_cli_reports_bad_dataset(tmp_path, capsys):
-    code = cli(pretrain_cmd, "--smoke", "--dataset", f"tfds:mnist", "--data-dir", str(tmp_path),
+    code = cli("pretrain", "--smoke", "--dataset", "tfds:mnist", "--data-dir", str(tmp_path),
                "--out", str(tmp_path / "x"))
     assert code == 2
     assert "not prepared" in capsys.readouterr().err
@@ -113,10 +107,22 @@ def test_cli_reports_bad_dataset(tmp_path, capsys):
 
 def test_jit_compile_flag_values(capsys):
     """--jit-compile takes auto, true or false (any case); anything else names what it got."""
-    from keras_vit.recipes.cli import _jit_compile
+    from keras_vit.cli.flags import jit_compile
 
-    assert [_jit_compile(v) for v in ("auto", "TRUE", "False")] == ["auto", True, False]
-    with pytest.raises(SystemExit):
-        cli(pretrain_cmd, "--smoke", "--jit-compile", "maybe")
+    assert [jit_compile(v) for v in ("auto", "TRUE", "False")] == ["auto", True, False]
+    assert cli("pretrain", "--smoke", "--jit-compile", "maybe") == 2
     err = capsys.readouterr().err
     assert "expected auto, true or false; received 'maybe'" in err
+
+
+def test_experiment_file_runs_through_the_cli(tmp_path):
+    """recipes/finetune_digits.py with --smoke: file < smoke shrink < flags, all applied."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "finetune_digits.py")
+    out = str(tmp_path / "ft")
+    argv = ["--config", path, "--smoke", "--out", out, "--verbose", "0", "--jit-compile", "false"]
+    assert cli("finetune", *argv) == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    config = metrics["config"]
+    assert config["model"] == "mu/4" and config["epochs"] == 3  # the smoke shrink
+    assert config["rotation"] == 12.0 and config["label_smoothing"] == 0.1  # the file
+    assert config["out"] == out and config["jit_compile"] is False  # the flags

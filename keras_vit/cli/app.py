@@ -1,0 +1,229 @@
+"""The `keras-vit` parser, its table of commands, and one error and exit-code policy.
+
+Exit codes: 0 done; 2 a usage error or a user mistake (a bad flag or value, a
+missing or unreadable file, an output that exists without `--overwrite`, a
+missing optional extra); 1 a runtime failure; 130 interrupted. Errors print one
+paragraph `keras-vit COMMAND: error: ...` on stderr; a traceback only with
+`--debug` or `KERAS_VIT_DEBUG=1`.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from keras_vit.cli import commands as C
+from keras_vit.cli import flags as F
+
+PROG = "keras-vit"
+
+# Mistakes the user fixes by changing the command line or the files it names.
+USER_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    NotADirectoryError,
+    IsADirectoryError,
+    C.MissingExtraError,
+)
+
+TRAINING = (F.run_flags, F.data_flags, F.model_flags, F.training_flags)
+TRAINING_NEEDS = ("tensorflow", "tensorboard")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One subcommand: its help line, flag groups, run function and required modules."""
+
+    help: str
+    flags: tuple
+    run: Callable
+    needs: tuple = ()
+    description: str = ""
+
+
+COMMANDS = {
+    "quickstart": Command(
+        "train a small ViT from scratch on scikit-learn's digits (offline) and save it",
+        (C.quickstart_flags,),
+        C.run_quickstart,
+        needs=("sklearn",),
+    ),
+    "pretrain": Command(
+        "supervised pre-training (paper Sec. 4.1, Table 3) through model.fit",
+        TRAINING,
+        C.run_training,
+        needs=TRAINING_NEEDS,
+    ),
+    "finetune": Command(
+        "fine-tuning (paper Sec. 4.1, Table 4): SGD, cosine, clip 1, zero head, resampled "
+        "position embedding",
+        (*TRAINING, C.finetune_flags),
+        C.run_training,
+        needs=TRAINING_NEEDS,
+    ),
+    "fewshot": Command(
+        "few-shot linear evaluation (closed-form ridge on frozen features, paper Sec. 4.1)",
+        (F.run_flags, F.data_flags, C.fewshot_flags),
+        C.run_fewshot,
+        needs=("tensorflow",),
+    ),
+    "pretrain-mpp": Command(
+        "self-supervised masked patch prediction (paper Sec. 4.6, App. B.1.2); saves "
+        "encoder.keras for `keras-vit finetune --init`",
+        (*TRAINING, C.mpp_flags),
+        C.run_training,
+        needs=TRAINING_NEEDS,
+    ),
+    "convert": Command(
+        "convert an official ViT .npz checkpoint into a .keras model",
+        (C.convert_flags,),
+        C.run_convert,
+        description="Options left out are read from the checkpoint (image size, classes, "
+        "pre_logits, pooling).",
+    ),
+    "weights": Command(
+        "list the named pretrained weights, or fetch one into the Keras cache",
+        (C.weights_flags,),
+        C.run_weights,
+        description="--fetch downloads (or verifies a cached) file and prints its path: run it "
+        "with network access, then copy $KERAS_HOME/keras_vit/ to an offline machine.",
+    ),
+    "export": Command(
+        "export a .keras classifier as a TF Serving SavedModel",
+        (C.export_flags,),
+        C.run_export,
+        needs=("tensorflow",),
+        description="Writes EXPORT_DIR[/VERSION] with the signatures serving_default (float32 "
+        "images in [-1, 1]), serve_uint8 and serve_bytes (encoded JPEG/PNG), each returning "
+        "logits and probabilities (and top-k outputs with --top-k / --class-names).",
+    ),
+    "inspect": Command(
+        "draw attention rollout, attention distance, position-embedding similarity and "
+        "embedding filters of a saved model (paper Fig. 6-7)",
+        (C.inspect_flags,),
+        C.run_inspect,
+        needs=("matplotlib", "PIL"),
+        description="Writes four PNGs and prints their paths, one per line.",
+    ),
+}
+
+EPILOG = (
+    "Exit codes: 0 done, 2 usage error or user mistake, 1 runtime failure, 130 interrupted. "
+    "Commands never write over existing work unless given --overwrite. --debug (or "
+    "KERAS_VIT_DEBUG=1) shows the traceback of an error."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line naming the command and pointing to --help."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
+
+
+def _debug_flag(parser, default):
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show tracebacks of errors"
+    )
+
+
+def build_parser():
+    """The `keras-vit` parser: one subparser per entry of `COMMANDS`."""
+    parser = _Parser(
+        prog=PROG,
+        description="Vision Transformers for Keras 3: recipes and tools.",
+        epilog=EPILOG,
+    )
+    _debug_flag(parser, False)
+    parser.subcommands = {}
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(
+            name,
+            help=command.help,
+            description=f"{command.help[0].upper()}{command.help[1:]}. "
+            f"{command.description}".strip(),
+            epilog=EPILOG,
+        )
+        for add_flags in command.flags:
+            add_flags(sub)
+        _debug_flag(sub, argparse.SUPPRESS)
+        parser.subcommands[name] = sub
+    return parser
+
+
+def _check_steps_and_epochs(args, subparser):
+    """`--steps` and `--epochs` both given is a usage error that says which to keep."""
+    if getattr(args, "steps", None) is not None and getattr(args, "epochs", None) is not None:
+        subparser.error(
+            f"argument --steps/--epochs: expected one of them, not both; received --steps "
+            f"{args.steps} and --epochs {args.epochs}. Keep --steps for a fixed number of "
+            "optimizer steps, or --epochs for passes over the data"
+        )
+
+
+HINTS = (  # what to do, added when the message does not already say it
+    (FileExistsError, "overwrite", "Pass --overwrite to replace it, or choose another path."),
+    (FileNotFoundError, "", "Check the path."),
+    (PermissionError, "", "Check the permissions, or choose another path."),
+    (NotADirectoryError, "", "Expected a folder; check the path."),
+    (IsADirectoryError, "", "Expected a file; check the path."),
+)
+
+
+def _message(error):
+    """One paragraph for an exception: its text on one line, ending in what to do."""
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        text = f"{error.strerror}: {error.filename!r}"
+    else:
+        text = str(error) or type(error).__name__
+    if not isinstance(error, USER_ERRORS):
+        text = f"{type(error).__name__}: {text}"
+    text = " ".join(text.split()).rstrip(".") + "."
+    for kind, said, hint in HINTS:
+        if isinstance(error, kind) and not (said and said in text):
+            text = f"{text} {hint}"
+            break
+    return text
+
+
+def main(argv=None):
+    """Runs `keras-vit` with `argv` (default `sys.argv[1:]`); returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        _check_steps_and_epochs(args, parser.subcommands[args.command])
+    except SystemExit as exit_:  # --help (0) or a usage error (2), already printed
+        return exit_.code if isinstance(exit_.code, int) else 2
+    debug = args.debug or os.environ.get("KERAS_VIT_DEBUG", "") not in ("", "0")
+    prog = f"{PROG} {args.command}"
+    command = COMMANDS[args.command]
+    try:
+        C.require(*command.needs)
+        return command.run(args) or 0
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted.", file=sys.stderr)
+        return 130
+    except USER_ERRORS as error:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {_message(error)}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001  (the policy: any other failure is exit 1)
+        if debug:
+            traceback.print_exc()
+            hint = ""
+        else:
+            hint = f" Rerun with --debug ({PROG} --debug {args.command} ...) for the traceback."
+        print(
+            f"{prog}: error: {_message(error)} The command failed while running, not because "
+            f"of its arguments.{hint}",
+            file=sys.stderr,
+        )
+        return 1

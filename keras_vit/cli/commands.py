@@ -1,0 +1,414 @@
+"""What each `keras-vit` command does: its own flags and its run function.
+
+A run function takes the parsed arguments, does the work (importing what it
+needs only then) and returns an exit code. Errors are raised, never printed
+here: `keras_vit.cli.app.main` turns them into one message and an exit code.
+The table of commands is `keras_vit.cli.app.COMMANDS`.
+"""
+
+import importlib.util
+import os
+
+from keras_vit.cli import flags as F
+
+# Optional modules the commands import, and the extra that installs each.
+EXTRAS = {
+    "tensorflow": "recipes",
+    "tensorflow_datasets": "recipes",
+    "tensorboard": "recipes",
+    "sklearn": "recipes",
+    "matplotlib": "recipes",
+    "PIL": "recipes",
+    "tf2onnx": "onnx",
+}
+PIP_NAMES = {
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "tensorflow_datasets": "tensorflow-datasets",
+}
+
+
+class MissingExtraError(RuntimeError):
+    """An optional dependency a command needs is not installed (a usage error: exit 2)."""
+
+
+def require(*modules):
+    """Raises `MissingExtraError` naming the extra to install when a module is missing."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            extra = EXTRAS.get(module, "all")
+            raise MissingExtraError(
+                f"this command needs {PIP_NAMES.get(module, module)}, which is not installed in "
+                f"this Python environment. Install it with: pip install \"keras-vit[{extra}]\""
+            )
+
+
+def load_model(path):
+    """Loads a `.keras` model for a command: every keras_vit layer registered, `compile=False`."""
+    import keras
+
+    import keras_vit.layers  # noqa: F401  (registers the layers)
+    import keras_vit.models  # noqa: F401  (registers the hybrid stem)
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Model file not found: {path!r}. Expected a .keras file.")
+    return keras.saving.load_model(path, compile=False)
+
+
+# --- recipes --------------------------------------------------------------------------------
+
+
+def _dataset_modules(dataset):
+    kind = str(dataset or "").split(":", 1)[0]
+    return {"digits": ("sklearn",), "tfds": ("tensorflow_datasets",)}.get(
+        kind, ("tensorflow_datasets",) if kind == "imagefolder" else ()
+    )
+
+
+def _recipe_config(name, args):
+    from keras_vit.cli.config import config_from_args
+
+    module = importlib.import_module(f"keras_vit.recipes.{name.replace('-', '_')}")
+    config = config_from_args(module, name, args)
+    require(*_dataset_modules(config.get("dataset")))
+    return module, config
+
+
+def run_training(args):
+    """pretrain, finetune and pretrain-mpp: the recipe config, then `module.run(config)`."""
+    module, config = _recipe_config(args.command, args)
+    module.run(config)
+    return 0
+
+
+def run_fewshot(args):
+    module, config = _recipe_config("fewshot", args)
+    pretrain_config = None
+    if not config["model_path"]:
+        require("tensorboard", "sklearn")  # the default pretrain run comes first
+        from keras_vit.recipes import pretrain
+
+        pretrain_config = pretrain.get_config(smoke=args.smoke)
+        pretrain_config["seed"] = config["seed"]
+    elif not os.path.isfile(config["model_path"]):
+        raise FileNotFoundError(
+            f"Model file not found: {config['model_path']!r} (--model-path). Expected a .keras "
+            "file, or leave --model-path out to pre-train one first."
+        )
+    module.run(config, pretrain_config=pretrain_config)
+    return 0
+
+
+def fewshot_flags(parser):
+    group = parser.add_argument_group("few-shot")
+    group.add_argument(
+        "--model-path",
+        dest="model_path",
+        metavar="MODEL.keras",
+        help="trained model (default: run the pretrain recipe first)",
+    )
+    group.add_argument("--shots", type=F.positive_int_list, help="comma list, e.g. 1,5,10,25")
+    group.add_argument("--seeds", type=F.int_list, help="comma list of sampling seeds")
+
+
+def finetune_flags(parser):
+    group = parser.add_argument_group("initialisation")
+    group.add_argument(
+        "--init",
+        metavar="MODEL.keras",
+        help="one of our saved models to start from (resized to --image-size)",
+    )
+    group.add_argument("--weights", metavar="FILE.npz", help="official ViT .npz checkpoint")
+
+
+def mpp_flags(parser):
+    group = parser.add_argument_group("masked patch prediction")
+    group.add_argument(
+        "--target",
+        choices=("color", "downsampled", "pixels"),
+        help="3-bit mean colour (default), 4x4 downsized patch, or L2 on pixels",
+    )
+    group.add_argument(
+        "--corruption-rate",
+        dest="corruption_rate",
+        type=F.fraction,
+        help="share of patches corrupted per image (default 0.5)",
+    )
+    group.add_argument(
+        "--mask-fraction",
+        dest="mask_fraction",
+        type=F.fraction,
+        help="share of corrupted patches given the mask embedding (default 0.8)",
+    )
+    group.add_argument(
+        "--random-fraction",
+        dest="random_fraction",
+        type=F.fraction,
+        help="share given another patch's embedding (default 0.1)",
+    )
+
+
+# --- quickstart -------------------------------------------------------------------------------
+
+
+def quickstart_flags(parser):
+    from keras_vit.quickstart import DEFAULTS
+
+    parser.add_argument(
+        "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
+    )
+    parser.add_argument("--epochs", type=F.positive_int, default=DEFAULTS["epochs"])
+    parser.add_argument("--batch-size", type=F.positive_int, default=DEFAULTS["batch_size"])
+    parser.add_argument("--lr", type=F.positive_float, default=DEFAULTS["learning_rate"])
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    parser.add_argument("--overwrite", action="store_true", help=F.OVERWRITE_HELP)
+    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2, help="fit verbosity")
+
+
+def run_quickstart(args):
+    from keras_vit import quickstart
+
+    overrides = dict(
+        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed
+    )
+    if args.overwrite:
+        overrides["overwrite"] = True  # quickstart.run refuses settings it does not know
+    metrics = quickstart.run(out_dir=args.out, verbose=args.verbose, **overrides)
+    print(
+        f"backend={metrics['backend']} test_accuracy={metrics['test_accuracy']:.4f} "
+        f"({metrics['test_examples']} held-out digits) time={metrics['seconds']:.1f}s "
+        f"params={metrics['parameters']:,} saved={metrics['model_path']}"
+    )
+    return 0
+
+
+# --- convert, weights -------------------------------------------------------------------------
+
+
+def convert_flags(parser):
+    parser.add_argument("checkpoint", help="official .npz checkpoint (e.g. ViT-B_16.npz)")
+    parser.add_argument("output", help="the .keras file to write")
+    parser.add_argument("--model", required=True, help="variant code, e.g. B/16, L/32, R50+B/16")
+    parser.add_argument(
+        "--image-size",
+        type=F.image_size,
+        help="N or HxW; the position embedding is resampled to it (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=F.positive_int,
+        help="classes of the head; another count than the checkpoint's gives a zero head "
+        "(default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--representation-size",
+        type=F.nonnegative_int,
+        help="pre_logits width; 0 drops pre_logits (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=("token", "gap"),
+        help="default: token if the checkpoint has a class token, else gap",
+    )
+    parser.add_argument("--no-top", action="store_true", help="leave out the classifier head")
+    parser.add_argument(
+        "--source-grid",
+        type=F.image_size,
+        help="HxW patch grid of a non-square checkpoint position embedding",
+    )
+    parser.add_argument(
+        "--no-strict",
+        action="store_true",
+        help="load what matches instead of failing on missing, unexpected or mis-shaped arrays",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+
+
+def _show_loader_log():
+    """Prints the loader's log lines (head kept, pre_logits dropped, grid resized) to stderr."""
+    import logging
+    import sys
+
+    class _Stderr(logging.Handler):  # looks sys.stderr up at each line (it may be replaced)
+        def emit(self, record):
+            print(self.format(record), file=sys.stderr)
+
+    log = logging.getLogger("keras_vit.checkpoints")
+    if not any(type(h).__name__ == "_Stderr" for h in log.handlers):
+        log.addHandler(_Stderr())
+        log.setLevel(logging.INFO)
+
+
+def run_convert(args):
+    from keras_vit.weights.convert import convert_checkpoint
+
+    _show_loader_log()
+    model = convert_checkpoint(
+        args.checkpoint,
+        args.output,
+        model=args.model,
+        image_size=args.image_size,
+        num_classes=args.num_classes,
+        representation_size=args.representation_size,
+        pooling=args.pooling,
+        include_top=not args.no_top,
+        strict=not args.no_strict,
+        source_grid=args.source_grid,
+        overwrite=args.overwrite,
+    )
+    print(
+        f"Wrote {args.output}: {model.name}, input {model.input_shape[1:]}, "
+        f"output {model.output_shape[1:]}, {model.count_params():,} parameters"
+    )
+    return 0
+
+
+def weights_flags(parser):
+    parser.add_argument("--model", help="variant code, e.g. B/16, R50+B/16")
+    parser.add_argument("--fetch", metavar="NAME", help="preset to download")
+    parser.add_argument(
+        "--base-url",
+        help="bucket mirror (https://, http:// or file://); default $KERAS_VIT_WEIGHTS_URL, "
+        "else the official bucket",
+    )
+
+
+def _format_table(rows):
+    header = ("variant", "weights", "px", "classes", "pre_logits", "top-1", "trained on")
+    lines = [header] + [
+        (
+            p.variant,
+            p.name,
+            str(p.image_size),
+            str(p.num_classes),
+            "yes" if p.pre_logits else "no",
+            f"{p.top1:.2f}" if p.top1 is not None else "-",
+            p.trained_on,
+        )
+        for p in rows
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths, strict=True))
+        + "  "
+        + line[-1]
+        for line in lines
+    )
+
+
+def run_weights(args):
+    from keras_vit import presets
+
+    if args.fetch:
+        if not args.model:
+            raise ValueError(
+                f"--fetch needs --model to name the variant; received --fetch {args.fetch} alone. "
+                "Add e.g. --model B/16 (keras-vit weights lists the names)."
+            )
+        print(presets.get_weights_file(args.fetch, args.model, base_url=args.base_url))
+        return 0
+    rows = presets.list_weights(args.model)
+    print(_format_table(rows))
+    if rows:
+        base = presets.resolve_base_url(args.base_url)
+        cache = os.path.join(presets.cache_root(), presets.CACHE_SUBDIR)
+        print(f"\nFiles: {base}<path>; cache: {cache}/<path>")
+    return 0
+
+
+# --- export, inspect --------------------------------------------------------------------------
+
+
+def export_flags(parser):
+    parser.add_argument("model", metavar="MODEL.keras", help="a model saved with model.save()")
+    parser.add_argument("export_dir", metavar="EXPORT_DIR", help="TF Serving model folder")
+    parser.add_argument(
+        "--version",
+        type=F.nonnegative_int,
+        metavar="N",
+        help="write to EXPORT_DIR/N (TF Serving's MODEL_DIR/VERSION layout)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing SavedModel in the target"
+    )
+    parser.add_argument(
+        "--top-k",
+        type=F.positive_int,
+        metavar="K",
+        help="add top_k_indices and top_k_probabilities outputs (default 5 with --class-names)",
+    )
+    parser.add_argument(
+        "--class-names",
+        metavar="FILE",
+        help="text file with one class name per line, in class-index order; adds top_k_classes",
+    )
+
+
+def run_export(args):
+    from keras_vit.export import export_saved_model
+    from keras_vit.preprocessing import read_class_names
+
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
+    class_names = None if args.class_names is None else read_class_names(args.class_names)
+    export_saved_model(
+        args.model,
+        args.export_dir,
+        version=args.version,
+        overwrite=args.overwrite,
+        class_names=class_names,
+        top_k=args.top_k,
+        verbose=True,
+    )
+    return 0
+
+
+def inspect_flags(parser):
+    parser.add_argument("model", help="saved model (.keras) built with keras_vit")
+    parser.add_argument(
+        "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
+    )
+    parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument(
+        "--head-fusion",
+        default="mean",
+        choices=("mean", "max", "min"),
+        help="how the rollout fuses heads (default: mean)",
+    )
+    parser.add_argument(
+        "--discard-ratio",
+        type=F.probability,
+        default=0.0,
+        help="fraction of the lowest attention weights dropped per layer in the rollout "
+        "(default: 0)",
+    )
+    parser.add_argument(
+        "--num-filters",
+        type=F.positive_int,
+        default=28,
+        help="principal components of the patch embedding to draw (default: 28)",
+    )
+
+
+def run_inspect(args):
+    from keras_vit import inspect as vit_inspect
+    from keras_vit.preprocessing import load_image
+
+    if not os.path.isfile(args.image):
+        raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
+    model = load_model(args.model)
+    _, height, width, channels = vit_inspect.model_input_shape(model)
+    images, display = load_image(args.image, (height, width), channels)
+    paths = vit_inspect.save_inspection_figures(
+        model,
+        images,
+        args.out,
+        display_images=[display],
+        head_fusion=args.head_fusion,
+        discard_ratio=args.discard_ratio,
+        num_filters=args.num_filters,
+    )
+    for path in paths.values():
+        print(path)
+    return 0

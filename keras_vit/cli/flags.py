@@ -1,0 +1,257 @@
+"""Value types and the flag groups the `keras-vit` commands share, each defined once.
+
+A type rejects a bad value while the command line is parsed (argparse turns the
+`argparse.ArgumentTypeError` into a usage error, exit code 2), so no command
+starts work on a value it cannot use. A flag left out stays None: the recipe's
+preset, then a `--config` file, decide its value.
+"""
+
+import argparse
+
+
+def _number(text, kind, what):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}; received {text!r}") from None
+
+
+def positive_int(text):
+    """`"3"` -> 3; 0, negative and non-integer values are refused."""
+    value = _number(text, int, "a positive integer")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; received {text!r}")
+    return value
+
+
+def nonnegative_int(text):
+    """`"0"` -> 0; negative and non-integer values are refused."""
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; received {text!r}")
+    return value
+
+
+def positive_float(text):
+    value = _number(text, float, "a positive number")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number; received {text!r}")
+    return value
+
+
+def nonnegative_float(text):
+    value = _number(text, float, "a number >= 0")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0; received {text!r}")
+    return value
+
+
+def probability(text):
+    """A rate in [0, 1): dropout, label smoothing, a discard ratio."""
+    value = _number(text, float, "a number in [0, 1)")
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); received {text!r}")
+    return value
+
+
+def fraction(text):
+    """A share in [0, 1]."""
+    value = _number(text, float, "a number in [0, 1]")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1]; received {text!r}")
+    return value
+
+
+def image_size(text):
+    """`"384"` -> 384, `"384x512"` or `"384,512"` -> (384, 512) (height, width)."""
+    parts = text.lower().replace("x", ",").split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or min(values, default=0) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected N or HxW (or H,W) with positive integers; received {text!r}"
+        )
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def int_list(text):
+    """`"1,5,10"` -> (1, 5, 10)."""
+    try:
+        values = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of integers, e.g. 1,5,10; received {text!r}"
+        )
+    return values
+
+
+def positive_int_list(text):
+    values = int_list(text)
+    if min(values) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of positive integers, e.g. 1,5,10; received {text!r}"
+        )
+    return values
+
+
+def float_pair(text):
+    """`"0.08,1"` -> (0.08, 1.0): a positive MIN,MAX range."""
+    try:
+        values = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if len(values) != 2 or not 0 < values[0] <= values[1]:
+        raise argparse.ArgumentTypeError(
+            f"expected MIN,MAX with 0 < MIN <= MAX, e.g. 0.08,1; received {text!r}"
+        )
+    return values
+
+
+def str_list(text):
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def jit_compile(text):
+    values = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in values:
+        raise argparse.ArgumentTypeError(f"expected auto, true or false; received {text!r}")
+    return values[text.lower()]
+
+
+OVERWRITE_HELP = (
+    "replace what an earlier run left in the output (by default a command refuses to write "
+    "over existing work)"
+)
+
+
+def run_flags(parser):
+    """--config, --preset, --smoke, --out, --seed, --overwrite, --mixed-precision."""
+    group = parser.add_argument_group("run")
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        help="experiment file (.py with literal RECIPE/PRESET/CONFIG assignments, or .json; "
+        "read as data, never executed). Precedence: preset < FILE < --smoke < flags",
+    )
+    group.add_argument(
+        "--preset",
+        choices=("digits", "paper"),
+        help="config preset: the offline 'digits' default or the paper's numbers",
+    )
+    group.add_argument("--smoke", action="store_true", help="tiny model and a few steps (tests)")
+    group.add_argument("--out", metavar="DIR", help="output folder (default: runs/COMMAND)")
+    group.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    group.add_argument("--seed", type=int)
+    group.add_argument(
+        "--mixed-precision", dest="mixed_precision", choices=("mixed_bfloat16", "mixed_float16")
+    )
+
+
+def data_flags(parser):
+    """Where the images come from and how they are read."""
+    group = parser.add_argument_group("data")
+    group.add_argument(
+        "--dataset", help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT]"
+    )
+    group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
+    group.add_argument("--eval-split", dest="eval_split", help="evaluation split (default: test)")
+    group.add_argument(
+        "--download",
+        action="store_true",
+        default=None,
+        help="allow tfds to download and prepare a missing dataset",
+    )
+    group.add_argument(
+        "--on-corrupt",
+        dest="on_corrupt",
+        choices=("error", "skip"),
+        help="corrupt images in folder datasets: stop (default) or skip with a warning",
+    )
+    group.add_argument("--image-size", dest="image_size", type=image_size, help="N or HxW")
+    group.add_argument("--num-channels", dest="num_channels", type=int, choices=(1, 3))
+    group.add_argument("--batch-size", dest="batch_size", type=positive_int)
+
+
+MODEL_SIZE_FLAGS = ("num_layers", "hidden_dim", "mlp_dim", "num_heads")
+
+
+def model_flags(parser):
+    """The variant code and size overrides."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", help="variant code, e.g. B/16, S/16, Ti/4")
+    for name in MODEL_SIZE_FLAGS:
+        group.add_argument("--" + name.replace("_", "-"), dest=name, type=positive_int)
+
+
+def training_flags(parser):
+    """Schedule, optimizer, regularisation, augmentation, compilation, distribution."""
+    group = parser.add_argument_group("training")
+    group.add_argument(
+        "--steps", type=positive_int, help="total optimizer steps (give this or --epochs)"
+    )
+    group.add_argument("--epochs", type=positive_int, help="passes over the data")
+    group.add_argument(
+        "--steps-per-epoch",
+        dest="steps_per_epoch",
+        type=positive_int,
+        help="cap on batches per epoch (default: one pass over the data)",
+    )
+    group.add_argument("--lr", dest="learning_rate", type=positive_float, help="peak LR")
+    group.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
+    group.add_argument("--warmup-steps", dest="warmup_steps", type=nonnegative_int)
+    group.add_argument(
+        "--grad-accum",
+        dest="gradient_accumulation_steps",
+        type=positive_int,
+        help="gradient accumulation steps (effective batch = batch x this)",
+    )
+    group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
+    group.add_argument("--dropout", dest="dropout_rate", type=probability)
+    group.add_argument(
+        "--remat",
+        action="store_true",
+        default=None,
+        help="rematerialise each transformer block in the backward pass: less activation "
+        "memory for about one more forward pass of compute",
+    )
+    group.add_argument(
+        "--jit-compile",
+        dest="jit_compile",
+        type=jit_compile,
+        help="auto (Keras' choice: no XLA for TensorFlow on a CPU-only machine) | true (XLA on "
+        "TensorFlow and JAX, torch.compile on PyTorch) | false",
+    )
+    group.add_argument(
+        "--augment",
+        type=str_list,
+        help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
+        "random_translation, random_zoom",
+    )
+    group.add_argument(
+        "--crop-scale",
+        dest="crop_scale",
+        type=float_pair,
+        help="MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)",
+    )
+    group.add_argument(
+        "--crop-ratio",
+        dest="crop_ratio",
+        type=float_pair,
+        help="MIN,MAX aspect ratio of the random resized crop (e.g. 0.75,1.33)",
+    )
+    group.add_argument(
+        "--rotation",
+        type=nonnegative_float,
+        help="rotate each training crop by a random angle in +-DEG degrees",
+    )
+    group.add_argument("--no-flip", dest="flip", action="store_false", default=None)
+    group.add_argument(
+        "--distribution",
+        choices=("none", "data_parallel", "model_parallel"),
+        help="keras.distribution on JAX, tf.distribute on TensorFlow",
+    )
+    group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")

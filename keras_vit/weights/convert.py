@@ -1,0 +1,133 @@
+"""An official ViT `.npz` checkpoint -> a saved `.keras` model (`keras-vit convert`).
+
+`convert_checkpoint` builds `keras_vit.ViT(model, ...)`, loads the checkpoint
+with `keras_vit.checkpoints.load_npz` (strict unless `strict=False`; the position
+embedding is resampled to `image_size`) and saves the model with `model.save()`.
+Arguments left out are read from the checkpoint: the image size from its
+position-embedding grid, the class count from its head, the representation size
+from its `pre_logits`, the pooling from its class token.
+"""
+
+import math
+import os
+
+from keras_vit.layers._checks import to_pair
+
+
+def checkpoint_defaults(arrays, variant):
+    """Defaults read from checkpoint arrays: image size, classes, representation, pooling.
+
+    Args:
+        arrays: dict. The checkpoint's arrays by name (`checkpoints.read_npz`).
+        variant: str. Variant code of the model, e.g. `"B/16"`.
+
+    Returns:
+        A dict with `image_size`, `num_classes` (None without a head),
+        `representation_size` (None without `pre_logits`) and `pooling`.
+    """
+    from keras_vit.models import variants
+
+    config = variants.parse_variant(variant)
+    defaults = {
+        "pooling": "token" if "cls" in arrays else "gap",
+        "num_classes": int(arrays["head/kernel"].shape[-1]) if "head/kernel" in arrays else None,
+        "representation_size": (
+            int(arrays["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in arrays else None
+        ),
+        "image_size": 224,
+    }
+    posemb = arrays.get("Transformer/posembed_input/pos_embedding")
+    if posemb is not None and posemb.ndim == 3:
+        rows = posemb.shape[1] - (1 if "cls" in arrays else 0)
+        side = math.isqrt(rows)
+        if side * side == rows:
+            stride = (
+                variants.resnet_stride(config["resnet_units"]) if "resnet_units" in config else 1
+            )
+            patch = to_pair(config["patch_size"], "patch_size")
+            if patch[0] == patch[1]:
+                defaults["image_size"] = side * patch[0] * stride
+    return defaults
+
+
+def convert_checkpoint(
+    checkpoint,
+    output,
+    *,
+    model,
+    image_size=None,
+    num_classes=None,
+    representation_size=None,
+    pooling=None,
+    include_top=True,
+    strict=True,
+    source_grid=None,
+    overwrite=False,
+):
+    """Converts an official `.npz` checkpoint into a saved `.keras` model.
+
+    Args:
+        checkpoint: str. Path to the official `.npz` file.
+        output: str. Path of the `.keras` file to write.
+        model: str. Variant code, e.g. `"B/16"` or `"R50+B/16"`.
+        image_size: optional int or (height, width). Defaults to the
+            checkpoint's resolution (its position-embedding grid).
+        num_classes: optional int. Defaults to the checkpoint head's class
+            count. A different count gives a zero-initialised head.
+        representation_size: optional int. Defaults to the checkpoint's
+            `pre_logits` width (if any). 0 drops `pre_logits`.
+        pooling: optional `"token"` or `"gap"`. Defaults to `"token"` when the
+            checkpoint has a class token, else `"gap"`.
+        include_top: bool. Whether to keep a classifier head. Defaults to True.
+        strict: bool. Passed to `load_npz`. Defaults to True.
+        source_grid: optional (height, width) of a non-square checkpoint grid.
+        overwrite: bool. Replace an existing `output` file. Defaults to False.
+
+    Returns:
+        The converted `keras.Model` (already saved to `output`).
+
+    Raises:
+        ValueError: `output` does not end with `.keras`, or the checkpoint
+            does not fit `model`.
+        FileExistsError: `output` exists and `overwrite` is False.
+        FileNotFoundError: `checkpoint` does not exist.
+
+    Example:
+
+    >>> convert_checkpoint("ViT-B_16.npz", "vit_b16.keras",
+    ...                    model="B/16", num_classes=10)  # doctest: +SKIP
+    """
+    from keras_vit.checkpoints import load_npz, read_npz
+    from keras_vit.models.vit import ViT
+
+    output = os.fspath(output)
+    if not output.endswith(".keras"):
+        raise ValueError(f"The output path must end with .keras. Received: output={output!r}")
+    if os.path.lexists(output) and not overwrite:
+        raise FileExistsError(
+            f"The output file {output!r} already exists. Pass overwrite=True (`--overwrite` on "
+            "the command line) to replace it, or choose another output path."
+        )
+    defaults = checkpoint_defaults(read_npz(checkpoint), model)
+    if image_size is None:
+        image_size = defaults["image_size"]
+    if num_classes is None:
+        num_classes = defaults["num_classes"] or 1000
+    if representation_size is None:
+        representation_size = defaults["representation_size"]
+    if pooling is None:
+        pooling = defaults["pooling"]
+    vit = ViT(
+        model,
+        image_size=image_size,
+        num_classes=num_classes,
+        include_top=include_top,
+        pooling=pooling,
+        representation_size=representation_size or None,
+    )
+    load_npz(vit, checkpoint, strict=strict, source_grid=source_grid)
+    vit.save(output)
+    return vit
+
+
+convert = convert_checkpoint  # the name `keras_vit.commands.convert.convert` had
