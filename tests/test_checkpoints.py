@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-from keras_vit.weights.npz import load_npz, official_variables, read_npz, save_npz
 from keras_vit.models.vit import ViT
+from keras_vit.weights.npz import load_npz, official_variables, read_npz, save_npz
 from tests.helpers import np_block, np_layer_norm, randomize_weights, to_numpy
 
 HIDDEN, LAYERS, HEADS, MLP, PATCH = 32, 2, 2, 64, 8

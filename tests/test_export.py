@@ -466,7 +466,9 @@ def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, 
     )
     (tmp_path / "notes.txt").write_text("a file")
     under_file = str(tmp_path / "notes.txt" / "serving" / "model.onnx")
-    with pytest.raises(ValueError, match=re.escape(repr(str(tmp_path / "notes.txt")) + " is a file")):
+    with pytest.raises(
+        ValueError, match=re.escape(repr(str(tmp_path / "notes.txt")) + " is a file")
+    ):
         export(under_file)
     read_only = tmp_path / "read_only"
     read_only.mkdir()

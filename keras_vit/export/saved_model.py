@@ -20,9 +20,10 @@ functions that need it. The graph is always built by the TensorFlow backend of
 Keras: under the TensorFlow backend in this process; under JAX or PyTorch the
 model is saved to a temporary `.keras` file (weights load identically on every
 backend) and exported by a child process running with `KERAS_BACKEND=tensorflow`
-(`keras_vit.export._tf_subprocess`). The result is a plain TensorFlow graph (no `XlaCallModule` pinned to the
-exporting platform, as a `jax2tf` export would have), loadable by TF Serving on
-CPU or GPU and by any process that imports only TensorFlow.
+(`keras_vit.export._tf_subprocess`). The result is a plain TensorFlow graph (no
+`XlaCallModule` pinned to the exporting platform, as a `jax2tf` export would
+have), loadable by TF Serving on CPU or GPU and by any process that imports only
+TensorFlow.
 """
 
 import dataclasses
@@ -106,8 +107,7 @@ def _target_dir(export_dir, version):
 
 def _is_saved_model(path):
     return any(
-        os.path.isfile(os.path.join(path, name))
-        for name in ("saved_model.pb", "saved_model.pbtxt")
+        os.path.isfile(os.path.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt")
     )
 
 
@@ -155,7 +155,7 @@ def read_class_names(path):
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = os.path.join(folder, "classes.txt")
     ...     with open(path, "w", encoding="utf-8") as f:
-    ...         _ = f.write("cat\ndog\n\n")
+    ...         _ = f.write("cat\\ndog\\n\\n")
     ...     read_class_names(path)
     ['cat', 'dog']
     """

@@ -185,7 +185,7 @@ def _check(job, path, deep):
 
 
 def _verify(job, path, expected, record=None):
-    """Checks a complete file (hash, then `job.check`); returns its sha256, or removes it and raises.
+    """Checks a complete file (hash, then `job.check`); returns its sha256, or removes it, raising.
 
     `record`: the sidecar's (sha256, size, mtime_ns) of a cached file; its
     bytes must still hash to that sha256 (then the file was checked already).
@@ -241,7 +241,7 @@ _DROPPED = (
 
 
 def _content_range(value):
-    """(first byte, total) of `Content-Range: bytes a-b/total` or `bytes */total`; None if absent."""
+    """(first byte, total) of `Content-Range: bytes a-b/total` or `bytes */total`, else None."""
     match = re.fullmatch(r"\s*bytes\s+(?:(\d+)-\d+|\*)/(\d+|\*)\s*", value or "")
     if match is None:
         return None, None

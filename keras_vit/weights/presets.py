@@ -100,7 +100,7 @@ _AUGREG_RUNS = (
 
 
 def _vit_file(variant):
-    """"R50+B/16" -> "R50+ViT-B_16": the file name of the ViT paper's checkpoints."""
+    """The file name of the ViT paper's checkpoints: "R50+B/16" -> "R50+ViT-B_16"."""
     stem, plus, size = variant.rpartition("+")
     return f"{stem}{plus}ViT-{size.replace('/', '_')}"
 
