@@ -1,9 +1,7 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX and PyTorch."""
 
 from keras_vit import inspect, layers, mpp, training
-from keras_vit.checkpoints import load_npz, save_npz
 from keras_vit.export import ExportResult, export_onnx, export_saved_model
-from keras_vit.imagenet import decode_predictions, imagenet_classes
 from keras_vit.layers import DropPath, PatchEncoder, Patches, TokenPooling, TransformerBlock
 from keras_vit.models import (
     ViT,
@@ -28,5 +26,14 @@ from keras_vit.models.hybrid import (
     ViTRTi16,
 )
 from keras_vit.preprocessing import preprocess_input
-from keras_vit.presets import Preset, get_weights_file, list_weights, register_preset
 from keras_vit.version import __version__
+from keras_vit.weights import (
+    Preset,
+    decode_predictions,
+    get_weights_file,
+    imagenet_classes,
+    list_weights,
+    load_npz,
+    register_preset,
+    save_npz,
+)

@@ -1,80 +1,12 @@
-"""ImageNet-1k class names, shipped with the package, and `decode_predictions`.
+"""Compatibility alias: `keras_vit.imagenet` is the module `keras_vit.weights.imagenet`.
 
-`keras_vit/data/imagenet_classes.txt` holds one line per class in the
-standard ImageNet-1k order (sorted WordNet ids, the order of the
-`imagenet2012` TFDS labels used by the official fine-tuned checkpoints):
-`"n01440764<TAB>tench"`. The ids come from TensorFlow Datasets'
-`imagenet2012/labels.txt` (Apache-2.0), the readable names from torchvision's
-`_IMAGENET_CATEGORIES` (BSD-3-Clause); see `keras_vit/data/NOTICE.md`.
-Nothing is downloaded.
+The module object itself is registered under this name, so that
+`keras_vit.imagenet.X` (and patching it) reaches the same object as
+`keras_vit.weights.imagenet.X`. New code imports `keras_vit.weights.imagenet`.
 """
 
-import functools
-import os
+import sys
 
-import keras
-import numpy as np
+from keras_vit.weights import imagenet as _module
 
-CLASSES_FILE = os.path.join(os.path.dirname(__file__), "data", "imagenet_classes.txt")
-NUM_CLASSES = 1000
-
-
-@functools.lru_cache(maxsize=1)
-def imagenet_classes():
-    """The 1,000 ImageNet-1k classes as a tuple of `(wordnet_id, name)` in class-index order.
-
-    Example:
-
-    >>> imagenet_classes()[1]
-    ('n01443537', 'goldfish')
-    """
-    with open(CLASSES_FILE, encoding="utf-8") as f:
-        rows = tuple(tuple(line.rstrip("\n").split("\t")) for line in f if line.strip())
-    if len(rows) != NUM_CLASSES or any(len(row) != 2 for row in rows):
-        raise ValueError(f"{CLASSES_FILE} must hold {NUM_CLASSES} 'id<TAB>name' lines.")
-    return rows
-
-
-def decode_predictions(predictions, top=5, *, from_logits=True):
-    """Names the top ImageNet-1k classes of a batch of predictions.
-
-    For the models built with an ImageNet-1k fine-tuned preset (e.g.
-    `weights="augreg_in21k_ft_in1k"`), whose 1,000 outputs follow the
-    standard class order.
-
-    Args:
-        predictions: array or tensor of shape `(batch, 1000)`: logits (the
-            builders' default output) or probabilities.
-        top: int. How many classes per example. Defaults to 5.
-        from_logits: bool. Whether `predictions` are logits, turned into
-            probabilities with a softmax; with False they are reported as
-            given. Defaults to True.
-
-    Returns:
-        A list with one list per example of `(wordnet_id, name, probability)`
-        tuples, most likely first.
-
-    Example:
-
-    >>> logits = np.zeros((1, 1000), "float32"); logits[0, 1] = 10.0
-    >>> decode_predictions(logits, top=1)[0][0][:2]
-    ('n01443537', 'goldfish')
-    """
-    scores = np.asarray(keras.ops.convert_to_numpy(predictions), dtype="float64")
-    if scores.ndim != 2 or scores.shape[1] != NUM_CLASSES:
-        raise ValueError(
-            f"decode_predictions expects ImageNet-1k predictions of shape (batch, {NUM_CLASSES}) "
-            "(a model built with an ImageNet-1k fine-tuned preset; ImageNet-21k class names are "
-            f"not shipped). Received: shape={scores.shape}"
-        )
-    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= NUM_CLASSES:
-        raise ValueError(f"top must be an int in [1, {NUM_CLASSES}]. Received: top={top!r}")
-    if from_logits:
-        scores = np.exp(scores - scores.max(axis=1, keepdims=True))
-        scores /= scores.sum(axis=1, keepdims=True)
-    classes = imagenet_classes()
-    results = []
-    for row in scores:
-        best = np.argsort(-row, kind="stable")[:top]
-        results.append([(*classes[i], float(row[i])) for i in best])
-    return results
+sys.modules[__name__] = _module

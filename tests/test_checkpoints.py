@@ -1,4 +1,4 @@
-"""Tests of keras_vit/checkpoints.py: official .npz load/save, checked against a NumPy ViT.
+"""Tests of keras_vit/weights/npz.py: official .npz load/save, checked against a NumPy ViT.
 
 Every checkpoint here is made by the test in the official layout (names and shapes
 of google-research/vision_transformer, see REFERENCE.md) for tiny configurations.
@@ -10,14 +10,15 @@ with the library apart from the transformer-block equations in tests/helpers.py.
 
 import logging
 import math
+import re
 
 import keras
 import numpy as np
 import pytest
 import scipy.ndimage
 
-from keras_vit.checkpoints import load_npz, official_variables, read_npz, save_npz
 from keras_vit.models.vit import ViT
+from keras_vit.weights.npz import load_npz, official_variables, read_npz, save_npz
 from tests.helpers import np_block, np_layer_norm, randomize_weights, to_numpy
 
 HIDDEN, LAYERS, HEADS, MLP, PATCH = 32, 2, 2, 64, 8
@@ -590,6 +591,69 @@ def test_missing_file_and_bad_weights_argument(tmp_path):
         ViT("mu/8", image_size=32, weights=str(tmp_path / "nope.npz"))
     with pytest.raises(ValueError, match=r"\.npz"):
         ViT("mu/8", image_size=32, weights=str(tmp_path / "weights.bin"))
+
+
+def _truncated(tmp_path):
+    write(tmp_path, official_arrays())
+    data = (tmp_path / "ckpt.npz").read_bytes()
+    path = tmp_path / "truncated.npz"
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def _corrupt_member(tmp_path):
+    write(tmp_path, official_arrays())
+    data = bytearray((tmp_path / "ckpt.npz").read_bytes())
+    data[len(data) // 3] ^= 0xFF  # inside an array: the archive opens, a member's CRC fails
+    path = tmp_path / "corrupt.npz"
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _truncated,
+        _corrupt_member,
+        lambda tmp_path: tmp_path / "page.npz",  # an HTML error page saved as the file
+        lambda tmp_path: tmp_path / "empty.npz",
+    ],
+    ids=["truncated", "corrupt_member", "text", "empty"],
+)
+def test_unreadable_file_is_a_clear_error_and_changes_nothing(tmp_path, make):
+    (tmp_path / "page.npz").write_text("<html>403 Forbidden</html>")
+    (tmp_path / "empty.npz").write_bytes(b"")
+    path = str(make(tmp_path))
+    model = ViT("mu/8", image_size=32, num_classes=NUM_CLASSES)
+    before = weights_of(model)
+    for read in (read_npz, lambda p: load_npz(model, p)):
+        with pytest.raises(ValueError) as info:
+            read(path)
+        message = str(info.value)
+        assert repr(path) in message and "is not a valid .npz checkpoint" in message
+        assert "Download the file again" in message
+    assert_weights_equal(model, before)
+
+
+def test_folder_and_missing_file_name_the_path(tmp_path):
+    model = ViT("mu/8", image_size=32, num_classes=NUM_CLASSES)
+    with pytest.raises(IsADirectoryError, match=re.escape(repr(str(tmp_path)))):
+        load_npz(model, tmp_path)
+    missing = str(tmp_path / "nope.npz")
+    with pytest.raises(FileNotFoundError, match=re.escape(repr(missing))):
+        read_npz(missing)
+
+
+def test_old_module_paths_are_the_same_modules():
+    import keras_vit.checkpoints
+    import keras_vit.imagenet
+    import keras_vit.presets
+    from keras_vit.weights import imagenet, npz, presets
+
+    assert keras_vit.checkpoints is npz
+    assert keras_vit.presets is presets
+    assert keras_vit.imagenet is imagenet
+    assert keras_vit.load_npz is npz.load_npz and keras_vit.list_weights is presets.list_weights
 
 
 @pytest.mark.parametrize("prefix", ["opt/target/", "params/"])

@@ -1,4 +1,4 @@
-"""Tests of keras_vit/export.py and `keras-vit export`.
+"""Tests of keras_vit/export/ (SavedModel, ONNX, the TensorFlow subprocess) and `keras-vit export`.
 
 Every SavedModel is called in a fresh process that imports only TensorFlow:
 `keras`, `keras_vit` and `tf_keras` are made unimportable there
@@ -11,6 +11,7 @@ import base64
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.export import export_onnx, export_saved_model
+from keras_vit.export import export_onnx, export_saved_model, read_class_names
 from keras_vit.models.vit import ViT
 from tests.helpers import randomize_weights, to_numpy
 
@@ -433,3 +434,120 @@ def test_feature_extractor_raises(tmp_path):
 def test_missing_model_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError, match="Model file not found"):
         export_saved_model(tmp_path / "nope.keras", tmp_path / "serving")
+
+
+# --- read_class_names, target paths, model files (no TensorFlow graph is traced) ----------------
+
+
+def test_read_class_names(tmp_path):
+    path = tmp_path / "classes.txt"
+    path.write_bytes(b"cat\r\nhot dog\r\n\xc3\xa9clair\n\n  \n")
+    assert read_class_names(path) == ["cat", "hot dog", "\u00e9clair"]
+    (tmp_path / "latin1.txt").write_bytes(b"cat\n\xe9clair\n")
+    with pytest.raises(ValueError, match=r"latin1\.txt.*is not UTF-8 text.*byte 4"):
+        read_class_names(tmp_path / "latin1.txt")
+    with pytest.raises(FileNotFoundError, match=r"nope\.txt"):
+        read_class_names(tmp_path / "nope.txt")
+    with pytest.raises(IsADirectoryError, match=re.escape(repr(str(tmp_path)))):
+        read_class_names(tmp_path)
+
+
+@pytest.mark.parametrize("exporter", ["saved_model", "onnx"])
+def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, exporter):
+    model = ViT("mu/8", image_size=16, num_classes=3)
+    export = (
+        (lambda target: export_saved_model(model, target))
+        if exporter == "saved_model"
+        else (lambda target: export_onnx(model, target))
+    )
+    (tmp_path / "notes.txt").write_text("a file")
+    under_file = str(tmp_path / "notes.txt" / "serving" / "model.onnx")
+    with pytest.raises(
+        ValueError, match=re.escape(repr(str(tmp_path / "notes.txt")) + " is a file")
+    ):
+        export(under_file)
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    real_access = os.access  # as root, chmod alone would not stop a write: ask os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: path != str(read_only) and real_access(path, mode)
+    )
+    with pytest.raises(PermissionError, match=re.escape(repr(str(read_only))) + " is not writable"):
+        export(str(read_only / "model.onnx"))
+    assert os.listdir(read_only) == []
+
+
+def test_existing_file_as_saved_model_folder(tmp_path):
+    model = ViT("mu/8", image_size=16, num_classes=3)
+    (tmp_path / "serving").write_text("a file")
+    with pytest.raises(FileExistsError, match="exists and is not a folder"):
+        export_saved_model(model, tmp_path / "serving")
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.0])
+def test_corrupt_keras_file_is_not_reported_as_missing(tmp_path, keep):
+    model = ViT("mu/8", image_size=16, num_classes=3)
+    model.save(tmp_path / "m.keras")
+    data = (tmp_path / "m.keras").read_bytes()
+    (tmp_path / "m.keras").write_bytes(data[: int(len(data) * keep)])
+    for export in (export_saved_model, export_onnx):
+        with pytest.raises(ValueError, match=r"m\.keras'? is not a valid \.keras archive"):
+            export(tmp_path / "m.keras", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_package_never_imports_the_top_level_package():
+    import ast
+
+    import keras_vit.export
+
+    folder = os.path.dirname(keras_vit.export.__file__)
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(folder, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert "keras_vit" not in [a.name for a in node.names], name
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module != "keras_vit", f"{name}: from keras_vit import ..."
+
+
+# --- the shared TensorFlow-subprocess helper (one export and one error through it) ---------------
+
+
+@pytest.mark.slow
+def test_compiled_model_exports_through_the_subprocess(tmp_path):
+    """A model compiled (with an optimizer) under this backend loads with compile=False there."""
+    model = build_model(num_classes=3)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.save(tmp_path / "compiled.keras")
+    (tmp_path / "classes.txt").write_text("ant\nbee\ncat\n\n")
+    result = export_saved_model(
+        tmp_path / "compiled.keras",
+        tmp_path / "serving",
+        class_names=read_class_names(tmp_path / "classes.txt"),
+        method="subprocess",
+    )
+    assert (result.method, result.backend) == ("subprocess", keras.backend.backend())
+    assert result.outputs[-1] == "top_k_classes"
+    images = np.random.default_rng(2).uniform(-1, 1, (2, IMAGE_SIZE, IMAGE_SIZE, 3))
+    images = images.astype("float32")
+    outputs = tf.saved_model.load(result.path).signatures["serving_default"](
+        images=tf.constant(images)
+    )
+    logits, _ = keras_heads(model, images)
+    np.testing.assert_allclose(outputs["logits"].numpy(), logits, rtol=0, atol=ATOL)
+    assert outputs["top_k_classes"].numpy()[0, 0].decode() in ("ant", "bee", "cat")
+
+
+@pytest.mark.slow
+def test_subprocess_error_keeps_its_type_and_message(tmp_path):
+    ViT("mu/8", image_size=16, include_top=False).save(tmp_path / "features.keras")
+    with pytest.raises(ValueError) as info:
+        export_saved_model(tmp_path / "features.keras", tmp_path / "serving", method="subprocess")
+    message = str(info.value)
+    assert "needs a layer named 'head'" in message
+    assert "raised by the export subprocess with KERAS_BACKEND=tensorflow" in message
+    assert not (tmp_path / "serving").exists()

@@ -1,4 +1,5 @@
-"""Tests of keras_vit/presets.py (named weights) and keras_vit/imagenet.py (class names).
+"""Tests of keras_vit/weights/presets.py (named weights), weights/download.py (the transfer) and
+weights/imagenet.py (class names).
 
 No network: tiny checkpoints in the official layout are written by the tests into
 a local folder laid out like the bucket and served through `file://` URLs or an
@@ -18,12 +19,12 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from keras_vit import presets
-from keras_vit.checkpoints import save_npz
-from keras_vit.imagenet import decode_predictions, imagenet_classes
 from keras_vit.models import variants
 from keras_vit.models.hybrid import ViTHybrid
 from keras_vit.models.vit import ViT, ViTB16, ViTTi16
+from keras_vit.weights import download, presets
+from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
+from keras_vit.weights.npz import save_npz
 from tests.helpers import randomize_weights, to_numpy
 
 FT = presets.Preset("mu/8", "test_ft", "test/mu_8-ft.npz", 48, 10, False, "test data")
@@ -34,7 +35,7 @@ HYB = presets.Preset("mu/1", "test_hybrid", "test/hybrid.npz", 32, 5, False, "te
 
 def _assert_same_weights(model, source):
     assert len(model.weights) == len(source.weights)
-    for mine, theirs in zip(model.weights, source.weights):
+    for mine, theirs in zip(model.weights, source.weights, strict=True):
         assert mine.path == theirs.path
         np.testing.assert_array_equal(to_numpy(mine), to_numpy(theirs), err_msg=mine.path)
 
@@ -436,18 +437,18 @@ def _read(path):
 
 def test_dropped_download_resumes_within_a_call_and_across_calls(bucket, tmp_path, monkeypatch):
     root, sources = bucket
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     source = _read(sources["test_ft"][0])
     cached = str(_cache(tmp_path, FT))
     k = 1000
     with _range_server(root, cuts=2, cut_after=k) as (url, ranges):
-        monkeypatch.setattr(presets, "DOWNLOAD_ATTEMPTS", 1)
+        monkeypatch.setattr(download, "DOWNLOAD_ATTEMPTS", 1)
         with pytest.raises(ConnectionError) as info:
             presets.get_weights_file("test_ft", "mu/8", base_url=url)
         assert "the next call resumes" in str(info.value) and cached + ".part" in str(info.value)
         assert _read(cached + ".part") == source[:k]  # kept, not deleted
         assert not os.path.exists(cached)
-        monkeypatch.setattr(presets, "DOWNLOAD_ATTEMPTS", 3)
+        monkeypatch.setattr(download, "DOWNLOAD_ATTEMPTS", 3)
         monkeypatch.setenv(presets.BASE_URL_ENV, url)
         model = ViT("mu/8", weights="test_ft")  # cut once more, then completed by a third request
     assert ranges == [None, f"bytes={k}-", f"bytes={2 * k}-"]
@@ -457,7 +458,7 @@ def test_dropped_download_resumes_within_a_call_and_across_calls(bucket, tmp_pat
 
 def test_server_ignoring_range_restarts_from_zero(bucket, tmp_path, monkeypatch):
     root, sources = bucket
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     with _range_server(root, honour_range=False, cuts=1, cut_after=1000) as (url, ranges):
         path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
     assert ranges == [None, "bytes=1000-"]  # asked to resume, got the whole file (200)
@@ -469,7 +470,7 @@ def test_part_at_or_past_the_end_gets_416_and_is_finished_or_restarted(
     bucket, tmp_path, monkeypatch, extra
 ):
     root, sources = bucket
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     source = _read(sources["test_ft"][0])
     part = _cache(tmp_path, FT).with_name(FT.path.split("/")[-1] + ".part")
     part.parent.mkdir(parents=True)
@@ -511,7 +512,7 @@ def test_sidecar_detects_a_cached_file_that_changed(bucket, tmp_path, monkeypatc
     data = _read(path)
     # Unchanged size and time: the sidecar answers, nothing is hashed.
     with monkeypatch.context() as patch:
-        patch.setattr(presets, "_digests", lambda *args: pytest.fail("hashed a cache hit"))
+        patch.setattr(download, "_digests", lambda *args: pytest.fail("hashed a cache hit"))
         assert presets.get_weights_file("test_ft", "mu/8") == path
     # Same bytes, new time (copied back from a backup): hashed again, accepted, re-recorded.
     os.utime(path, ns=(1, 1))

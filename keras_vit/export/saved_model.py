@@ -19,28 +19,27 @@ This module is TensorFlow by nature: TensorFlow is imported only inside the
 functions that need it. The graph is always built by the TensorFlow backend of
 Keras: under the TensorFlow backend in this process; under JAX or PyTorch the
 model is saved to a temporary `.keras` file (weights load identically on every
-backend) and exported by a child process running with `KERAS_BACKEND=tensorflow`.
-The result is a plain TensorFlow graph (no `XlaCallModule` pinned to the
-exporting platform, as a `jax2tf` export would have), loadable by TF Serving on
-CPU or GPU and by any process that imports only TensorFlow.
+backend) and exported by a child process running with `KERAS_BACKEND=tensorflow`
+(`keras_vit.export._tf_subprocess`). The result is a plain TensorFlow graph (no
+`XlaCallModule` pinned to the exporting platform, as a `jax2tf` export would
+have), loadable by TF Serving on CPU or GPU and by any process that imports only
+TensorFlow.
 """
 
 import dataclasses
-import json
 import logging
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import keras
 
-logger = logging.getLogger(__name__)
+from keras_vit.export import _checks
+from keras_vit.export._tf_subprocess import run_with_tensorflow
+
+logger = logging.getLogger("keras_vit.export")
 
 SIGNATURES = ("serving_default", "serve_uint8", "serve_bytes")
 RESIZE_METHOD = "bilinear"
-METHODS = ("auto", "subprocess")
+METHODS = _checks.METHODS
 # Channel counts `tf.io.decode_image` can produce.
 _DECODE_CHANNELS = (1, 3, 4)
 _HEAD_ACTIVATIONS = ("linear", "softmax", "sigmoid")
@@ -86,17 +85,12 @@ class ExportResult:
             f"Signatures: {', '.join(self.signatures)}. Outputs: {', '.join(self.outputs)}."
         )
 
-
-def _import_tensorflow():
-    try:
-        import tensorflow as tf
-    except ImportError as error:
-        raise ImportError(
-            "keras_vit.export writes TensorFlow SavedModels and needs TensorFlow, "
-            "whatever Keras backend the model was trained on. "
-            "Install it with `pip install tensorflow`."
-        ) from error
-    return tf
+    def announce(self, verbose):
+        """Logs `describe()` on the `keras_vit.export` logger, and prints it when `verbose`."""
+        logger.info(self.describe())
+        if verbose:
+            print(self.describe())
+        return self
 
 
 def _target_dir(export_dir, version):
@@ -113,13 +107,13 @@ def _target_dir(export_dir, version):
 
 def _is_saved_model(path):
     return any(
-        os.path.isfile(os.path.join(path, name))
-        for name in ("saved_model.pb", "saved_model.pbtxt")
+        os.path.isfile(os.path.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt")
     )
 
 
 def _check_target(target, overwrite):
     """Refuses a non-empty target without `overwrite`, and never deletes a non-SavedModel."""
+    _checks.check_writable_parent(target)
     if not os.path.lexists(target):
         return
     if not os.path.isdir(target):
@@ -137,6 +131,50 @@ def _check_target(target, overwrite):
             f"Export folder {target!r} is not empty and holds no saved_model.pb; "
             "refusing to delete it even with overwrite=True."
         )
+
+
+def read_class_names(path):
+    """Reads class names from a text file: one per line, in class-index order.
+
+    Trailing blank lines are ignored; a UTF-8 byte-order mark is dropped.
+
+    Args:
+        path: str or path-like. A UTF-8 text file.
+
+    Returns:
+        list of str.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        IsADirectoryError: `path` is a folder.
+        ValueError: the file is not UTF-8 text.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "classes.txt")
+    ...     with open(path, "w", encoding="utf-8") as f:
+    ...         _ = f.write("cat\\ndog\\n\\n")
+    ...     read_class_names(path)
+    ['cat', 'dog']
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Class names file not found: {path!r}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"Class names path {path!r} is a folder; expected a text file.")
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            names = f.read().split("\n")  # universal newlines: "\r\n" and "\r" read as "\n"
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"Class names file {path!r} is not UTF-8 text ({error.reason} at byte "
+            f"{error.start}). Save it as UTF-8, one class name per line."
+        ) from None
+    while names and not names[-1].strip():
+        names.pop()
+    return names
 
 
 def _check_class_names(class_names):
@@ -184,24 +222,7 @@ def serving_spec(model, class_names=None, top_k=None):
     """
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model. Received: {type(model).__name__}")
-    if len(model.inputs) != 1:
-        raise ValueError(
-            f"export_saved_model expects a model with one image input. "
-            f"Received: {len(model.inputs)} inputs"
-        )
-    shape = tuple(model.inputs[0].shape)
-    if len(shape) != 4:
-        raise ValueError(
-            "export_saved_model expects a (batch, height, width, channels) image input. "
-            f"Received: input shape {shape}"
-        )
-    height, width, channels = shape[1:]
-    if height is None or width is None or channels is None:
-        raise ValueError(
-            "export_saved_model needs a model with a fixed image size and channel count "
-            "(the serve_bytes signature resizes to it). Build the model with "
-            f"image_size=(H, W). Received: input shape {shape}"
-        )
+    height, width, channels = _checks.image_input_shape(model, "export_saved_model")[1:]
     try:
         head = model.get_layer("head")
     except ValueError:
@@ -259,7 +280,7 @@ def serving_spec(model, class_names=None, top_k=None):
 
 def _write_archive(model, target, spec):
     """Builds the ExportArchive (TensorFlow backend) and writes it to `target`."""
-    tf = _import_tensorflow()
+    tf = _checks.import_tensorflow()
     from keras_vit.preprocessing import preprocess_input
 
     height, width = spec["image_size"]
@@ -324,124 +345,17 @@ def _write_archive(model, target, spec):
         fn, input_spec = endpoints[name]
         archive.add_endpoint(name, fn, input_signature=[input_spec])
 
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    # Write next to the target, then move it in place: no half-written version
-    # folder is ever visible to a TF Serving instance watching MODEL_DIR.
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
-    try:
-        written = os.path.join(staging, "saved_model")
-        archive.write_out(written, verbose=False)
-        if os.path.isdir(target):
-            shutil.rmtree(target)  # empty, or a SavedModel with overwrite=True
-        os.replace(written, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    _checks.write_atomically(
+        target, lambda path: archive.write_out(path, verbose=False), "saved_model"
+    )
 
 
-def _load(path):
-    _import_registered_layers()
-    return keras.saving.load_model(os.fspath(path), compile=False)
-
-
-def _import_registered_layers():
-    """Imports the modules that register keras_vit layers, so `.keras` files load."""
-    import importlib
-
-    import keras_vit  # noqa: F401  (registers the layers)
-
-    try:
-        importlib.import_module("keras_vit.models.hybrid")
-    except ModuleNotFoundError as error:
-        if error.name != "keras_vit.models.hybrid":
-            raise
-
-
-def _package_root():
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _export_in_subprocess(model, target, **options):
-    """Saves `model` (unless it is a path) and runs `_worker_main` with KERAS_BACKEND=tensorflow."""
-    with tempfile.TemporaryDirectory(prefix="keras_vit_export_") as tmp:
-        if isinstance(model, keras.Model):
-            model_path = os.path.join(tmp, "model.keras")
-            model.save(model_path)
-        else:
-            model_path = os.path.abspath(os.fspath(model))
-        request = dict(
-            model_path=model_path,
-            target=target,
-            result_path=os.path.join(tmp, "result.json"),
-            **options,
-        )
-        request_path = os.path.join(tmp, "request.json")
-        with open(request_path, "w") as f:
-            json.dump(request, f)
-        env = dict(os.environ, KERAS_BACKEND="tensorflow")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONPATH"] = os.pathsep.join(
-            [_package_root()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        )
-        command = [
-            sys.executable,
-            "-c",
-            "import sys; from keras_vit.export import _worker_main; "
-            "sys.exit(_worker_main(sys.argv[1]))",
-            request_path,
-        ]
-        process = subprocess.run(command, env=env, capture_output=True, text=True)
-        result = None
-        if os.path.exists(request["result_path"]):
-            with open(request["result_path"]) as f:
-                result = json.load(f)
-    if result is not None and "error_type" in result:
-        error_types = {
-            "ValueError": ValueError,
-            "FileExistsError": FileExistsError,
-            "FileNotFoundError": FileNotFoundError,
-            "ImportError": ImportError,
-        }
-        error_type = error_types.get(result["error_type"], RuntimeError)
-        raise error_type(
-            f"{result['message']} (raised by the export subprocess with "
-            f"KERAS_BACKEND=tensorflow: {result['error_type']})"
-        )
-    if process.returncode != 0 or result is None:
-        tail = "\n".join((process.stderr or "").strip().splitlines()[-30:])
-        raise RuntimeError(
-            f"The export subprocess (KERAS_BACKEND=tensorflow) failed with exit code "
-            f"{process.returncode}. Its last output:\n{tail}"
-        )
-    return result
-
-
-def _worker_main(request_path):
-    """Entry point of the export subprocess (run with KERAS_BACKEND=tensorflow)."""
-    with open(request_path) as f:
-        request = json.load(f)
-    try:
-        if keras.backend.backend() != "tensorflow":
-            raise RuntimeError(
-                "The export subprocess must run with KERAS_BACKEND=tensorflow. "
-                f"Received: {keras.backend.backend()}"
-            )
-        model = _load(request["model_path"])
-        if request["format"] == "onnx":
-            _check_onnx_target(request["target"], request["overwrite"])
-            result = _write_onnx(model, request["target"])
-        else:
-            spec = serving_spec(model, request["class_names"], request["top_k"])
-            _check_target(request["target"], request["overwrite"])
-            _write_archive(model, request["target"], spec)
-            result = dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
-        code = 0
-    except Exception as error:  # reported to the parent, which re-raises it
-        result = dict(error_type=type(error).__name__, message=str(error))
-        code = 1
-    with open(request["result_path"], "w") as f:
-        json.dump(result, f)
-    return code
+def _write_saved_model(model, target, *, overwrite, class_names, top_k):
+    """Checks and writes the SavedModel (TensorFlow backend); returns what it holds, as JSON."""
+    spec = serving_spec(model, class_names, top_k)
+    _check_target(target, overwrite)
+    _write_archive(model, target, spec)
+    return dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
 
 
 def export_saved_model(
@@ -511,7 +425,11 @@ def export_saved_model(
     Raises:
         ValueError: a model without a fixed image size or without a `head`
             classifier, or bad `version`/`top_k`/`class_names`.
+            Also a model file that is not a valid `.keras` archive, and a
+            target under a file.
         FileExistsError: a non-empty target folder without `overwrite=True`.
+        FileNotFoundError: a model path that does not exist.
+        PermissionError: the target's folder is not writable.
         ImportError: TensorFlow is not installed.
 
     Example:
@@ -526,167 +444,24 @@ def export_saved_model(
     Reference:
         TF Serving REST API, https://www.tensorflow.org/tfx/serving/api_rest
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
-    _import_tensorflow()
+    _checks.check_method(method)
+    _checks.import_tensorflow()
     target = _target_dir(export_dir, version)
     _check_target(target, overwrite)
     class_names = _check_class_names(class_names)
-    if not isinstance(model, keras.Model):
-        if not isinstance(model, (str, os.PathLike)):
-            raise ValueError(
-                "model must be a keras.Model or a path to a .keras file. "
-                f"Received: {type(model).__name__}"
-            )
-        if not os.path.isfile(model):
-            raise FileNotFoundError(f"Model file not found: {os.fspath(model)!r}")
-    backend = keras.backend.backend()
-    if method == "auto" and backend == "tensorflow":
-        if not isinstance(model, keras.Model):
-            model = _load(model)
-        spec = serving_spec(model, class_names, top_k)
-        _write_archive(model, target, spec)
-        how, signatures, outputs = "in_process", spec["signatures"], spec["outputs"]
-    else:
-        if isinstance(model, keras.Model):
-            serving_spec(model, class_names, top_k)  # fail fast, before saving
-        reply = _export_in_subprocess(
-            model,
-            target,
-            format="saved_model",
-            overwrite=overwrite,
-            class_names=class_names,
-            top_k=top_k,
-        )
-        how, signatures, outputs = "subprocess", reply["signatures"], reply["outputs"]
-    result = ExportResult(
+    model = _checks.check_model_argument(model)
+    if isinstance(model, keras.Model):
+        serving_spec(model, class_names, top_k)  # fail fast, before saving
+    how, reply = run_with_tensorflow(
+        model,
+        _write_saved_model,
+        dict(target=target, overwrite=overwrite, class_names=class_names, top_k=top_k),
+        method=method,
+    )
+    return ExportResult(
         path=target,
         method=how,
-        backend=backend,
-        signatures=tuple(signatures),
-        outputs=tuple(outputs),
-    )
-    logger.info(result.describe())
-    if verbose:
-        print(result.describe())
-    return result
-
-
-def _check_onnx_target(path, overwrite):
-    if os.path.isdir(path):
-        raise FileExistsError(f"ONNX export path {path!r} is a folder; give a file path.")
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(
-            f"ONNX file {path!r} exists. Pass overwrite=True to replace it."
-        )
-
-
-def _image_input_spec(model):
-    shape = tuple(model.inputs[0].shape) if len(model.inputs) == 1 else None
-    if shape is None or len(shape) != 4 or None in shape[1:]:
-        raise ValueError(
-            "export_onnx expects one (batch, height, width, channels) image input of fixed "
-            f"size. Received: input shapes {[tuple(i.shape) for i in model.inputs]}"
-        )
-    return shape
-
-
-def _write_onnx(model, path):
-    """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
-    try:
-        import tf2onnx  # noqa: F401
-    except ImportError as error:
-        raise ImportError(
-            "export_onnx needs tf2onnx and onnx: `pip install tf2onnx onnx` "
-            "(and onnxruntime to run the result)."
-        ) from error
-    shape = _image_input_spec(model)
-    input_spec = keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    try:
-        written = os.path.join(staging, "model.onnx")
-        model.export(written, format="onnx", input_signature=[input_spec], verbose=False)
-        import onnx
-
-        graph = onnx.load(written).graph
-        outputs = [output.name for output in graph.output]
-        os.replace(written, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return dict(outputs=outputs)
-
-
-def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
-    """Exports a ViT's forward pass to ONNX with Keras' `model.export(format="onnx")`.
-
-    The ONNX graph has one input `images`, float32 `(batch, H, W, C)` in
-    [-1, 1] with a free batch size, and the model's outputs (e.g. logits) as
-    they are: no preprocessing and no extra heads. It is traced by the
-    TensorFlow backend with `tf2onnx` (opset chosen by Keras), in this process
-    under the TensorFlow backend and in a subprocess with
-    `KERAS_BACKEND=tensorflow` otherwise: on this Keras version the PyTorch
-    backend's own ONNX export fails for a free batch size, and the JAX one
-    needs `jax2onnx`.
-
-    Args:
-        model: a `keras.Model` with one image input of fixed size, or a path
-            to a `.keras` file of one.
-        path: str or path. The `.onnx` file to write.
-        overwrite: bool. Replace an existing file. Defaults to False.
-        method: `"auto"` or `"subprocess"` (see `export_saved_model`).
-            Defaults to `"auto"`.
-        verbose: bool. Print where and how the model was exported. Defaults
-            to True.
-
-    Returns:
-        An `ExportResult` with `format="onnx"` (`signatures` is empty;
-        `outputs` are the ONNX graph's output names).
-
-    Raises:
-        ValueError: a model without one fixed-size image input.
-        FileExistsError: `path` exists and `overwrite` is False.
-        ImportError: TensorFlow or tf2onnx is missing.
-
-    Example:
-
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=32, num_classes=10)
-    >>> export_onnx(model, "/tmp/vit.onnx", overwrite=True)  # doctest: +SKIP
-    """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
-    _import_tensorflow()
-    path = os.path.abspath(os.fspath(path))
-    _check_onnx_target(path, overwrite)
-    if isinstance(model, keras.Model):
-        _image_input_spec(model)  # fail fast, before saving
-    elif not isinstance(model, (str, os.PathLike)):
-        raise ValueError(
-            "model must be a keras.Model or a path to a .keras file. "
-            f"Received: {type(model).__name__}"
-        )
-    elif not os.path.isfile(model):
-        raise FileNotFoundError(f"Model file not found: {os.fspath(model)!r}")
-    backend = keras.backend.backend()
-    if method == "auto" and backend == "tensorflow":
-        if not isinstance(model, keras.Model):
-            model = _load(model)
-        reply = _write_onnx(model, path)
-        how = "in_process"
-    else:
-        reply = _export_in_subprocess(model, path, format="onnx", overwrite=overwrite)
-        how = "subprocess"
-    result = ExportResult(
-        path=path,
-        method=how,
-        backend=backend,
-        signatures=(),
+        backend=keras.backend.backend(),
+        signatures=tuple(reply["signatures"]),
         outputs=tuple(reply["outputs"]),
-        format="onnx",
-    )
-    logger.info(result.describe())
-    if verbose:
-        print(result.describe())
-    return result
+    ).announce(verbose)

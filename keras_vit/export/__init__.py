@@ -1,0 +1,18 @@
+"""Export a trained ViT for serving: TensorFlow SavedModel and ONNX.
+
+- `saved_model`: `export_saved_model` (TF Serving signatures for float, uint8
+  and encoded images), `ExportResult`, `read_class_names`;
+- `onnx`: `export_onnx`;
+- `_tf_subprocess`: the one helper every format goes through, which runs the
+  writer under Keras' TensorFlow backend (in a subprocess when the model was
+  built on JAX or PyTorch);
+- `_checks`: what the formats check alike (target paths, model files, the
+  image input).
+
+Modules here import `keras_vit` submodules only, never the top-level package.
+"""
+
+from keras_vit.export.onnx import export_onnx
+from keras_vit.export.saved_model import ExportResult, export_saved_model, read_class_names
+
+__all__ = ["ExportResult", "export_onnx", "export_saved_model", "read_class_names"]

@@ -1,0 +1,151 @@
+"""What every exporter checks and does the same way: arguments, target paths, model files.
+
+Nothing here imports TensorFlow at import time, nor the top-level `keras_vit`
+package (which imports `keras_vit.export`).
+"""
+
+import importlib
+import os
+import shutil
+import tempfile
+import zipfile
+import zlib
+
+import keras
+
+METHODS = ("auto", "subprocess")
+
+
+def check_method(method):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+
+
+def import_tensorflow():
+    """Returns the `tensorflow` module, or raises an ImportError saying why it is needed."""
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise ImportError(
+            "keras_vit.export writes its files with TensorFlow and needs it, whatever Keras "
+            "backend the model was trained on. Install it with `pip install tensorflow`."
+        ) from error
+    return tf
+
+
+def check_model_argument(model):
+    """Returns `model` (a `keras.Model`) or its path as a str, after checking the file.
+
+    Raises:
+        ValueError: neither a model nor a path, or a file that is not a
+            `.keras` zip archive (truncated or corrupt).
+        FileNotFoundError: the file does not exist.
+    """
+    if isinstance(model, keras.Model):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise ValueError(
+            "model must be a keras.Model or a path to a .keras file. "
+            f"Received: {type(model).__name__}"
+        )
+    path = os.fspath(model)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Model file not found: {path!r}")
+    if not os.path.isfile(path):
+        raise ValueError(f"Model path {path!r} is a folder; expected a .keras file.")
+    if path.endswith(".keras") and not zipfile.is_zipfile(path):
+        raise _not_a_keras_archive(path, "not a zip file")
+    return path
+
+
+def _not_a_keras_archive(path, reason):
+    return ValueError(
+        f"Model file {path!r} is not a valid .keras archive ({reason}). Is it truncated or "
+        "corrupt? Save the model again with model.save()."
+    )
+
+
+def _import_registered_layers():
+    """Imports the modules that register keras_vit layers, so `.keras` files load."""
+    for name in ("keras_vit.layers", "keras_vit.models.vit", "keras_vit.models.hybrid"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+
+
+def load_model(path):
+    """Loads a `.keras` file without its optimizer (`compile=False`).
+
+    A model compiled and saved under PyTorch or JAX would otherwise make the
+    TensorFlow backend rebuild that backend's optimizer.
+    """
+    _import_registered_layers()
+    try:
+        return keras.saving.load_model(os.fspath(path), compile=False)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise _not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
+
+
+def image_input_shape(model, exporter):
+    """The `(batch, H, W, C)` shape of the model's one image input; H, W and C must be known."""
+    shapes = [tuple(i.shape) for i in model.inputs]
+    if len(shapes) != 1 or len(shapes[0]) != 4:
+        raise ValueError(
+            f"{exporter} expects a model with one (batch, height, width, channels) image input. "
+            f"Received: input shapes {shapes}"
+        )
+    if None in shapes[0][1:]:
+        raise ValueError(
+            f"{exporter} needs a model with a fixed image size and channel count. Build the "
+            f"model with image_size=(H, W). Received: input shape {shapes[0]}"
+        )
+    return shapes[0]
+
+
+def check_writable_parent(target):
+    """Raises a clear error when `target` cannot be created: under a file, or read-only."""
+    folder = os.path.dirname(os.path.abspath(target))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(
+            f"Cannot export to {target!r}: {folder!r} is a file, not a folder. "
+            "Choose a target outside it."
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"Cannot export to {target!r}: the folder {folder!r} is not writable. "
+            "Choose another target or change its permissions."
+        )
+
+
+def check_file_target(path, overwrite):
+    """Checks a single-file target (ONNX, LiteRT): not a folder, new unless `overwrite`."""
+    if os.path.isdir(path):
+        raise FileExistsError(f"Export path {path!r} is a folder; give a file path.")
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"Export file {path!r} exists. Pass overwrite=True to replace it.")
+    check_writable_parent(path)
+
+
+def write_atomically(target, write, name):
+    """Calls `write(staged_path)` next to `target`, then moves the result into place.
+
+    No half-written file or folder is ever visible at `target` (e.g. to a TF
+    Serving instance watching MODEL_DIR). `name` is the staged entry's name.
+    An existing `target` folder is replaced (the caller checked it may be).
+    """
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    try:
+        written = os.path.join(staging, name)
+        result = write(written)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(written, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result

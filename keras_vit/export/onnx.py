@@ -1,0 +1,90 @@
+"""ONNX export of a ViT's forward pass, traced by Keras' TensorFlow backend with tf2onnx."""
+
+import os
+
+import keras
+
+from keras_vit.export import _checks
+from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.saved_model import ExportResult
+
+
+def _write_onnx(model, path, *, overwrite):
+    """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
+    try:
+        import onnx
+        import tf2onnx  # noqa: F401  (Keras' ONNX export needs it)
+    except ImportError as error:
+        raise ImportError(
+            "export_onnx needs tf2onnx and onnx: `pip install tf2onnx onnx` "
+            "(and onnxruntime to run the result)."
+        ) from error
+    _checks.check_file_target(path, overwrite)
+    shape = _checks.image_input_shape(model, "export_onnx")
+    input_spec = keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")
+
+    def write(staged):
+        model.export(staged, format="onnx", input_signature=[input_spec], verbose=False)
+        return [output.name for output in onnx.load(staged).graph.output]
+
+    return dict(outputs=_checks.write_atomically(path, write, "model.onnx"))
+
+
+def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
+    """Exports a ViT's forward pass to ONNX with Keras' `model.export(format="onnx")`.
+
+    The ONNX graph has one input `images`, float32 `(batch, H, W, C)` in
+    [-1, 1] with a free batch size, and the model's outputs (e.g. logits) as
+    they are: no preprocessing and no extra heads. It is traced by the
+    TensorFlow backend with `tf2onnx` (opset chosen by Keras), in this process
+    under the TensorFlow backend and in a subprocess with
+    `KERAS_BACKEND=tensorflow` otherwise: on this Keras version the PyTorch
+    backend's own ONNX export fails for a free batch size, and the JAX one
+    needs `jax2onnx`.
+
+    Args:
+        model: a `keras.Model` with one image input of fixed size, or a path
+            to a `.keras` file of one.
+        path: str or path. The `.onnx` file to write.
+        overwrite: bool. Replace an existing file. Defaults to False.
+        method: `"auto"` or `"subprocess"` (see `export_saved_model`).
+            Defaults to `"auto"`.
+        verbose: bool. Print where and how the model was exported. Defaults
+            to True.
+
+    Returns:
+        An `ExportResult` with `format="onnx"` (`signatures` is empty;
+        `outputs` are the ONNX graph's output names).
+
+    Raises:
+        ValueError: a model without one fixed-size image input, a model file
+            that is not a valid `.keras` archive, or a path under a file.
+        FileExistsError: `path` exists and `overwrite` is False, or is a folder.
+        FileNotFoundError: a model path that does not exist.
+        PermissionError: the folder of `path` is not writable.
+        ImportError: TensorFlow or tf2onnx is missing.
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> export_onnx(model, "/tmp/vit.onnx", overwrite=True)  # doctest: +SKIP
+    """
+    _checks.check_method(method)
+    _checks.import_tensorflow()
+    path = os.path.abspath(os.fspath(path))
+    _checks.check_file_target(path, overwrite)
+    model = _checks.check_model_argument(model)
+    if isinstance(model, keras.Model):
+        _checks.image_input_shape(model, "export_onnx")  # fail fast, before saving
+    how, reply = run_with_tensorflow(
+        model, _write_onnx, dict(path=path, overwrite=overwrite), method=method
+    )
+    return ExportResult(
+        path=path,
+        method=how,
+        backend=keras.backend.backend(),
+        signatures=(),
+        outputs=tuple(reply["outputs"]),
+        format="onnx",
+    ).announce(verbose)

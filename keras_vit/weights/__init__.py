@@ -1,0 +1,47 @@
+"""Every way weights come in or go out.
+
+- `npz`: the official google-research/vision_transformer `.npz` checkpoints
+  (`load_npz`, `save_npz`, `read_npz`, the name table);
+- `presets`: the named pretrained weights (`ViTB16(weights="imagenet21k")`),
+  their catalogue and resolution to a cached file;
+- `download`: the resumable, verified download those files go through;
+- `imagenet`: the ImageNet-1k class names and `decode_predictions`.
+
+The former module paths `keras_vit.checkpoints`, `keras_vit.presets` and
+`keras_vit.imagenet` are aliases of `npz`, `presets` and `imagenet`.
+"""
+
+from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
+from keras_vit.weights.npz import (
+    NAME_TABLE,
+    check_npz,
+    load_npz,
+    official_variables,
+    read_npz,
+    save_npz,
+)
+from keras_vit.weights.presets import (
+    Preset,
+    get_preset,
+    get_weights_file,
+    list_weights,
+    register_preset,
+    unregister_preset,
+)
+
+__all__ = [
+    "NAME_TABLE",
+    "Preset",
+    "check_npz",
+    "decode_predictions",
+    "get_preset",
+    "get_weights_file",
+    "imagenet_classes",
+    "list_weights",
+    "load_npz",
+    "official_variables",
+    "read_npz",
+    "register_preset",
+    "save_npz",
+    "unregister_preset",
+]

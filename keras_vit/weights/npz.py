@@ -1,0 +1,522 @@
+"""Official ViT checkpoints: `load_npz` and `save_npz` for google-research/vision_transformer files.
+
+(Also importable as `keras_vit.checkpoints`, its former name.)
+
+The official `.npz` files hold flat arrays named by their Flax scope joined with
+"/" (`Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel`, ...). `NAME_TABLE`
+below is the one place that maps those names to our Keras variables; it is
+matched against the *layer names* of the model (never the model's name), so it
+serves plain and hybrid models, any size, with or without a head.
+
+Loading follows the official `vit_jax` loader:
+
+- `opt/target/` and `params/` prefixes of training-run files are stripped;
+- BiT GroupNorm parameters stored as `(1, 1, 1, C)` are accepted as `(C,)`;
+- the position embedding is resampled when the grids differ: the class-token row
+  is split off, the rest is reshaped to its grid and resized with
+  `scipy.ndimage.zoom(order=1)` (one zoom factor per axis, so non-square target
+  grids work), and the class-token row is put back;
+- the classifier `head` is loaded only when its shape matches the model's;
+  otherwise the model keeps its own (zero-initialised) head, the paper's
+  fine-tuning set-up. `pre_logits` is loaded when the model has that layer
+  (`representation_size`) and dropped otherwise. Both are logged.
+
+Everything is checked before anything is assigned: a failed load leaves every
+weight of the model as it was. A file that is not a readable `.npz` (a
+truncated download, an HTML error page) raises a `ValueError` naming it.
+"""
+
+import logging
+import os
+import re
+import zipfile
+import zlib
+
+import keras
+import numpy as np
+
+from keras_vit.layers import position_embedding as pe
+from keras_vit.layers._checks import check_positive_int_pair
+
+# The logger keeps the module's former, documented name (`keras-vit convert` prints it).
+logger = logging.getLogger("keras_vit.checkpoints")
+
+# Training-run files nest the parameters under one of these scopes.
+PREFIXES = ("opt/target/", "params/")
+
+# Official array leaf name -> Keras attribute path, per kind of layer. An entry
+# with alternatives ("gamma|scale") takes the first attribute the layer has.
+_LAYER_NORM = (("scale", "gamma"), ("bias", "beta"))
+_DENSE = (("kernel", "kernel"), ("bias", "bias"))
+_CONV = (("kernel", "kernel"),)
+_GROUP_NORM = (("scale", "gamma|scale"), ("bias", "beta|bias"))
+_PATCH_ENCODER = (
+    ("embedding/kernel", "kernel"),
+    ("embedding/bias", "bias"),
+    ("cls", "class_embedding"),
+    ("Transformer/posembed_input/pos_embedding", "position_embeddings"),
+)
+_MHA = "MultiHeadDotProductAttention_1"
+_ENCODER_BLOCK = (
+    ("LayerNorm_0/scale", "attention_norm.gamma"),
+    ("LayerNorm_0/bias", "attention_norm.beta"),
+    (f"{_MHA}/query/kernel", "attention.query_dense.kernel"),
+    (f"{_MHA}/query/bias", "attention.query_dense.bias"),
+    (f"{_MHA}/key/kernel", "attention.key_dense.kernel"),
+    (f"{_MHA}/key/bias", "attention.key_dense.bias"),
+    (f"{_MHA}/value/kernel", "attention.value_dense.kernel"),
+    (f"{_MHA}/value/bias", "attention.value_dense.bias"),
+    (f"{_MHA}/out/kernel", "attention.output_dense.kernel"),
+    (f"{_MHA}/out/bias", "attention.output_dense.bias"),
+    ("LayerNorm_2/scale", "mlp_norm.gamma"),
+    ("LayerNorm_2/bias", "mlp_norm.beta"),
+    ("MlpBlock_3/Dense_0/kernel", "mlp_dense_1.kernel"),
+    ("MlpBlock_3/Dense_0/bias", "mlp_dense_1.bias"),
+    ("MlpBlock_3/Dense_1/kernel", "mlp_dense_2.kernel"),
+    ("MlpBlock_3/Dense_1/bias", "mlp_dense_2.bias"),
+)
+
+# The name table: Keras layer name (full regex match) -> official scope (formatted
+# with the regex groups) and the layer's arrays. Layers that match no row and
+# hold no weights (pooling, dropout, max-pool, ...) have nothing to map.
+NAME_TABLE = (
+    # Keras layer                                  official scope                  arrays
+    (r"patch_encoder",                             "",                             _PATCH_ENCODER),
+    (r"encoderblock_(\d+)",                        "Transformer/encoderblock_{0}/", _ENCODER_BLOCK),
+    (r"encoder_norm",                              "Transformer/encoder_norm/",    _LAYER_NORM),
+    (r"pre_logits",                                "pre_logits/",                  _DENSE),
+    (r"head",                                      "head/",                        _DENSE),
+    # Hybrid models: the BiT ResNetV2 stem (weight-standardised convs, GroupNorm).
+    (r"conv_root",                                 "conv_root/",                   _CONV),
+    (r"gn_root",                                   "gn_root/",                     _GROUP_NORM),
+    (r"block(\d+)_unit(\d+)_(conv[123]|conv_proj)", "block{0}/unit{1}/{2}/",       _CONV),
+    (r"block(\d+)_unit(\d+)_(gn[123]|gn_proj)",    "block{0}/unit{1}/{2}/",        _GROUP_NORM),
+)  # fmt: skip
+
+CLASS_TOKEN = "cls"
+POSITION_EMBEDDING = "Transformer/posembed_input/pos_embedding"
+_GROUP_NORM_LEAVES = ("gn_root/", "/gn")  # names of GroupNorm arrays contain one of these
+_HEAD = ("head/kernel", "head/bias")  # the model's head is loaded only when its shape fits
+_PRE_LOGITS = ("pre_logits/kernel", "pre_logits/bias")
+_HINTS = {
+    ("missing", CLASS_TOKEN): "the checkpoint has no class token (trained with pooling='gap'); "
+    "build the model with pooling='gap'",
+    ("unexpected", CLASS_TOKEN): "the model has no class token; build it with class_token=True",
+    ("missing", "pre_logits/kernel"): "the checkpoint has no pre_logits; build the model "
+    "without representation_size",
+}
+
+
+def _hint(kind, name):
+    hint = _HINTS.get((kind, name))
+    return f" ({hint})" if hint else ""
+
+
+def _resolve(layer, attribute_path):
+    """Follows `"attention.query_dense.kernel"` from `layer`; None where an attribute is absent."""
+    *owners, leaf = attribute_path.split(".")
+    obj = layer
+    for owner in owners:
+        obj = getattr(obj, owner, None)
+        if obj is None:
+            return None
+    for name in leaf.split("|"):
+        value = getattr(obj, name, None)
+        if isinstance(value, keras.Variable):
+            return value
+    return None
+
+
+def _walk_layers(model):
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):  # a nested stem or backbone
+            yield from _walk_layers(layer)
+        else:
+            yield layer
+
+
+def official_variables(model):
+    """Maps every official array name to the model's Keras variable.
+
+    Args:
+        model: a built `keras.Model` (plain or hybrid ViT, with or without head).
+
+    Returns:
+        A tuple `(table, unmapped)`: `table` is a dict {official name: variable}
+        in table order, `unmapped` the model weights with no official name
+        (e.g. LayerScale or a mask embedding).
+
+    Raises:
+        ValueError: when two variables would get the same official name.
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            f"model must be a keras.Model (e.g. from keras_vit.ViT). Received: model={model!r}"
+        )
+    table = {}
+    mapped = set()
+    for layer in _walk_layers(model):
+        for pattern, scope, arrays in NAME_TABLE:
+            match = re.fullmatch(pattern, layer.name)
+            if match is None:
+                continue
+            prefix = scope.format(*match.groups())
+            for leaf, attribute in arrays:
+                variable = _resolve(layer, attribute)
+                if variable is None:  # e.g. no class token, fixed position embedding
+                    continue
+                name = prefix + leaf
+                if name in table:
+                    raise ValueError(
+                        f"Two model variables map to the official name {name!r}: "
+                        f"{table[name].path!r} and {variable.path!r}. Layer names must be unique."
+                    )
+                table[name] = variable
+                mapped.add(id(variable))
+            break
+    unmapped = [w for w in model.weights if id(w) not in mapped]
+    return table, unmapped
+
+
+# What NumPy and zipfile raise on a file that is not a readable .npz archive.
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError)
+
+
+def _not_npz(path, reason):
+    return ValueError(
+        f"{path!r} is not a valid .npz checkpoint ({reason}). A truncated or corrupt "
+        "download? Download the file again."
+    )
+
+
+def _read_arrays(path):
+    """{name: array} of every member of a zip archive; raises one of `_UNREADABLE` otherwise."""
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def check_npz(path, deep=False):
+    """Returns None when `path` is a readable .npz holding arrays, else the reason it is not.
+
+    Args:
+        path: str. The file to check.
+        deep: bool. Also read every member and check its CRC (reads the whole
+            file). Defaults to False.
+    """
+    try:
+        if not zipfile.is_zipfile(path):
+            return "not a zip archive (truncated download or an HTML error page?)"
+        with zipfile.ZipFile(path) as archive:
+            if deep:
+                bad = archive.testzip()  # reads every member and checks its CRC
+                if bad is not None:
+                    return f"member {bad!r} fails its CRC check"
+        with np.load(path, allow_pickle=False) as data:
+            if not data.files:
+                return "it holds no arrays"
+    except _UNREADABLE as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def read_npz(path):
+    """Reads an official checkpoint into a dict {name: array}, stripping training prefixes.
+
+    Args:
+        path: str or path-like to a `.npz` file.
+
+    Returns:
+        dict of NumPy arrays. When some names start with `opt/target/` or
+        `params/`, only those are kept (the rest is optimizer state) and the
+        prefix is removed.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        IsADirectoryError: `path` is a folder.
+        ValueError: `path` is not a readable `.npz` archive (truncated,
+            corrupt, or another kind of file).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Checkpoint file not found: {path!r}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"Checkpoint path {path!r} is a folder; expected a .npz file.")
+    if not zipfile.is_zipfile(path):
+        raise _not_npz(path, "not a zip archive")
+    try:
+        arrays = _read_arrays(path)
+    except PermissionError:
+        raise
+    except _UNREADABLE as error:
+        raise _not_npz(path, f"{type(error).__name__}: {error}") from error
+    for prefix in PREFIXES:
+        if any(name.startswith(prefix) for name in arrays):
+            kept = {n[len(prefix) :]: a for n, a in arrays.items() if n.startswith(prefix)}
+            if len(kept) < len(arrays):
+                logger.info(
+                    "load_npz: ignored %d arrays outside %r (optimizer state) in %s",
+                    len(arrays) - len(kept),
+                    prefix,
+                    path,
+                )
+            arrays = kept
+    return arrays
+
+
+def _shape(x):
+    return tuple(int(d) for d in x.shape)
+
+
+def _is_group_norm(name):
+    return any(part in name for part in _GROUP_NORM_LEAVES) and name.endswith(("/scale", "/bias"))
+
+
+def _grid_of(model, variable):
+    """(grid, prefix tokens) of the patch encoder owning the position-embedding `variable`."""
+    for layer in _walk_layers(model):
+        if getattr(layer, "position_embeddings", None) is variable:
+            grid = getattr(layer, "grid_size", None)
+            return (tuple(grid) if grid else None), getattr(layer, "num_prefix_tokens", 1)
+    return None, None
+
+
+def _resample(name, value, variable, model, source_grid, has_class_token, notes):
+    """Fits a checkpoint position embedding to the model's grid; returns (array, problem)."""
+    expected = _shape(variable)
+    if value.ndim != 3 or value.shape[0] != 1 or value.shape[2] != expected[2]:
+        return None, f"found {_shape(value)}"
+    grid, model_prefix = _grid_of(model, variable)
+    if grid is None:
+        return None, f"found {_shape(value)}, but the model's patch encoder has no known grid"
+    file_prefix = 1 if has_class_token else 0  # the official split: 1 row for token, 0 for gap
+    prefix_rows, grid_rows = value[:, :file_prefix], value[:, file_prefix:]
+    num_rows = grid_rows.shape[1]
+    if source_grid is not None:
+        source = tuple(source_grid)
+    elif num_rows == grid[0] * grid[1]:
+        source = grid
+    else:
+        try:
+            source = pe.infer_grid(num_rows)
+        except ValueError:
+            return None, (
+                f"found {_shape(value)}: {num_rows} patch rows are not a square grid; "
+                "pass source_grid=(height, width)"
+            )
+    if source[0] * source[1] != num_rows:
+        return None, f"found {_shape(value)}, which does not hold source_grid={source}"
+    if source != grid:
+        notes.append(
+            f"resized the position embedding from grid {source} to {grid} "
+            f"({_shape(value)} -> {expected})"
+        )
+        grid_rows = pe.resample_position_embedding(
+            grid_rows, grid, num_prefix_tokens=0, old_grid=source
+        )
+    if file_prefix > model_prefix:  # token checkpoint, model without class token
+        notes.append(f"dropped the class-token row of {name} (the model has no class token)")
+        prefix_rows = prefix_rows[:, :0]
+    elif file_prefix < model_prefix:  # gap checkpoint, model with class token: keep its row
+        prefix_rows = keras.ops.convert_to_numpy(variable)[:, :model_prefix]
+        notes.append(f"kept the model's class-token row of {name} (the checkpoint has none)")
+    return np.concatenate([prefix_rows.astype("float32"), grid_rows.astype("float32")], 1), None
+
+
+def _plan(model, arrays, source_grid):
+    """Pairs every array with its variable, changing nothing.
+
+    Returns:
+        `(assignments, problems, notes)`: `[(name, variable, value)]`, a dict
+        {"missing" | "unexpected" | "shape": [line]}, and log lines.
+    """
+    table, unmapped = official_variables(model)
+    problems = {"missing": [], "unexpected": [], "shape": []}
+    notes = []
+    assignments = []
+    optional = set(_HEAD) | set(_PRE_LOGITS)
+    for name, value in arrays.items():
+        if name not in table and name not in optional:
+            problems["unexpected"].append(
+                f"{name}: found {_shape(value)}, no such model weight{_hint('unexpected', name)}"
+            )
+    for name, variable in table.items():
+        expected = _shape(variable)
+        if name in _HEAD:
+            continue  # handled below
+        if name not in arrays:
+            problems["missing"].append(
+                f"{name}: expected {expected}, not in the file{_hint('missing', name)}"
+            )
+            continue
+        value = arrays[name]
+        if name == POSITION_EMBEDDING:
+            value, problem = _resample(
+                name, value, variable, model, source_grid, CLASS_TOKEN in arrays, notes
+            )
+            if problem:
+                problems["shape"].append(f"{name}: expected {expected}, {problem}")
+                continue
+        elif _is_group_norm(name) and value.ndim == 4 and value.shape[:3] == (1, 1, 1):
+            value = value.reshape(-1)  # BiT files store GroupNorm parameters as (1, 1, 1, C)
+        if _shape(value) != expected:
+            problems["shape"].append(f"{name}: expected {expected}, found {_shape(value)}")
+            continue
+        assignments.append((name, variable, value))
+
+    # Head and pre-logits: the fine-tuning semantics of the official loader.
+    model_head = [n for n in _HEAD if n in table]
+    file_head = _shape(arrays["head/kernel"]) if "head/kernel" in arrays else None
+    if model_head:
+        if all(n in arrays and _shape(arrays[n]) == _shape(table[n]) for n in model_head):
+            assignments += [(n, table[n], arrays[n]) for n in model_head]
+        else:
+            model_kernel = _shape(table["head/kernel"]) if "head/kernel" in table else None
+            why = (
+                "the file has no head"
+                if file_head is None
+                else "a different class count (the paper's fine-tuning set-up)"
+                if model_kernel is None or file_head[-1] != model_kernel[-1]
+                else "a different input width (pre_logits differ)"
+            )
+            notes.append(
+                f"kept the model's own head {model_kernel}, not the checkpoint head "
+                f"{file_head}: {why}"
+            )
+    elif file_head:
+        notes.append(f"dropped the checkpoint head {file_head} (the model has no head)")
+    if not any(n in table for n in _PRE_LOGITS) and "pre_logits/kernel" in arrays:
+        notes.append(
+            f"dropped pre_logits {_shape(arrays['pre_logits/kernel'])} (the model has no "
+            "pre_logits layer; build it with representation_size to keep it)"
+        )
+    if unmapped:
+        notes.append(
+            f"{len(unmapped)} model weights have no official name and stay as they are: "
+            + ", ".join(w.path for w in unmapped)
+        )
+    return assignments, problems, notes
+
+
+def load_npz(model, path, *, strict=True, source_grid=None):
+    """Loads an official ViT `.npz` checkpoint into a keras_vit model, on any backend.
+
+    Maps the official array names to the model's variables (see `NAME_TABLE`),
+    resamples the position embedding to the model's grid the way the official
+    loader does, keeps the model's own head when the class count differs, and
+    drops `pre_logits` when the model has no such layer (each logged on the
+    `keras_vit.checkpoints` logger). Everything is validated before any
+    variable is assigned.
+
+    A checkpoint without a class token (trained with `gap`) has a position
+    embedding without the class row; it loads into a model without a class
+    token. Loading it into a model with one reports `cls` as missing (with
+    `strict=False` the model keeps its class token and its class row). A
+    checkpoint with a class token loaded into a model without one reports
+    `cls` as unexpected (with `strict=False` the class row is dropped).
+
+    Args:
+        model: a built `keras.Model` from `keras_vit.ViT` (plain or hybrid).
+        path: str or path-like to the `.npz` file.
+        strict: bool. When True, any missing array, unexpected array or shape
+            mismatch raises one `ValueError` listing them all and nothing is
+            assigned. When False those are logged and skipped (partial load).
+            Defaults to True.
+        source_grid: optional (height, width) patch grid of the checkpoint's
+            position embedding. Only needed for a non-square checkpoint grid
+            that differs from the model's; square grids are inferred.
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: in strict mode, listing every offending array with its
+            expected and found shape; also when nothing at all matches, and
+            for a file that is not a readable `.npz` (naming it).
+        FileNotFoundError: `path` does not exist.
+        IsADirectoryError: `path` is a folder.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> path = os.path.join(tempfile.mkdtemp(), "mu.npz")
+    >>> _ = save_npz(ViT("mu/8", image_size=32, num_classes=10), path)
+    >>> model = load_npz(ViT("mu/8", image_size=48, num_classes=10), path)
+
+    Reference:
+        Dosovitskiy et al., 2021, Sec. 3.2 (fine-tuning at higher resolution);
+        `vit_jax/checkpoint.py` (`load_pretrained`).
+    """
+    path = os.fspath(path)
+    arrays = read_npz(path)
+    if source_grid is not None:
+        source_grid = check_positive_int_pair(source_grid, "source_grid")
+    assignments, problems, notes = _plan(model, arrays, source_grid)
+    lines = [f"  {kind:<10} {p}" for kind, items in problems.items() for p in items]
+    if lines and strict:
+        raise ValueError(
+            f"Cannot load {path!r} into model '{model.name}': {len(lines)} problem(s) "
+            "(pass strict=False to load only what matches):\n" + "\n".join(lines)
+        )
+    if lines:
+        logger.warning(
+            "load_npz: skipped %d array(s) of %s:\n%s", len(lines), path, "\n".join(lines)
+        )
+    if not assignments:
+        raise ValueError(
+            f"No array of {path!r} matches a weight of model '{model.name}'. "
+            f"Received: {len(arrays)} arrays, e.g. {sorted(arrays)[:3]}"
+        )
+    for _, variable, value in assignments:
+        variable.assign(np.asarray(value, dtype=variable.dtype))
+    for note in notes:
+        logger.info("load_npz: %s", note)
+    logger.info("load_npz: loaded %d arrays from %s", len(assignments), path)
+    return model
+
+
+def save_npz(model, path, *, strict=True):
+    """Writes a keras_vit model as an official ViT `.npz` checkpoint.
+
+    The file has the official flat names and shapes (`cls` (1, 1, D), q/k/v
+    biases (H, D/H), GroupNorm parameters (C,), ...), uncompressed like the
+    official files, so it loads with `load_npz`, the official `vit_jax` code
+    and timm.
+
+    Args:
+        model: a built `keras.Model` from `keras_vit.ViT` (plain or hybrid).
+        path: str or path-like; written as given (no extension is appended).
+        strict: bool. When True, model weights that have no official name
+            (LayerScale, a mask embedding) raise a `ValueError`; when False
+            they are left out with a log line. Defaults to True.
+
+    Returns:
+        The path written, as a str.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> path = save_npz(ViT("mu/8", image_size=32, num_classes=10),
+    ...                 os.path.join(tempfile.mkdtemp(), "mu.npz"))
+    >>> sorted(np.load(path).files)[:2]
+    ['Transformer/encoder_norm/bias', 'Transformer/encoder_norm/scale']
+    """
+    path = os.fspath(path)
+    table, unmapped = official_variables(model)
+    if unmapped:
+        names = ", ".join(f"{w.path} {_shape(w)}" for w in unmapped)
+        if strict:
+            raise ValueError(
+                f"Model '{model.name}' has weights with no name in the official checkpoint "
+                f"layout (pass strict=False to leave them out): {names}"
+            )
+        logger.info("save_npz: left out %d weights with no official name: %s", len(unmapped), names)
+    if not table:
+        raise ValueError(f"Model '{model.name}' has no weight of the official ViT layout.")
+    arrays = {name: keras.ops.convert_to_numpy(v) for name, v in table.items()}
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    return path
