@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -23,6 +24,20 @@ def preprocess_input(images):
     >>> np.asarray(preprocess_input(np.array([0, 255], "uint8"))).tolist()
     [-1.0, 1.0]
     """
+    dtype = getattr(images, "dtype", None)
+    if dtype is None or isinstance(dtype, np.dtype):
+        images = np.asarray(images)
+        dtype = images.dtype
+    try:
+        name = keras.backend.standardize_dtype(dtype)
+    except (ValueError, TypeError):
+        name = str(dtype)
+    if not name.startswith(("uint", "int", "float", "bfloat")):
+        raise ValueError(
+            "preprocess_input expects images with numeric pixel values in [0, 255] (uint8, "
+            f"an integer or a float dtype). Received: dtype={name}. Decode image files first "
+            "(e.g. keras_vit.preprocessing.load_image) and pass their pixel arrays."
+        )
     return ops.cast(images, "float32") / 127.5 - 1.0
 
 
@@ -85,40 +100,3 @@ def load_image(path, size, channels=3):
     )
     model_input = model_input.reshape(1, height, width, channels) / 127.5 - 1.0
     return model_input, np.asarray(display)
-
-
-def read_class_names(path):
-    """Reads one class name per line, in class-index order (blank lines at the end are ignored).
-
-    Args:
-        path: str or path-like. A UTF-8 text file.
-
-    Returns:
-        A list of str.
-
-    Raises:
-        FileNotFoundError: `path` does not exist.
-        ValueError: the file is not UTF-8 text.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "classes.txt")
-    >>> with open(path, "w", encoding="utf-8") as f:
-    ...     _ = f.write("cat\\ndog\\n\\n")
-    >>> read_class_names(path)
-    ['cat', 'dog']
-    >>> os.remove(path)
-    """
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            names = [line.rstrip("\r\n") for line in f]
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"Expected a UTF-8 text file with one class name per line. Received: {path!r}, "
-            f"which is not UTF-8 ({error.reason} at byte {error.start})."
-        ) from None
-    while names and not names[-1].strip():
-        names.pop()
-    return names

@@ -346,8 +346,7 @@ def export_flags(parser):
 
 
 def run_export(args):
-    from keras_vit.export import export_saved_model
-    from keras_vit.preprocessing import read_class_names
+    from keras_vit.export import export_saved_model, read_class_names
 
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
