@@ -298,7 +298,7 @@ def _format_table(rows):
 
 
 def run_weights(args):
-    from keras_vit import presets
+    from keras_vit.weights import presets
 
     if args.fetch:
         if not args.model:

@@ -1,7 +1,7 @@
 """An official ViT `.npz` checkpoint -> a saved `.keras` model (`keras-vit convert`).
 
 `convert_checkpoint` builds `keras_vit.ViT(model, ...)`, loads the checkpoint
-with `keras_vit.checkpoints.load_npz` (strict unless `strict=False`; the position
+with `keras_vit.weights.npz.load_npz` (strict unless `strict=False`; the position
 embedding is resampled to `image_size`) and saves the model with `model.save()`.
 Arguments left out are read from the checkpoint: the image size from its
 position-embedding grid, the class count from its head, the representation size
@@ -97,7 +97,7 @@ def convert_checkpoint(
     >>> convert_checkpoint("ViT-B_16.npz", "vit_b16.keras",
     ...                    model="B/16", num_classes=10)  # doctest: +SKIP
     """
-    from keras_vit.checkpoints import load_npz, read_npz
+    from keras_vit.weights.npz import load_npz, read_npz
     from keras_vit.models.vit import ViT
 
     output = os.fspath(output)
