@@ -3,6 +3,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
 from keras_vit.quickstart import load_digits, random_affine, run
 
@@ -33,3 +34,22 @@ def test_quickstart_smoke(tmp_path):
         assert json.load(f)["test_accuracy"] == metrics["test_accuracy"]
     model = keras.saving.load_model(os.path.join(tmp_path, "model.keras"))
     assert model.output_shape == (None, 10)
+
+
+def test_quickstart_uses_the_runner_digits_split():
+    """The runner's digits source holds out the same stratified 30% as `load_digits`."""
+    from keras_vit.training import data
+
+    _, _, y_train, y_test = load_digits(image_size=16)
+    for split, labels in (("train", y_train), ("test", y_test)):
+        source = data.load_source("digits", split)
+        np.testing.assert_array_equal(data.numpy_arrays(data.eval_pipeline(
+            source, image_size=8, batch_size=512))[1], labels)
+
+
+def test_quickstart_refuses_a_finished_out_and_rejects_unknown_settings(tmp_path):
+    (tmp_path / "metrics.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        run(out_dir=str(tmp_path), verbose=0, epochs=1)
+    with pytest.raises(ValueError, match="test_fraction"):
+        run(out_dir=str(tmp_path / "new"), verbose=0, test_fraction=0.2)

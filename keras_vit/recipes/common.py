@@ -1,22 +1,35 @@
-"""Shared recipe runner: data, model, optimizer, callbacks, `model.fit`, artefacts.
+"""The recipe runner: one code path for every training recipe (and the few-shot evaluation).
 
-Everything trains through `model.fit`. Artefacts in `out`:
-    backup/            `keras.callbacks.BackupAndRestore` state (removed when training ends);
-                       rerunning the same command after a kill resumes at the last finished epoch
-    checkpoints/last.keras, checkpoints/best.keras (best validation accuracy)
-    logs/              TensorBoard
-    log.csv            per-epoch metrics (appended across resumes)
+`run_training(config, build_model, recipe)` checks the config and the output folder, loads the
+data, plans the steps, builds and compiles the model, trains with `model.fit`, evaluates, saves
+and writes metrics.json. A recipe module only holds its config (paper and digits numbers), its
+model builder and what differs (`compile_model` / `finish` hooks, e.g. masked patch prediction's
+loss and encoder artefact). Artefacts in `out`:
+    backup/            the resume state (`AtomicBackupAndRestore`: written atomically, the previous
+                       good backup kept); rerunning the same command after a kill resumes at the
+                       last finished epoch; removed once the run has finished
+    checkpoints/last.keras, checkpoints/best.keras (best validation accuracy); `checkpoints=False`
+                       turns them off
+    logs/              TensorBoard (`tensorboard=False` turns it off)
+    log.csv            per-epoch metrics (one row per epoch, across resumes)
     model.keras        the trained model
-    metrics.json       config, final test metrics, per-epoch history, throughput
+    metrics.json       config, final test metrics, per-epoch history, throughput (written last:
+                       its presence marks a finished run)
+
+Nothing is replaced unless asked: the `out` of a finished run raises `FileExistsError` unless
+`overwrite=True` (which first removes the old artefacts); an interrupted run resumes.
 """
 
 import copy
 import dataclasses
+import hashlib
 import json
 import logging
-import math
+import numbers
 import os
+import shutil
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -29,6 +42,56 @@ from keras_vit.training.schedules import WarmupDecay
 logger = logging.getLogger("keras_vit.recipes")
 
 MODEL_SIZE_KEYS = ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "patch_size")
+
+# Settings of a run rather than of the experiment: shared by every training recipe.
+RUNTIME = dict(
+    data_dir=None,
+    num_channels=3,
+    on_corrupt="error",
+    download=False,
+    eval_batch_size=256,
+    validation_freq=1,  # 0: no per-epoch validation (the test metrics are computed at the end)
+    steps_per_epoch=None,  # None: one pass over the training data
+    warmup_epochs=None,  # set: warm-up for this many epochs (replaces warmup_steps)
+    mixed_precision=None,
+    distribution=None,
+    seed=0,
+    out="runs/run",
+    overwrite=False,  # True: a finished run's artefacts in `out` are removed first
+    checkpoints=True,  # checkpoints/last.keras and best.keras
+    tensorboard=True,  # logs/
+    verbose="auto",
+)
+
+# The one smoke shrink (tests): a 2-layer width-32 model, 16 px, batch 32, 3 epochs of 8 steps,
+# validation after the last epoch only.
+SMOKE = dict(
+    model="mu/4",
+    model_overrides={},
+    image_size=16,
+    batch_size=32,
+    epochs=3,
+    steps=None,
+    steps_per_epoch=8,
+    validation_freq=3,
+    warmup_steps=1,
+    warmup_epochs=None,
+    eval_batch_size=270,
+)
+
+FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
+FINAL_FOLDERS = ("checkpoints", "logs", "backup")
+
+
+def make_config(presets, preset, smoke=False, runtime=None, smoke_overrides=None):
+    """`presets[preset]` + `RUNTIME` (+ `runtime`), shrunk by `SMOKE` (+ `smoke_overrides`)."""
+    if preset not in presets:
+        raise ValueError(f"preset must be one of {sorted(presets)}. Received: preset={preset!r}")
+    config = dict(presets[preset], **RUNTIME)
+    config.update(runtime or {})
+    if smoke:
+        config.update(SMOKE, **(smoke_overrides or {}))
+    return config
 
 
 def merge(config, overrides):
@@ -49,15 +112,270 @@ def _data():
     return data
 
 
+def _flag(key):
+    return "--" + key.replace("_", "-")
+
+
+def check_config(config):
+    """Checks a training config's numbers before any data is loaded; raises `ValueError`."""
+    for key in ("steps", "epochs", "batch_size", "eval_batch_size", "steps_per_epoch",
+                "warmup_epochs"):
+        value = config.get(key)
+        if value is None and key not in ("batch_size", "eval_batch_size"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(
+                f"{key} ({_flag(key)}) must be a positive integer. Received: {key}={value!r}"
+            )
+    if config.get("steps") is not None and config.get("epochs") is not None:
+        raise ValueError(
+            "Give either steps (--steps) or epochs (--epochs), not both: drop one of them. "
+            f"Received: steps={config['steps']!r}, epochs={config['epochs']!r}"
+        )
+    if config.get("steps") is None and config.get("epochs") is None:
+        raise ValueError("One of steps (--steps) or epochs (--epochs) must be set. Received none.")
+    warmup = config.get("warmup_steps")
+    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
+        raise ValueError(
+            f"warmup_steps (--warmup-steps) must be an integer >= 0. Received: {warmup!r}"
+        )
+    if config.get("steps") is not None and config.get("warmup_epochs") is None:
+        _check_warmup(warmup, config["steps"])
+    lr = config.get("learning_rate")
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
+        raise ValueError(f"learning_rate (--learning-rate) must be > 0. Received: {lr!r}")
+    for key in ("label_smoothing", "dropout_rate"):
+        value = config.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+            raise ValueError(
+                f"{key} ({_flag(key)}) must be in [0, 1). Received: {key}={value!r}"
+            )
+    freq = config.get("validation_freq", 1)
+    if isinstance(freq, bool) or not isinstance(freq, numbers.Integral) or freq < 0:
+        raise ValueError(
+            f"validation_freq must be an integer >= 0 (0: no per-epoch validation). "
+            f"Received: validation_freq={freq!r}"
+        )
+
+
+def _check_warmup(warmup, total):
+    if warmup >= total:
+        raise ValueError(
+            f"warmup_steps ({warmup}, --warmup-steps) must be smaller than the total number of "
+            f"training steps ({total}): lower --warmup-steps or train longer."
+        )
+
+
+def _is_finished(out):
+    metrics = os.path.exists(os.path.join(out, "metrics.json"))
+    model = os.path.exists(os.path.join(out, "model.keras"))
+    return metrics or (model and not os.path.exists(os.path.join(out, "backup")))
+
+
+def prepare_out(config):
+    """Checks the output folder `config["out"]` and creates it; returns its path.
+
+    Raises `NotADirectoryError` when `out` (or a parent) is a file, `PermissionError` when it
+    cannot be written, and `FileExistsError` when it holds a finished run and `overwrite` is
+    False. With `overwrite=True` the old artefacts are removed first; an interrupted run (a
+    backup, no final metrics) is left in place to resume.
+    """
+    out = config["out"]
+    if not isinstance(out, (str, os.PathLike)) or not str(out):
+        raise ValueError(f"out (--out) must be a folder path. Received: out={out!r}")
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise NotADirectoryError(
+            f"--out must be a folder, but {out!r} is an existing file: choose another --out."
+        )
+    parent = os.path.abspath(out)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise NotADirectoryError(
+            f"--out {out!r} lies under {parent!r}, which is a file, not a folder."
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"--out {out!r}: the folder {parent!r} is not writable.")
+    if os.path.isdir(out) and _is_finished(out):
+        if not config.get("overwrite"):
+            raise FileExistsError(
+                f"{out!r} holds a finished run (metrics.json / model.keras). Pass --overwrite "
+                "(config key overwrite=True) to replace it, or choose another --out."
+            )
+        for name in FINAL_ARTEFACTS:
+            if os.path.exists(os.path.join(out, name)):
+                os.remove(os.path.join(out, name))
+        for name in FINAL_FOLDERS:
+            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def atomic_write(path, write):
+    """Calls `write(tmp_path)`, then moves the temporary file onto `path` (`os.replace`).
+
+    The temporary file lies in the same folder and keeps `path`'s extension (`.keras`,
+    `.weights.h5`), so a kill leaves either the old file or the new one, never half of one.
+    """
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{name}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path, value):
+    """Writes `value` as JSON to `path` atomically."""
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(value, f, indent=2)
+
+    atomic_write(path, write)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+BACKUP_WEIGHTS = ("latest.weights.h5", "previous.weights.h5")
+BACKUP_METADATA = ("training_metadata.json", "previous_metadata.json")
+
+
+def find_backup(backup_dir):
+    """The newest consistent backup in `backup_dir`: `(epoch, weights_path)` or `None`.
+
+    A backup is a metadata file (`training_metadata.json`, or `previous_metadata.json` for the
+    one before) whose recorded SHA-256 matches one of the weights files: a truncated or
+    half-written file never matches. Damaged or unmatched files are named in a warning.
+    """
+    candidates, damaged = [], []
+    for name in BACKUP_METADATA:
+        path = os.path.join(backup_dir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path) as f:
+                meta = json.load(f)
+            candidates.append((int(meta["epoch"]), meta.get("weights_sha256"), path))
+        except (OSError, ValueError, KeyError, TypeError):
+            damaged.append(path)
+    hashes = {}
+    for name in BACKUP_WEIGHTS:
+        path = os.path.join(backup_dir, name)
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            hashes.setdefault(_sha256(path), path)
+    found = None
+    for epoch, sha, path in sorted(candidates, reverse=True):
+        weights = hashes.get(sha)
+        latest = os.path.join(backup_dir, BACKUP_WEIGHTS[0])
+        if sha is None and latest in hashes.values():  # a plain Keras backup (no hash recorded)
+            weights = latest
+        if weights is not None:
+            found = (epoch, weights)
+            break
+        damaged.append(path)
+    if damaged:
+        others = [os.path.join(backup_dir, n) for n in BACKUP_WEIGHTS]
+        what = f"resuming from {found[1]} (epoch {found[0]})" if found else "restarting"
+        warnings.warn(
+            f"Damaged or unmatched backup files {damaged} (weights {others}): {what}.",
+            stacklevel=2,
+        )
+    return found
+
+
 def backup_epoch(backup_dir):
-    """The epoch a `BackupAndRestore` backup in `backup_dir` resumes at (0 without one)."""
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(path) or not os.path.exists(
-        os.path.join(backup_dir, "latest.weights.h5")
-    ):
-        return 0
+    """The epoch a backup in `backup_dir` resumes at (0 without a usable one)."""
+    found = find_backup(backup_dir)
+    return found[0] if found else 0
+
+
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` whose backups survive a kill at any moment.
+
+    Every save writes the weights to a temporary file, keeps the previous backup
+    (`previous.weights.h5`, `previous_metadata.json`), moves the new weights in (`os.replace`)
+    and then writes `training_metadata.json` (atomically) with the epoch and the SHA-256 of its
+    weights, so the metadata never points to weights that do not exist or are incomplete.
+    Restoring takes the newest consistent pair (`find_backup`). The backup is not deleted at the
+    end of `fit`: the runner removes it once the final artefacts are written, so a kill in
+    between still resumes.
+
+    Args:
+        backup_dir: str. The backup folder.
+    """
+
+    def __init__(self, backup_dir):
+        super().__init__(backup_dir, delete_checkpoint=False)
+
+    def on_train_begin(self, logs=None):
+        found = find_backup(self.backup_dir)
+        if found is None:
+            return
+        epoch, weights = found
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        self.model.load_weights(weights)
+        self.model._initial_epoch = epoch
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        latest, previous = (os.path.join(self.backup_dir, n) for n in BACKUP_WEIGHTS)
+        meta, previous_meta = (os.path.join(self.backup_dir, n) for n in BACKUP_METADATA)
+        tmp = os.path.join(self.backup_dir, f".tmp-{os.getpid()}.weights.h5")
+        self.model.save_weights(tmp, overwrite=True)
+        sha = _sha256(tmp)
+        # At every moment one metadata file matches an existing weights file (see find_backup).
+        if os.path.exists(latest):
+            os.replace(latest, previous)
+        if os.path.exists(meta):
+            os.replace(meta, previous_meta)
+        os.replace(tmp, latest)
+        write_json(meta, {"epoch": self._current_epoch, "batch": 0, "weights_sha256": sha})
+
+
+class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """`keras.callbacks.ModelCheckpoint` (fixed path) that writes through a temporary file."""
+
+    def _get_file_path(self, epoch, batch, logs):
+        folder, name = os.path.split(self.filepath)
+        return os.path.join(folder, f".tmp-{name}")
+
+    def _save_model(self, epoch, batch, logs):
+        tmp = self._get_file_path(epoch, batch, logs)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        super()._save_model(epoch, batch, logs)
+        if os.path.exists(tmp):
+            os.replace(tmp, self.filepath)
+
+
+def trim_csv_log(path, start_epoch):
+    """Keeps the header and the rows of epochs before `start_epoch` of a CSVLogger file."""
+    if not os.path.exists(path):
+        return
+    if not start_epoch:
+        os.remove(path)
+        return
     with open(path) as f:
-        return int(json.load(f).get("epoch", 0))
+        lines = f.read().splitlines()
+    kept = lines[:1] + [ln for ln in lines[1:] if ln and int(ln.split(",")[0]) < start_epoch]
+    write_text = "\n".join(kept) + "\n"
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(write_text)
+
+    atomic_write(path, write)
 
 
 class ThroughputLogger(keras.callbacks.Callback):
@@ -81,7 +399,9 @@ class ThroughputLogger(keras.callbacks.Callback):
 
     def summary(self):
         steady = self.epoch_seconds[1:] or self.epoch_seconds
-        seconds = float(np.mean(steady)) if steady else float("nan")
+        if not steady:
+            return {"epoch_seconds": [], "measured_on": "no epoch trained in this process"}
+        seconds = float(np.mean(steady))
         return {
             "epoch_seconds": [round(s, 3) for s in self.epoch_seconds],
             "steps_per_second": round(self.steps_per_epoch / seconds, 3),
@@ -104,10 +424,11 @@ def plan_steps(config, num_train):
     else:
         epochs = int(config["epochs"])
         total = epochs * per_epoch
-    warmup = int(config["warmup_steps"])
-    if warmup >= total:
-        warmup = total // 10
-        logger.info("warmup_steps >= total steps (%d): using %d warm-up steps.", total, warmup)
+    if config.get("warmup_epochs"):
+        warmup = int(config["warmup_epochs"]) * per_epoch
+    else:
+        warmup = int(config["warmup_steps"])
+    _check_warmup(warmup, total)
     return epochs, per_epoch, total, warmup
 
 
@@ -121,7 +442,9 @@ def load_data(config):
         download=config["download"],
     )
     train = data.load_source(config["dataset"], "train", **common)
-    eval_split = config["eval_split"] or data.default_eval_split(config["dataset"], config["data_dir"])
+    eval_split = config["eval_split"] or data.default_eval_split(
+        config["dataset"], config["data_dir"]
+    )
     evaluation = data.load_source(config["dataset"], eval_split, **common)
     return train, evaluation
 
@@ -144,6 +467,7 @@ def build_optimizer(config, total_steps, warmup_steps):
 
 
 def compile_model(model, config, total_steps, warmup_steps):
+    """Compiles a classifier: the config's optimizer, (smoothed) cross-entropy, accuracy."""
     model.compile(
         optimizer=build_optimizer(config, total_steps, warmup_steps),
         loss=optimizers_lib.build_loss(config["label_smoothing"]),
@@ -157,10 +481,10 @@ class RunSetup:
     """What a recipe run needs before building its model (see `prepare_run`).
 
     Attributes:
-        out: str. The output folder (with `checkpoints/` created).
+        out: str. The output folder.
         train_source, eval_source: the data `Source`s.
         epochs, steps_per_epoch, total_steps, warmup_steps: the step plan (`plan_steps`).
-        backup_dir: str. The `BackupAndRestore` folder.
+        backup_dir: str. The backup folder.
         start_epoch: int. The epoch a backup resumes at (0 for a fresh run).
         train_ds, eval_ds: the `tf.data` pipelines (the training one starts at `start_epoch`).
         throughput: a `ThroughputLogger` for the run's callbacks.
@@ -196,36 +520,37 @@ class RunSetup:
 
 
 def prepare_run(config):
-    """Sets up a recipe run: seed, dtype policy, data, step plan, resume point, pipelines.
+    """Sets up a recipe run: checks, seed, dtype policy, data, step plan, resume point, pipelines.
 
-    Creates `config["out"]/checkpoints`, seeds Keras (`config["seed"]`), sets the mixed-precision
-    policy if any, loads the train/eval data, plans the steps, finds the epoch a backup in
-    `out/backup` resumes at (printing it), and builds the training pipeline from that epoch (crop,
-    flip, `config["augment"]`) and the evaluation pipeline. Shared by `run_training` and the MPP
-    recipe.
+    Checks the config (`check_config`) and the output folder (`prepare_out`) before anything is
+    loaded, seeds Keras (`config["seed"]`), sets the mixed-precision policy if any, loads the
+    train/eval data, plans the steps, finds the epoch a backup in `out/backup` resumes at
+    (printing it), and builds the training pipeline from that epoch (crop, flip,
+    `config["augment"]`) and the evaluation pipeline.
 
     Returns:
         A `RunSetup`.
     """
     data = _data()
-    out = config["out"]
-    os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
+    check_config(config)
+    out = prepare_out(config)
     keras.utils.set_random_seed(config["seed"])
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
     train_source, eval_source = load_data(config)
     epochs, per_epoch, total, warmup = plan_steps(config, train_source.num_examples)
     backup_dir = os.path.join(out, "backup")
-    start_epoch = backup_epoch(backup_dir)
+    start_epoch = min(backup_epoch(backup_dir), epochs)
     if start_epoch:
         print(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}/{epochs}.")
+    trim_csv_log(os.path.join(out, "log.csv"), start_epoch)
     train_ds = data.train_pipeline(
         train_source,
         image_size=config["image_size"],
         batch_size=config["batch_size"],
         epochs=epochs,
         steps_per_epoch=per_epoch,
-        start_epoch=start_epoch,
+        start_epoch=min(start_epoch, epochs - 1),  # == epochs: nothing left, never iterated
         seed=config["seed"],
         crop_scale=config["crop_scale"],
         crop_ratio=config["crop_ratio"],
@@ -252,65 +577,118 @@ def prepare_run(config):
     )
 
 
-def run_training(config, build_model, recipe, callbacks=()):
+def training_callbacks(setup, config, validation):
+    """The runner's callbacks: CSV log, backup, checkpoints, TensorBoard, throughput."""
+    out = setup.out
+    callbacks = [
+        # The CSV row of an epoch is written before its backup; a resume trims later rows.
+        keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
+        AtomicBackupAndRestore(setup.backup_dir),
+    ]
+    if config.get("checkpoints", True):
+        os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
+        callbacks.append(AtomicModelCheckpoint(os.path.join(out, "checkpoints", "last.keras")))
+        if validation:
+            callbacks.append(
+                AtomicModelCheckpoint(
+                    os.path.join(out, "checkpoints", "best.keras"),
+                    monitor="val_accuracy",
+                    mode="max",
+                    save_best_only=True,
+                )
+            )
+    if config.get("tensorboard", True):
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs")))
+    callbacks.append(setup.throughput)
+    return callbacks
+
+
+def compile_classifier(model, config, setup):
+    """The default `compile` hook of `run_training`: `compile_model`, no extra metrics."""
+    compile_model(model, config, setup.total_steps, setup.warmup_steps)
+    return {}
+
+
+def evaluate_classifier(model, setup):
+    """The default `evaluate` hook of `run_training`: final test loss and accuracy."""
+    test_loss, test_accuracy = model.evaluate(setup.eval_ds, verbose=0)
+    return {"test_loss": float(test_loss), "test_accuracy": float(test_accuracy)}
+
+
+def run_training(
+    config,
+    build_model,
+    recipe,
+    callbacks=(),
+    compile=compile_classifier,
+    evaluate=evaluate_classifier,
+    finish=None,
+):
     """Trains `build_model(num_classes, config)` on `config` with `model.fit`; writes artefacts.
+
+    The one training path of every recipe: `prepare_run`, build and compile inside the
+    distribution scope, `model.fit` with `training_callbacks`, evaluate, save `model.keras`,
+    write `metrics.json`, remove the backup, print a summary.
 
     Args:
         config: dict (see `keras_vit.recipes.pretrain.get_config`).
         build_model: callable `(num_classes, config) -> (keras.Model, info dict)`, called inside
             the distribution scope.
         recipe: str. Name recorded in metrics.json.
-        callbacks: extra Keras callbacks, run after the recipe's own.
+        callbacks: extra Keras callbacks, run after the runner's own.
+        compile: callable `(model, config, setup) -> dict` that compiles the model; its dict is
+            added to the metrics. Defaults to `compile_classifier`.
+        evaluate: callable `(model, setup) -> dict` of final metrics. Defaults to
+            `evaluate_classifier` (test loss and accuracy).
+        finish: optional callable `(model, setup) -> dict` run after `model.keras` is saved
+            (extra artefacts); its dict is added to the metrics.
 
     Returns:
         The metrics dict also written to `out/metrics.json`.
     """
+    start = time.perf_counter()
     setup = prepare_run(config)
     out = setup.out
+    validation = bool(config["validation_freq"])
     with distribution_scope(config["distribution"]):
         model, model_info = build_model(setup.train_source.num_classes, config)
-        compile_model(model, config, setup.total_steps, setup.warmup_steps)
-        callbacks = [
-            keras.callbacks.BackupAndRestore(setup.backup_dir),
-            keras.callbacks.ModelCheckpoint(os.path.join(out, "checkpoints", "last.keras")),
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(out, "checkpoints", "best.keras"),
-                monitor="val_accuracy",
-                mode="max",
-                save_best_only=True,
-            ),
-            keras.callbacks.TensorBoard(os.path.join(out, "logs")),
-            keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
-            setup.throughput,
-            *callbacks,
-        ]
+        extra = compile(model, config, setup) or {}
         history = model.fit(
             setup.train_ds,
             epochs=setup.epochs,
             steps_per_epoch=setup.steps_per_epoch,
-            validation_data=setup.eval_ds,
-            validation_freq=config["validation_freq"],
-            callbacks=callbacks,
+            validation_data=setup.eval_ds if validation else None,
+            validation_freq=config["validation_freq"] or 1,
+            callbacks=[*training_callbacks(setup, config, validation), *callbacks],
+            shuffle=False,  # the tf.data pipeline is already shuffled (per epoch, seeded)
             verbose=config["verbose"],
         )
-        test_loss, test_accuracy = model.evaluate(setup.eval_ds, verbose=0)
-    model.save(os.path.join(out, "model.keras"))
+        results = evaluate(model, setup)
+    model_path = os.path.join(out, "model.keras")
+    atomic_write(model_path, model.save)
+    if finish is not None:
+        results.update(finish(model, setup))
     metrics = {
         **setup.base_metrics(recipe, config),
         "num_classes": setup.train_source.num_classes,
         "num_params": int(model.count_params()),
-        "test_loss": float(test_loss),
-        "test_accuracy": float(test_accuracy),
+        **extra,
+        **results,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
         "throughput": setup.throughput.summary(),
         "model": model_info,
+        "model_path": model_path,
+        "seconds": round(time.perf_counter() - start, 1),
         "config": _jsonable(config),
     }
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    write_json(os.path.join(out, "metrics.json"), metrics)
+    shutil.rmtree(setup.backup_dir, ignore_errors=True)  # finished: nothing left to resume
+    summary = ", ".join(
+        f"{k.replace('_', ' ')} {v:.4f}" for k, v in results.items() if isinstance(v, float)
+    )
     print(
-        f"{recipe}: test accuracy {test_accuracy:.4f} on {setup.eval_source.num_examples} "
-        f"examples; artefacts in {out}"
+        f"{recipe}: {summary} on {setup.eval_source.num_examples} held-out examples; "
+        f"artefacts in {out}"
     )
     return metrics
 
@@ -337,4 +715,3 @@ def vit_kwargs(config):
         representation_size=config["representation_size"],
     )
     return kwargs
-

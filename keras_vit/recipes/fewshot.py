@@ -20,13 +20,12 @@ with the default pretrain model, 10-shot accuracy well above chance (measured nu
 benchmarks/RESULTS.md).
 """
 
-import json
 import os
 
 import keras
 import numpy as np
 
-from keras_vit.recipes import pretrain
+from keras_vit.recipes import common, pretrain
 from keras_vit.training.fewshot import fewshot_accuracy
 
 DEFAULTS = dict(
@@ -44,6 +43,7 @@ DEFAULTS = dict(
     mixed_precision=None,
     distribution=None,
     out="runs/fewshot",
+    overwrite=False,  # True: a finished evaluation's metrics.json in `out` is replaced
     seed=0,
 )
 
@@ -86,32 +86,22 @@ def run(config, pretrain_config=None):
     """Runs few-shot evaluation; returns the metrics (also in `out/metrics.json`).
 
     Without `model_path`, first runs the pretrain recipe (`pretrain_config`, default: its digits
-    preset) into `out/pretrain` and evaluates that model.
+    preset) into `out/pretrain` and evaluates that model (a finished one there is reused).
     """
-    from keras_vit.training import data
-
-    out = config["out"]
-    os.makedirs(out, exist_ok=True)
+    out = common.prepare_out(config)
     keras.utils.set_random_seed(config["seed"])
     path = config["model_path"]
     if path is None:
         pconfig = dict(pretrain_config or pretrain.get_config())
-        pconfig["out"] = os.path.join(out, "pretrain")
-        pretrain.run(pconfig)
+        pconfig.update(out=os.path.join(out, "pretrain"), overwrite=config["overwrite"])
         path = os.path.join(pconfig["out"], "model.keras")
+        if config["overwrite"] or not os.path.exists(os.path.join(pconfig["out"], "metrics.json")):
+            pretrain.run(pconfig)
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
     model = keras.saving.load_model(path, compile=False)
     image_size = config["image_size"] or tuple(model.input_shape[1:3])
-    common = dict(
-        data_dir=config["data_dir"],
-        num_channels=config["num_channels"],
-        on_corrupt=config["on_corrupt"],
-        download=config["download"],
-    )
-    train = data.load_source(config["dataset"], "train", **common)
-    split = config["eval_split"] or data.default_eval_split(config["dataset"], config["data_dir"])
-    test = data.load_source(config["dataset"], split, **common)
+    train, test = common.load_data(config)
     features = feature_model(model)
     x_train, y_train = extract(features, train, image_size, config["batch_size"])
     x_test, y_test = extract(features, test, image_size, config["batch_size"])
@@ -138,10 +128,9 @@ def run(config, pretrain_config=None):
         "feature_dim": int(x_train.shape[-1]),
         "num_test_examples": int(len(y_test)),
         "shots": results,
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.items()},
+        "config": common._jsonable(config),
     }
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+    common.write_json(os.path.join(out, "metrics.json"), metrics)
     for n, r in results.items():
         print(f"{n}-shot: {r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}")
     return metrics

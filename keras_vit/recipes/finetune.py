@@ -88,27 +88,12 @@ PRESETS = {"digits": DIGITS, "paper": PAPER}
 def get_config(preset="digits", smoke=False):
     """The fine-tuning config: `preset` `"digits"` (offline default) or `"paper"` (Table 4).
 
-    `smoke=True` shrinks it for tests: a 2-layer width-32 model, 16 px, batch 32, 3 epochs of
-    8 steps, validation after the last epoch only.
+    `smoke=True` shrinks it for tests (`common.SMOKE`) at the digits learning rate.
     """
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
-    config = dict(PRESETS[preset], **dict(pretrain.RUNTIME, out="runs/finetune"))
-    if smoke:
-        config.update(
-            model="mu/4",
-            model_overrides={},
-            image_size=16,
-            batch_size=32,
-            epochs=3,
-            steps=None,
-            steps_per_epoch=8,
-            validation_freq=3,
-            warmup_steps=1,
-            learning_rate=0.03,
-            eval_batch_size=270,
-        )
-    return config
+    return common.make_config(
+        PRESETS, preset, smoke, runtime=dict(out="runs/finetune"),
+        smoke_overrides=dict(learning_rate=0.03),
+    )
 
 
 def architecture_of(model):

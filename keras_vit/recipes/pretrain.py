@@ -69,48 +69,19 @@ DIGITS = dict(
     crop_scale=(0.6, 1.0),
 )
 
-RUNTIME = dict(
-    data_dir=None,
-    num_channels=3,
-    on_corrupt="error",
-    download=False,
-    eval_batch_size=256,
-    validation_freq=1,
-    steps_per_epoch=None,  # None: one pass over the training data
-    mixed_precision=None,
-    distribution=None,
-    seed=0,
-    out="runs/pretrain",
-    verbose="auto",
-)
-
 PRESETS = {"digits": DIGITS, "paper": PAPER}
 
 
 def get_config(preset="digits", smoke=False):
     """The pre-training config: `preset` `"digits"` (offline default) or `"paper"` (Table 3).
 
-    `smoke=True` shrinks it for tests: a 2-layer width-32 model, 16 px, batch 32, 3 epochs of
-    8 steps, validation after the last epoch only.
+    Run settings (`out`, `overwrite`, `seed`, ...) come from `common.RUNTIME`; `smoke=True`
+    shrinks it for tests (`common.SMOKE`: a 2-layer width-32 model, 16 px, 3 epochs of 8 steps).
     """
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
-    config = dict(PRESETS[preset], **RUNTIME)
-    if smoke:
-        config.update(
-            model="mu/4",
-            model_overrides={},
-            image_size=16,
-            batch_size=32,
-            epochs=3,
-            steps=None,
-            steps_per_epoch=8,
-            validation_freq=3,
-            warmup_steps=1,
-            representation_size=32,
-            eval_batch_size=270,
-        )
-    return config
+    return common.make_config(
+        PRESETS, preset, smoke, runtime=dict(out="runs/pretrain"),
+        smoke_overrides=dict(representation_size=32),
+    )
 
 
 def build_model(num_classes, config):

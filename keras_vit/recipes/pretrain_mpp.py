@@ -29,14 +29,10 @@ masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras
 `backup/` for resuming.
 """
 
-import json
 import os
-
-import keras
 
 from keras_vit import mpp
 from keras_vit.recipes import common, pretrain
-from keras_vit.training.distribution import distribution_scope
 
 # Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
 # flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
@@ -81,34 +77,25 @@ PRESETS = {"digits": DIGITS, "paper": PAPER}
 def get_config(preset="digits", smoke=False):
     """The MPP pre-training config: `preset` `"digits"` (offline default) or `"paper"` (B.1.2).
 
-    `smoke=True` shrinks it for tests: a 2-layer width-32 model, 16 px, batch 16, 6 steps.
+    No per-epoch validation (labels are never read). `smoke=True` shrinks it for tests
+    (`common.SMOKE` with batch 16 and 6 steps).
     """
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}. Received: preset={preset!r}")
-    config = dict(PRESETS[preset], **pretrain.RUNTIME)
-    config["out"] = "runs/mpp"
-    if smoke:
-        config.update(
-            model="mu/4",
-            model_overrides={},
-            image_size=16,
-            batch_size=16,
-            epochs=None,
-            steps=6,
-            warmup_steps=1,
-            eval_batch_size=64,
-        )
-    return config
+    return common.make_config(
+        PRESETS, preset, smoke, runtime=dict(out="runs/mpp", validation_freq=0),
+        smoke_overrides=dict(
+            batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0
+        ),
+    )
 
 
-def build_model(config):
-    """`keras_vit.mpp.build_mpp_model` from a config's model fields."""
+def build_model(num_classes, config):
+    """`keras_vit.mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
     overrides = dict(config["model_overrides"] or {})
     if config["dropout_rate"]:
         overrides["dropout_rate"] = config["dropout_rate"]
     if config["remat"]:
         overrides["remat"] = True
-    return mpp.build_mpp_model(
+    model = mpp.build_mpp_model(
         config["model"],
         image_size=config["image_size"],
         num_channels=config["num_channels"],
@@ -119,53 +106,34 @@ def build_model(config):
         seed=config["seed"],
         **overrides,
     )
+    return model, {"variant": config["model"], "init": "random", "target": config["target"]}
 
 
-def run(config):
+def compile_mpp(model, config, setup):
+    """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
+    optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
+    model.compile(optimizer=optimizer, jit_compile=config.get("jit_compile", "auto"))
+    # The untrained model's held-out loss: the reference the final loss must beat.
+    initial = None if setup.start_epoch else float(model.evaluate(setup.eval_ds, verbose=0))
+    return {"initial_eval_loss": initial}
+
+
+def evaluate_mpp(model, setup):
+    return {"eval_loss": float(model.evaluate(setup.eval_ds, verbose=0))}
+
+
+def save_encoder(model, setup):
+    """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`."""
+    encoder = mpp.extract_encoder(model)
+    path = os.path.join(setup.out, "encoder.keras")
+    common.atomic_write(path, encoder.save)
+    return {"encoder_params": int(encoder.count_params()), "encoder_path": path}
+
+
+def run(config, callbacks=()):
     """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
-    setup = common.prepare_run(config)
-    out = setup.out
-    with distribution_scope(config["distribution"]):
-        model = build_model(config)
-        optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
-        model.compile(optimizer=optimizer, jit_compile=config.get("jit_compile", "auto"))
-        # The untrained model's held-out loss: the reference the final loss must beat.
-        initial_loss = None
-        if not setup.start_epoch:
-            initial_loss = float(model.evaluate(setup.eval_ds, verbose=0))
-        callbacks = [
-            keras.callbacks.BackupAndRestore(setup.backup_dir),
-            keras.callbacks.ModelCheckpoint(os.path.join(out, "checkpoints", "last.keras")),
-            keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
-            setup.throughput,
-        ]
-        history = model.fit(
-            setup.train_ds,
-            epochs=setup.epochs,
-            steps_per_epoch=setup.steps_per_epoch,
-            callbacks=callbacks,
-            verbose=config["verbose"],
-        )
-        eval_loss = float(model.evaluate(setup.eval_ds, verbose=0))
-    model.save(os.path.join(out, "model.keras"))
-    encoder = mpp.extract_encoder(model)
-    encoder.save(os.path.join(out, "encoder.keras"))
-    metrics = {
-        **setup.base_metrics("pretrain_mpp", config),
-        "num_params": int(model.count_params()),
-        "encoder_params": int(encoder.count_params()),
-        "initial_eval_loss": initial_loss,
-        "eval_loss": eval_loss,
-        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "throughput": setup.throughput.summary(),
-        "config": common._jsonable(config),
-    }
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print(
-        f"pretrain_mpp: masked-patch loss {eval_loss:.4f} on {setup.eval_source.num_examples} "
-        f"held-out images; encoder for `keras-vit finetune --init` in "
-        f"{os.path.join(out, 'encoder.keras')}"
+    return common.run_training(
+        config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,
+        evaluate=evaluate_mpp, finish=save_encoder,
     )
-    return metrics
