@@ -2,7 +2,13 @@
 
 import ast
 import os
+import subprocess
+import sys
 
+import keras
+import numpy as np
+
+from keras_vit.models import ViT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "keras_vit")
@@ -94,3 +100,70 @@ def find_cycle(graph):
             if cycle:
                 return cycle
     return None
+
+
+def test_find_cycle_reports_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_relative_and_submodule_imports_resolve(tmp_path):
+    modules = {"pkg": "", "pkg.sub": "", "pkg.sub.leaf": "", "pkg.other": ""}
+    source = tmp_path / "leaf.py"
+    source.write_text(
+        "from . import other_name\n"
+        "from .. import other\n"
+        "def f():\n"
+        "    import pkg.sub\n"
+        "    from pkg.other import thing\n"
+    )
+    assert _imports("pkg.sub.leaf", str(source), modules) == {"pkg.sub", "pkg.other"}
+    init = tmp_path / "__init__.py"
+    init.write_text("from .leaf import x\nfrom . import leaf\n")
+    assert _imports("pkg.sub", str(init), modules) == {"pkg.sub.leaf"}
+
+
+def test_no_import_cycle_in_keras_vit():
+    graph = import_graph()
+    assert "keras_vit.models.vit" in graph and "keras_vit.layers.std_conv" in graph
+    # The model modules stack one way: vit never imports hybrid (hybrid builds on vit).
+    assert "keras_vit.models.hybrid" not in graph["keras_vit.models.vit"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+_LOAD_WITH_LAYERS_ONLY = """
+import sys, numpy as np, keras
+import keras_vit.layers
+model = keras.saving.load_model(sys.argv[1])
+registered = keras.saving.get_registered_object("keras_vit>StdConv2D")
+assert registered is keras_vit.layers.StdConv2D, registered
+np.testing.assert_array_equal(
+    keras.ops.convert_to_numpy(model(np.load(sys.argv[2]))), np.load(sys.argv[3])
+)
+print(type(model.get_layer("conv_root")).__module__)
+"""
+
+
+def test_layers_package_alone_registers_std_conv(tmp_path):
+    # The layers package imports StdConv2D itself (so no module imports models.hybrid "to
+    # register it"), and a hybrid's .keras file loads after `import keras_vit.layers`.
+    assert "keras_vit.layers.std_conv" in import_graph()["keras_vit.layers"]
+    model = ViT(
+        "mu/1", resnet_units=(1,), resnet_width=8, resnet_groups=4, image_size=16, num_classes=3
+    )
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    paths = [str(tmp_path / name) for name in ("hybrid.keras", "x.npy", "y.npy")]
+    model.save(paths[0])
+    np.save(paths[1], x)
+    np.save(paths[2], keras.ops.convert_to_numpy(model(x)))
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITH_LAYERS_ONLY, *paths],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "keras_vit.layers.std_conv"

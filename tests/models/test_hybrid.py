@@ -1,4 +1,4 @@
-"""Tests for keras_vit/models/hybrid.py: StdConv2D, the BiT ResNet stem, hybrid ViTs."""
+"""Tests for the hybrid ViT: StdConv2D (layers/std_conv.py), the BiT ResNet stem (layers/resnet.py), hybrid builders."""
 
 import keras
 import numpy as np
