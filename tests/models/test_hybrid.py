@@ -1,4 +1,4 @@
-"""Tests for the hybrid ViT: StdConv2D (layers/std_conv.py), the BiT ResNet stem (layers/resnet.py), hybrid builders."""
+"""Tests for hybrid ViTs: StdConv2D, the BiT ResNet stem (keras_vit/layers/) and the builders."""
 
 import keras
 import numpy as np
