@@ -29,8 +29,10 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers import PatchEncoder
-from keras_vit.layers._checks import check_positive_int_pair, check_rate
+from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.models import variants
+from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import apply_blocks, build_model, make_patch_encoder
 
 TARGETS = ("color", "downsampled", "pixels")
 DOWNSAMPLED_GRID = 4  # the paper's 4x4 downsized patch (16 x 512-way)
@@ -406,27 +408,13 @@ def masked_patch_loss(targets, predictions, weights, target="color"):
     return ops.sum(loss * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 
-ENCODER_KEYS = (
-    "num_layers",
-    "hidden_dim",
-    "mlp_dim",
-    "num_heads",
-    "patch_size",
-    "dropout_rate",
-    "attention_dropout_rate",
-    "drop_path_rate",
-    "approximate_gelu",
-    "layer_norm_epsilon",
-    "layer_scale_init_value",
-    "remat",
-    "position_embedding",
-    "class_token",
-)
+# The `ViT` arguments the pre-training model takes: the sizes and the encoder options. The input
+# size, the head (none: tokens) and the name are set here; hybrids are not supported.
+ENCODER_KEYS = ViTConfig.field_names("size", "encoder")
 
 
-def _encoder(variant, image_size, num_channels, encoder_kwargs, name):
-    from keras_vit.models.vit import ViT
-
+def _encoder_config(variant, image_size, num_channels, encoder_kwargs, name):
+    """The `ViTConfig` of the plain `ViT(include_top=False, pooling=None)` encoder."""
     if "resnet_units" in variants.parse_variant(variant):
         raise ValueError(
             "Masked patch prediction corrupts patch embeddings of plain ViTs; hybrid variants "
@@ -435,7 +423,7 @@ def _encoder(variant, image_size, num_channels, encoder_kwargs, name):
     unknown = sorted(set(encoder_kwargs) - set(ENCODER_KEYS))
     if unknown:
         raise ValueError(f"Unknown encoder arguments {unknown}. Expected some of {ENCODER_KEYS}.")
-    return ViT(
+    return ViTConfig.from_variant(
         variant,
         image_size=image_size,
         num_channels=num_channels,
@@ -493,28 +481,18 @@ class MaskedPatchPredictor(keras.Model):
         if isinstance(encoder_kwargs.get("patch_size"), list):
             encoder_kwargs["patch_size"] = tuple(encoder_kwargs["patch_size"])
         image_size = check_positive_int_pair(image_size, "image_size")
-        encoder = _encoder(variant, image_size, num_channels, encoder_kwargs, "mpp_encoder")
-        source_encoder = encoder.get_layer("patch_encoder")
-        pe_config = source_encoder.get_config()
-        pe_config.update(use_mask_embedding=True, name="patch_encoder")
-        pe_config.pop("dtype", None)
-        patch_encoder = PatchEncoder.from_config(pe_config)
-        patch_size = patch_encoder.patch_size
+        config = _encoder_config(variant, image_size, num_channels, encoder_kwargs, None)
+        patch_encoder = make_patch_encoder(config, use_mask_embedding=True)
+        patch_size = config.patch_size
         images = keras.Input((*image_size, num_channels), name="images")
         patch_mask, patch_source, weights = PatchCorruption(
             patch_size, corruption_rate, mask_fraction, random_fraction, seed, name="corruption"
         )(images)
         x = patch_encoder(images, patch_mask=patch_mask, patch_source=patch_source)
-        for layer in encoder.layers:
-            # Fresh copies of the builder's blocks and final norm (same configs and names), so
-            # each layer of this model has exactly one call site.
-            if layer.name.startswith("encoderblock_") or layer.name == "encoder_norm":
-                x = type(layer).from_config(layer.get_config())(x)
+        x = apply_blocks(x, config)
         x = x[:, patch_encoder.num_prefix_tokens :]
         classes = num_target_classes(target, num_channels, color_bits)
-        grid = (patch_encoder.image_size[0] // patch_size[0]) * (
-            patch_encoder.image_size[1] // patch_size[1]
-        )
+        grid = config.grid_size[0] * config.grid_size[1]
         if target == "pixels":
             units = patch_size[0] * patch_size[1] * num_channels
             predictions = keras.layers.Dense(units, name="mpp_head")(x)
@@ -657,13 +635,14 @@ def extract_encoder(model, name=None):
             "extract_encoder expects a MaskedPatchPredictor (from build_mpp_model). "
             f"Received: {type(model).__name__}"
         )
-    encoder = _encoder(
+    config = _encoder_config(
         model.variant,
         model.image_size,
         model.num_channels,
         model.encoder_kwargs,
         name or variants.model_name(model.variant),
     )
+    encoder = build_model(config)
     for layer in encoder.layers:
         if not layer.weights:
             continue

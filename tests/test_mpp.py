@@ -65,7 +65,7 @@ def test_corruption_rates_are_arguments():
 def test_corruption_seeding():
     a = _draw(8, 16, seed=5)
     b = _draw(8, 16, seed=5)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
     generator = keras.random.SeedGenerator(5)
     first = _draw(8, 16, seed=generator)
@@ -232,7 +232,7 @@ def test_mpp_model_trains_saves_and_gives_its_encoder(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.get_config() == model.get_config()
-    for a, b in zip(model.weights, loaded.weights):
+    for a, b in zip(model.weights, loaded.weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
     encoder = mpp.extract_encoder(loaded)
     assert encoder.output_shape == (None, 17, 32)

@@ -8,14 +8,19 @@ from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
 )
+from keras_vit.layers.resnet import residual_unit, resnet_stem
+from keras_vit.layers.std_conv import StdConv2D
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "DropPath",
     "PatchEncoder",
     "Patches",
+    "StdConv2D",
     "TokenPooling",
     "TransformerBlock",
     "resample_position_embedding",
+    "residual_unit",
+    "resnet_stem",
     "sincos_2d_position_embedding",
 ]

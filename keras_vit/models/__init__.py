@@ -1,3 +1,15 @@
+"""keras_vit models: the builders, their one `ViTConfig`, and the variant table."""
+
+from keras_vit.models.config import ViTConfig, config_from_model
+from keras_vit.models.hybrid import (
+    StdConv2D,
+    ViTHybrid,
+    ViTR26B32,
+    ViTR26S32,
+    ViTR50B16,
+    ViTR50L32,
+    ViTRTi16,
+)
 from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
 from keras_vit.models.vit import (
     ViT,
@@ -11,12 +23,28 @@ from keras_vit.models.vit import (
     ViTS32,
     ViTTi16,
 )
-from keras_vit.models.hybrid import (
-    StdConv2D,
-    ViTHybrid,
-    ViTR26B32,
-    ViTR26S32,
-    ViTR50B16,
-    ViTR50L32,
-    ViTRTi16,
-)
+
+__all__ = [
+    "OFFICIAL_HYBRIDS",
+    "SIZES",
+    "StdConv2D",
+    "ViT",
+    "ViTB8",
+    "ViTB16",
+    "ViTB32",
+    "ViTConfig",
+    "ViTH14",
+    "ViTHybrid",
+    "ViTL16",
+    "ViTL32",
+    "ViTR26B32",
+    "ViTR26S32",
+    "ViTR50B16",
+    "ViTR50L32",
+    "ViTRTi16",
+    "ViTS16",
+    "ViTS32",
+    "ViTTi16",
+    "config_from_model",
+    "parse_variant",
+]

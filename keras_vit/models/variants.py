@@ -114,5 +114,5 @@ def parse_variant(variant):
 
 
 def model_name(variant):
-    """Keras model name for a variant code: `"B/16"` -> `"vit_b16"`, `"R50+B/16"` -> `"vit_r50_b16"`."""
+    """Keras model name of a code: `"B/16"` -> `"vit_b16"`, `"R50+B/16"` -> `"vit_r50_b16"`."""
     return "vit_" + variant.lower().replace("+", "_").replace("/", "")

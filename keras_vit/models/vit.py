@@ -1,174 +1,32 @@
-"""`ViT(...)`: functional Vision Transformer builders, plain and hybrid."""
+"""`ViT(...)`: the functional Vision Transformer builder (plain and hybrid) and the named ones.
 
-import os
-
-import keras
+`ViT` turns its arguments into one `keras_vit.models.config.ViTConfig` and builds it with
+`keras_vit.models.encoder.build_model`; hybrid codes only change the stem.
+"""
 
 from keras_vit import presets
-from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
-from keras_vit.layers._checks import (
-    check_positive_int,
-    check_positive_int_pair,
-    check_rate,
-)
 from keras_vit.models import variants
+from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
+from keras_vit.models.encoder import build_model, load_weights
 
-POOLINGS = ("token", "gap", None)
+__all__ = [
+    "ViT",
+    "ViTB8",
+    "ViTB16",
+    "ViTB32",
+    "ViTH14",
+    "ViTL16",
+    "ViTL32",
+    "ViTS16",
+    "ViTS32",
+    "ViTTi16",
+    "build_vit",
+    "load_weights",
+    "named_builder",
+]
 
-
-def _check_config(
-    *,
-    image_size,
-    patch_size,
-    num_layers,
-    hidden_dim,
-    mlp_dim,
-    num_heads,
-    num_classes,
-    include_top,
-    pooling,
-    class_token,
-    representation_size,
-    num_channels,
-    rates,
-):
-    for name, value in (
-        ("num_layers", num_layers),
-        ("hidden_dim", hidden_dim),
-        ("mlp_dim", mlp_dim),
-        ("num_heads", num_heads),
-        ("num_channels", num_channels),
-    ):
-        check_positive_int(value, name)
-    check_positive_int(representation_size, "representation_size", allow_none=True)
-    if include_top:
-        check_positive_int(num_classes, "num_classes")
-    if hidden_dim % num_heads:
-        raise ValueError(
-            "num_heads must divide hidden_dim. "
-            f"Received: hidden_dim={hidden_dim}, num_heads={num_heads}"
-        )
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={pooling!r}")
-    if pooling is None and include_top:
-        raise ValueError(
-            "pooling=None returns the token sequence and needs include_top=False. "
-            f"Received: pooling=None, include_top={include_top}"
-        )
-    if pooling == "token" and not class_token:
-        raise ValueError(
-            "pooling='token' needs a class token. Received: pooling='token', class_token=False"
-        )
-    for name, value in rates.items():
-        check_rate(value, name)
-    for size, patch, what in (
-        (image_size[0], patch_size[0], "height"),
-        (image_size[1], patch_size[1], "width"),
-    ):
-        if size % patch:
-            raise ValueError(
-                f"image {what} must be divisible by the patch size. "
-                f"Received: image_size={image_size}, patch_size={patch_size}"
-            )
-
-
-def build_vit(
-    inputs,
-    features,
-    *,
-    patch_size,
-    num_layers,
-    hidden_dim,
-    mlp_dim,
-    num_heads,
-    num_classes,
-    include_top,
-    pooling,
-    class_token,
-    position_embedding,
-    representation_size,
-    classifier_activation,
-    dropout_rate,
-    attention_dropout_rate,
-    drop_path_rate,
-    layer_norm_epsilon,
-    approximate_gelu,
-    layer_scale_init_value,
-    name,
-    remat=False,
-):
-    """Assembles the transformer part on top of `features` (images, or a stem's feature map).
-
-    Everything after the stem is the same for plain and hybrid models.
-    """
-    x = PatchEncoder(
-        hidden_dim,
-        patch_size,
-        class_token=class_token,
-        position_embedding=position_embedding,
-        dropout_rate=dropout_rate,
-        name="patch_encoder",
-    )(features)
-    for i in range(num_layers):
-        # Stochastic depth grows linearly with depth (timm / DeiT convention).
-        rate = drop_path_rate * i / max(num_layers - 1, 1)
-        x = TransformerBlock(
-            num_heads=num_heads,
-            mlp_dim=mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=rate,
-            layer_norm_epsilon=layer_norm_epsilon,
-            approximate_gelu=approximate_gelu,
-            layer_scale_init_value=layer_scale_init_value,
-            remat=remat,
-            name=f"encoderblock_{i}",
-        )(x)
-    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
-    if pooling is not None:
-        x = TokenPooling(pooling, num_prefix_tokens=int(class_token), name="pooling")(x)
-    if include_top:
-        if representation_size:
-            x = keras.layers.Dense(representation_size, activation="tanh", name="pre_logits")(x)
-        x = keras.layers.Dense(
-            num_classes,
-            activation=classifier_activation,
-            kernel_initializer="zeros",
-            bias_initializer="zeros",
-            name="head",
-        )(x)
-    return keras.Model(inputs, x, name=name)
-
-
-def load_weights(model, weights):
-    """Loads `weights` (None, an official `.npz` or a `.weights.h5` path) into `model`.
-
-    Preset names (`"imagenet21k"`, ...) are resolved to a file by `ViT` (see
-    `keras_vit.presets`) before the model is built; this function takes the path.
-
-    `.npz` files go through `keras_vit.checkpoints.load_npz` (strict, position
-    embedding resampled to the model's grid, head kept when the class count
-    differs, `pre_logits` dropped unless the model has `representation_size`).
-    """
-    if weights is None:
-        return model
-    expected = (
-        "None, a preset name (see keras_vit.list_weights) or a path to an official .npz "
-        "checkpoint or a .weights.h5 file"
-    )
-    if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(f"weights must be {expected}. Received: weights={weights!r}")
-    path = os.fspath(weights)
-    if not path.endswith((".npz", ".weights.h5")):
-        raise ValueError(f"weights must be {expected}. Received: weights={path!r}")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Weights file not found: {path!r}")
-    if path.endswith(".npz"):
-        from keras_vit.checkpoints import load_npz
-
-        return load_npz(model, path)
-    model.load_weights(path)
-    return model
+# The builder of a config (plain or hybrid), under its former name.
+build_vit = build_model
 
 
 def ViT(
@@ -270,15 +128,15 @@ def ViT(
     Reference:
         Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words", Sec. 3.1.
     """
-    config = variants.parse_variant(variant)
-    overrides = dict(
-        num_layers=num_layers,
-        hidden_dim=hidden_dim,
-        mlp_dim=mlp_dim,
-        num_heads=num_heads,
-        patch_size=patch_size,
-    )
-    config.update({k: v for k, v in overrides.items() if v is not None})
+    # Every argument but these is a ViTConfig field: the signature above is the one list.
+    arguments = dict(locals())
+    del arguments["variant"], arguments["weights"], arguments["hybrid_kwargs"]
+    unknown = sorted(set(hybrid_kwargs) - set(HYBRID_KWARGS))
+    if unknown:
+        raise TypeError(
+            f"ViT() got unexpected keyword arguments {unknown}. "
+            f"Hybrid arguments are {list(HYBRID_KWARGS)}."
+        )
     if presets.is_preset_name(weights):
         weights, image_size, num_classes, representation_size = presets.resolve_builder_weights(
             variant,
@@ -288,86 +146,16 @@ def ViT(
             include_top=include_top,
             representation_size=representation_size,
         )
-    image_size = 224 if image_size is None else image_size
-    num_classes = 1000 if num_classes is None else num_classes
-    if "resnet_units" in config or hybrid_kwargs:
-        from keras_vit.models.hybrid import build_hybrid
-
-        common = dict(
-            image_size=image_size,
-            num_classes=num_classes,
-            include_top=include_top,
-            weights=weights,
-            num_channels=num_channels,
-            pooling=pooling,
-            representation_size=representation_size,
-            classifier_activation=classifier_activation,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-            approximate_gelu=approximate_gelu,
-            layer_norm_epsilon=layer_norm_epsilon,
-            layer_scale_init_value=layer_scale_init_value,
-            remat=remat,
-            position_embedding=position_embedding,
-            class_token=class_token,
-            name=name or variants.model_name(variant),
+        arguments.update(
+            image_size=image_size, num_classes=num_classes, representation_size=representation_size
         )
-        return build_hybrid(config, **common, **hybrid_kwargs)
-
-    image_size = check_positive_int_pair(image_size, "image_size")
-    patch = check_positive_int_pair(config["patch_size"], "patch_size")
-    if class_token is None:
-        class_token = pooling != "gap"
-    _check_config(
-        image_size=image_size,
-        patch_size=patch,
-        num_layers=config["num_layers"],
-        hidden_dim=config["hidden_dim"],
-        mlp_dim=config["mlp_dim"],
-        num_heads=config["num_heads"],
-        num_classes=num_classes,
-        include_top=include_top,
-        pooling=pooling,
-        class_token=class_token,
-        representation_size=representation_size,
-        num_channels=num_channels,
-        rates=dict(
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-        ),
-    )
-    inputs = keras.Input((*image_size, num_channels), name="images")
-    model = build_vit(
-        inputs,
-        inputs,
-        patch_size=patch,
-        num_layers=config["num_layers"],
-        hidden_dim=config["hidden_dim"],
-        mlp_dim=config["mlp_dim"],
-        num_heads=config["num_heads"],
-        num_classes=num_classes,
-        include_top=include_top,
-        pooling=pooling,
-        class_token=class_token,
-        position_embedding=position_embedding,
-        representation_size=representation_size,
-        classifier_activation=classifier_activation,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate,
-        drop_path_rate=drop_path_rate,
-        layer_norm_epsilon=layer_norm_epsilon,
-        approximate_gelu=approximate_gelu,
-        layer_scale_init_value=layer_scale_init_value,
-        remat=remat,
-        name=name or variants.model_name(variant),
-    )
-    return load_weights(model, weights)
+    config = ViTConfig.from_variant(variant, **arguments, **hybrid_kwargs)
+    return build_model(config, weights)
 
 
-_BUILDER_DOC = """Builds ViT-{code} ({layers} layers, hidden {hidden}, MLP {mlp}, {heads} heads{extra}).
-
+_BUILDER_DOC = (
+    "Builds ViT-{code} ({layers} layers, hidden {hidden}, MLP {mlp}, {heads} heads{extra}).\n"
+    """
     A one-line wrapper of `keras_vit.ViT("{code}", **kwargs)`; every argument of
     `ViT` except `variant` is accepted (`image_size`, `num_classes`,
     `include_top`, `weights`, `pooling`, `representation_size`,
@@ -384,6 +172,7 @@ _BUILDER_DOC = """Builds ViT-{code} ({layers} layers, hidden {hidden}, MLP {mlp}
     Reference:
         Dosovitskiy et al., 2021, Table 1{ref}.
     """
+)
 
 
 def _document(fn, code):
@@ -404,27 +193,28 @@ def _document(fn, code):
     return fn
 
 
-def _named(code):
+def named_builder(code):
+    """Decorator giving a one-line builder `fn(**kwargs) -> ViT(code, **kwargs)` its docstring."""
     return lambda fn: _document(fn, code)
 
 
 # fmt: off
-@_named("Ti/16")
+@named_builder("Ti/16")
 def ViTTi16(**kwargs): return ViT("Ti/16", **kwargs)  # noqa: E704
-@_named("S/16")
+@named_builder("S/16")
 def ViTS16(**kwargs): return ViT("S/16", **kwargs)  # noqa: E704
-@_named("S/32")
+@named_builder("S/32")
 def ViTS32(**kwargs): return ViT("S/32", **kwargs)  # noqa: E704
-@_named("B/8")
+@named_builder("B/8")
 def ViTB8(**kwargs): return ViT("B/8", **kwargs)  # noqa: E704
-@_named("B/16")
+@named_builder("B/16")
 def ViTB16(**kwargs): return ViT("B/16", **kwargs)  # noqa: E704
-@_named("B/32")
+@named_builder("B/32")
 def ViTB32(**kwargs): return ViT("B/32", **kwargs)  # noqa: E704
-@_named("L/16")
+@named_builder("L/16")
 def ViTL16(**kwargs): return ViT("L/16", **kwargs)  # noqa: E704
-@_named("L/32")
+@named_builder("L/32")
 def ViTL32(**kwargs): return ViT("L/32", **kwargs)  # noqa: E704
-@_named("H/14")
+@named_builder("H/14")
 def ViTH14(**kwargs): return ViT("H/14", **kwargs)  # noqa: E704
 # fmt: on

@@ -1,4 +1,4 @@
-"""Tests for keras_vit/models/hybrid.py: StdConv2D, the BiT ResNet stem, hybrid ViTs."""
+"""Tests for hybrid ViTs: StdConv2D, the BiT ResNet stem (keras_vit/layers/) and the builders."""
 
 import keras
 import numpy as np

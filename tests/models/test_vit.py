@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers import PatchEncoder, TransformerBlock
+from keras_vit.layers import TransformerBlock
 from tests.helpers import (
     block_params,
     np_block,
@@ -51,7 +51,7 @@ def test_head_combinations(include_top, pooling, representation_size, expected):
         assert not np.any(to_numpy(head.kernel)) and not np.any(to_numpy(head.bias))
     if pooling == "gap":
         assert not model.get_layer("patch_encoder").class_token
-    assert ("pre_logits" in [l.name for l in model.layers]) == bool(representation_size)
+    assert ("pre_logits" in [layer.name for layer in model.layers]) == bool(representation_size)
 
 
 def test_gap_with_class_token_and_no_token_tokens():
@@ -63,9 +63,15 @@ def test_gap_with_class_token_and_no_token_tokens():
 
 def test_overrides_win_and_non_square():
     model = keras_vit.ViT(
-        "B/16", image_size=(32, 48), num_layers=1, hidden_dim=16, mlp_dim=8, num_heads=2, patch_size=8
+        "B/16",
+        image_size=(32, 48),
+        num_layers=1,
+        hidden_dim=16,
+        mlp_dim=8,
+        num_heads=2,
+        patch_size=8,
     )
-    assert len([l for l in model.layers if isinstance(l, TransformerBlock)]) == 1
+    assert len([layer for layer in model.layers if isinstance(layer, TransformerBlock)]) == 1
     encoder = model.get_layer("patch_encoder")
     assert encoder.grid_size == (4, 6) and encoder.hidden_dim == 16
     assert model.name == "vit_b16"
@@ -118,7 +124,7 @@ def test_fit_step_and_keras_roundtrip(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(loaded(x)))
-    assert [l.name for l in loaded.layers] == [l.name for l in model.layers]
+    assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
 
 
 def test_weights_h5_argument(tmp_path):
@@ -179,7 +185,8 @@ def test_preprocess_input():
 
 
 def test_named_builders_share_the_generic_builder():
-    for fn, code in [(keras_vit.ViTTi16, "Ti/16"), (keras_vit.ViTB16, "B/16"), (keras_vit.ViTH14, "H/14")]:
+    named = [(keras_vit.ViTTi16, "Ti/16"), (keras_vit.ViTB16, "B/16"), (keras_vit.ViTH14, "H/14")]
+    for fn, code in named:
         assert code in fn.__doc__
     model = keras_vit.ViTS32(image_size=64, num_layers=1, num_classes=3)
     assert model.name == "vit_s32"
@@ -245,7 +252,7 @@ def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
     plain = keras_vit.ViT("mu/8", **TINY)
     remat = keras_vit.ViT("mu/8", remat=True, **TINY)
     remat.set_weights(plain.get_weights())
-    blocks = [l for l in remat.layers if isinstance(l, TransformerBlock)]
+    blocks = [layer for layer in remat.layers if isinstance(layer, TransformerBlock)]
     assert blocks and all(b.remat for b in blocks)
     x, y = _images(b=8), np.arange(8) % 5
     np.testing.assert_allclose(to_numpy(remat(x)), to_numpy(plain(x)), rtol=1e-5, atol=1e-6)
@@ -260,5 +267,5 @@ def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
     path = str(tmp_path / "remat.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
-    assert all(l.remat for l in loaded.layers if isinstance(l, TransformerBlock))
+    assert all(layer.remat for layer in loaded.layers if isinstance(layer, TransformerBlock))
     np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(loaded(x)))

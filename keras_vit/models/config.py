@@ -1,0 +1,402 @@
+"""`ViTConfig`: every argument of the ViT builders, declared and validated once.
+
+`keras_vit.ViT`, `keras_vit.ViTHybrid`, the named builders, masked-patch prediction
+(`keras_vit.mpp`) and the recipes all describe a model with one frozen dataclass. Its fields are
+grouped (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or
+"the hybrid arguments" reads one list instead of writing its own:
+
+- `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
+- `"input"`: `image_size`, `num_channels`;
+- `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
+  `classifier_activation`;
+- `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
+  `layer_norm_epsilon`, `layer_scale_init_value`, `remat`;
+- `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, `backbone` (the stem);
+- `"name"`: the Keras model name.
+"""
+
+import dataclasses
+import functools
+
+import keras
+
+from keras_vit.layers import PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
+from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
+from keras_vit.models import variants
+
+POOLINGS = ("token", "gap", None)
+GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
+RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
+# Overrides where None means "the variant table's value" (or the builder default) in
+# `ViTConfig.from_variant`; for every other field None is a value of its own.
+_NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
+_NONE_KEEPS_DEFAULT += ("image_size", "num_classes", "resnet_units", "name")
+
+
+def _field(group, default=dataclasses.MISSING):
+    return dataclasses.field(default=default, metadata={"group": group})
+
+
+def _check_units(resnet_units):
+    try:
+        units = tuple(resnet_units)
+    except TypeError:
+        units = None
+    if units is None or not all(
+        isinstance(u, int) and not isinstance(u, bool) and u > 0 for u in units
+    ):
+        raise ValueError(
+            "resnet_units must be a sequence of positive ints, one per ResNet stage "
+            f"(e.g. (3, 4, 9), or () for the root only). Received: resnet_units={resnet_units!r}"
+        )
+    return units
+
+
+def _check_divisible(size, patch, message):
+    for got, p, what in ((size[0], patch[0], "height"), (size[1], patch[1], "width")):
+        if got % p:
+            raise ValueError(message.format(what=what))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ViTConfig:
+    """The architecture of a (plain or hybrid) Vision Transformer, validated on creation.
+
+    Frozen: derive a changed copy with `dataclasses.replace(config, num_layers=6)` (validated
+    again). `image_size` and `patch_size` are stored as `(height, width)` pairs,
+    `resnet_units` as a tuple, and `class_token=None` becomes `pooling != "gap"`.
+    Every field means what the argument of the same name of `keras_vit.ViT` means; build a
+    model with `keras_vit.models.encoder.build_model(config)`.
+
+    Args:
+        patch_size, num_layers, hidden_dim, mlp_dim, num_heads: the sizes (required; see
+            `ViTConfig.from_variant` to take them from a code like `"B/16"`). For hybrids
+            `patch_size` applies to the stem's feature map.
+        image_size: int or (height, width). Defaults to 224.
+        num_channels: int. Defaults to 3.
+        num_classes: int. Defaults to 1000.
+        include_top: bool. Defaults to True.
+        pooling: `"token"`, `"gap"` or None. Defaults to `"token"`.
+        representation_size: optional int. Defaults to None.
+        classifier_activation: optional activation. Defaults to None.
+        class_token: optional bool. Defaults to None (`pooling != "gap"`).
+        position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
+        dropout_rate, attention_dropout_rate, drop_path_rate: floats in [0, 1).
+            Default to 0.
+        approximate_gelu: bool. Defaults to True.
+        layer_norm_epsilon: float. Defaults to 1e-6.
+        layer_scale_init_value: optional float. Defaults to None.
+        remat: bool. Defaults to False.
+        resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
+            Defaults to None (no ResNet stem).
+        resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
+            ResNet stem. Defaults to None.
+        resnet_groups: optional int. GroupNorm groups of the ResNet stem; None means 32
+            with a ResNet stem. Defaults to None.
+        backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
+        name: optional Keras model name. Defaults to None.
+
+    Example:
+
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, num_layers=1)
+    >>> config.num_layers, config.hidden_dim, config.patch_size, config.image_size
+    (1, 32, (8, 8), (32, 32))
+    >>> config.grid_size
+    (4, 4)
+    """
+
+    patch_size: object = _field("size")
+    num_layers: int = _field("size")
+    hidden_dim: int = _field("size")
+    mlp_dim: int = _field("size")
+    num_heads: int = _field("size")
+    image_size: object = _field("input", 224)
+    num_channels: int = _field("input", 3)
+    num_classes: int = _field("head", 1000)
+    include_top: bool = _field("head", True)
+    pooling: object = _field("head", "token")
+    representation_size: object = _field("head", None)
+    classifier_activation: object = _field("head", None)
+    class_token: object = _field("encoder", None)
+    position_embedding: object = _field("encoder", "learned")
+    dropout_rate: float = _field("encoder", 0.0)
+    attention_dropout_rate: float = _field("encoder", 0.0)
+    drop_path_rate: float = _field("encoder", 0.0)
+    approximate_gelu: bool = _field("encoder", True)
+    layer_norm_epsilon: float = _field("encoder", 1e-6)
+    layer_scale_init_value: object = _field("encoder", None)
+    remat: bool = _field("encoder", False)
+    resnet_units: object = _field("hybrid", None)
+    resnet_width: object = _field("hybrid", None)
+    resnet_groups: object = _field("hybrid", None)
+    backbone: object = _field("hybrid", None)
+    name: object = _field("name", None)
+
+    def __post_init__(self):
+        normalize = functools.partial(object.__setattr__, self)
+        normalize("image_size", check_positive_int_pair(self.image_size, "image_size"))
+        normalize("patch_size", check_positive_int_pair(self.patch_size, "patch_size"))
+        for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
+            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.representation_size, "representation_size", allow_none=True)
+        if self.include_top:
+            check_positive_int(self.num_classes, "num_classes")
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                "num_heads must divide hidden_dim. "
+                f"Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads}"
+            )
+        if self.pooling not in POOLINGS:
+            raise ValueError(
+                f"pooling must be one of {POOLINGS}. Received: pooling={self.pooling!r}"
+            )
+        if self.pooling is None and self.include_top:
+            raise ValueError(
+                "pooling=None returns the token sequence and needs include_top=False. "
+                f"Received: pooling=None, include_top={self.include_top}"
+            )
+        if self.class_token is None:
+            normalize("class_token", self.pooling != "gap")
+        if self.pooling == "token" and not self.class_token:
+            raise ValueError(
+                "pooling='token' needs a class token. Received: pooling='token', class_token=False"
+            )
+        for name in RATES:
+            check_rate(getattr(self, name), name)
+        self._check_stem(normalize)
+
+    def _check_stem(self, normalize):
+        if self.backbone is not None:
+            if self.resnet_units is not None:
+                raise ValueError(
+                    "Pass either a backbone or resnet_units, not both: the backbone replaces the "
+                    f"ResNet stem. Received: resnet_units={self.resnet_units!r}, "
+                    f"backbone={getattr(self.backbone, 'name', self.backbone)!r}"
+                )
+            if not isinstance(self.backbone, keras.layers.Layer):
+                raise ValueError(
+                    "backbone must be a Keras model or layer mapping images to a feature map "
+                    "(e.g. keras.applications.ResNet50(include_top=False)). "
+                    f"Received: backbone={self.backbone!r}"
+                )
+            return  # the feature-map grid is known once the backbone runs (see stems.py)
+        if self.resnet_units is None:
+            if self.resnet_width is not None or self.resnet_groups is not None:
+                raise ValueError(
+                    "Hybrid arguments need a hybrid variant code (e.g. 'R50+B/16'), resnet_units "
+                    "or a backbone. Received: a plain variant and resnet_units=None, backbone=None"
+                )
+            _check_divisible(
+                self.image_size,
+                self.patch_size,
+                "image {what} must be divisible by the patch size. "
+                f"Received: image_size={self.image_size}, patch_size={self.patch_size}",
+            )
+            return
+        normalize("resnet_units", _check_units(self.resnet_units))
+        normalize("resnet_width", 64 if self.resnet_width is None else self.resnet_width)
+        normalize("resnet_groups", 32 if self.resnet_groups is None else self.resnet_groups)
+        check_positive_int(self.resnet_width, "resnet_width")
+        check_positive_int(self.resnet_groups, "resnet_groups")
+        if self.resnet_width % self.resnet_groups:
+            raise ValueError(
+                "resnet_groups (GroupNorm groups) must divide resnet_width (and so every "
+                "stage width). Received: "
+                f"resnet_width={self.resnet_width}, resnet_groups={self.resnet_groups}"
+            )
+        stem_stride = variants.resnet_stride(self.resnet_units)
+        total = (stem_stride * self.patch_size[0], stem_stride * self.patch_size[1])
+        if self.image_size[0] % total[0] or self.image_size[1] % total[1]:
+            raise ValueError(
+                "image_size must be divisible by the hybrid's total stride (ResNet stem stride "
+                f"{stem_stride} x feature-map patch size {self.patch_size} = {total}). "
+                f"Received: image_size={self.image_size}"
+            )
+
+    @property
+    def is_hybrid(self):
+        """True when a CNN stem (ResNet or `backbone`) feeds the patch encoder."""
+        return self.resnet_units is not None or self.backbone is not None
+
+    @property
+    def grid_size(self):
+        """Token grid `(rows, columns)`; None for a `backbone`, whose grid shows once it runs."""
+        if self.backbone is not None:
+            return None
+        stride = 1 if self.resnet_units is None else variants.resnet_stride(self.resnet_units)
+        (height, width), (ph, pw) = self.image_size, self.patch_size
+        return (height // (stride * ph), width // (stride * pw))
+
+    @classmethod
+    def field_names(cls, *groups):
+        """Field names in declaration order, of the given groups (see the module docstring)."""
+        unknown = sorted(set(groups) - set(GROUPS))
+        if unknown:
+            raise ValueError(f"Unknown field groups {unknown}. Expected some of {GROUPS}.")
+        return tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if not groups or f.metadata["group"] in groups
+        )
+
+    def to_kwargs(self, *groups):
+        """The fields as builder keyword arguments (all, or those of the given groups).
+
+        Example:
+
+        >>> config = ViTConfig.from_variant("mu/8", image_size=32)
+        >>> config.to_kwargs("size")
+        {'patch_size': (8, 8), 'num_layers': 2, 'hidden_dim': 32, 'mlp_dim': 64, 'num_heads': 2}
+        >>> ViTConfig(**config.to_kwargs()) == config
+        True
+        """
+        # Not dataclasses.asdict: it deep-copies values, backbone models included.
+        return {name: getattr(self, name) for name in self.field_names(*groups)}
+
+    @classmethod
+    def from_variant(cls, variant, **overrides):
+        """The config of a variant code (`"B/16"`, `"R50+B/16"`, ...); overrides win.
+
+        Args:
+            variant: str. A code `keras_vit.models.variants.parse_variant` reads.
+            **overrides: any field. For the sizes, `image_size`, `num_classes`,
+                `resnet_units` and `name`, None keeps the table's value or the default
+                (`name` defaults to e.g. `"vit_b16"`). A `backbone` replaces the code's
+                ResNet stem.
+
+        Returns:
+            A validated `ViTConfig`.
+
+        Example:
+
+        >>> config = ViTConfig.from_variant("B/16", num_layers=6)
+        >>> config.num_layers, config.hidden_dim, config.name
+        (6, 768, 'vit_b16')
+        """
+        table = variants.parse_variant(variant)
+        unknown = sorted(set(overrides) - set(cls.field_names()))
+        if unknown:
+            raise TypeError(
+                f"Unknown ViT arguments {unknown}. Expected some of {list(cls.field_names())}."
+            )
+        if overrides.get("backbone") is not None:
+            table.pop("resnet_units", None)  # the backbone is the stem
+        overrides = {
+            key: value
+            for key, value in overrides.items()
+            if value is not None or key not in _NONE_KEEPS_DEFAULT
+        }
+        return cls(**{"name": variants.model_name(variant), **table, **overrides})
+
+    @classmethod
+    def from_model(cls, model):
+        """Reads the architecture back from a model built by `keras_vit.ViT` (plain or hybrid).
+
+        Layers are found by type and by the builders' names (`patch_encoder`, `head`,
+        `pre_logits`, `conv_root`, ...). Not recoverable from a model, so left at their
+        defaults: `num_classes` without a head, and `drop_path_rate` with one block (its
+        rate is 0 there). A `backbone` stem is returned as the model's own layer.
+
+        Args:
+            model: a functional `keras.Model` from `keras_vit.ViT` or a `.keras` file of one.
+
+        Returns:
+            A `ViTConfig`; `build_model(config)` builds the same architecture.
+
+        Example:
+
+        >>> from keras_vit.models.encoder import build_model
+        >>> config = ViTConfig.from_variant("mu/8", image_size=32, pooling="gap")
+        >>> ViTConfig.from_model(build_model(config)) == config
+        True
+        """
+        return config_from_model(model, cls)
+
+
+HYBRID_KWARGS = ViTConfig.field_names("hybrid")
+
+
+def _layers_by_name(model):
+    return {layer.name: layer for layer in model.layers}
+
+
+def _stem_fields(model, encoder):
+    """The hybrid fields of `model`: ResNet stem numbers, a backbone, or none (plain)."""
+    layers = _layers_by_name(model)
+    if isinstance(layers.get("conv_root"), StdConv2D):
+        units = []
+        while f"block{len(units) + 1}_unit1_conv1" in layers:
+            stage = len(units) + 1
+            count = 1
+            while f"block{stage}_unit{count + 1}_conv1" in layers:
+                count += 1
+            units.append(count)
+        return dict(
+            resnet_units=tuple(units),
+            resnet_width=layers["conv_root"].filters,
+            resnet_groups=layers["gn_root"].groups,
+        )
+    source = encoder.input
+    if isinstance(source, (list, tuple)):
+        source = source[0]
+    producer = source._keras_history.operation
+    if isinstance(producer, keras.layers.InputLayer):
+        return {}
+    return dict(backbone=producer)
+
+
+def config_from_model(model, cls=ViTConfig):
+    """Reads the architecture back from a model built by `keras_vit.ViT` (`ViTConfig.from_model`).
+
+    Raises:
+        ValueError: when `model` has no `PatchEncoder` named `patch_encoder` or no
+            `TransformerBlock`.
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            "config_from_model needs a keras.Model built by keras_vit.ViT. "
+            f"Received: {type(model).__name__}"
+        )
+    layers = _layers_by_name(model)
+    encoder = layers.get("patch_encoder")
+    if not isinstance(encoder, PatchEncoder):
+        raise ValueError(
+            "config_from_model needs a model built by keras_vit.ViT, with a PatchEncoder named "
+            f"'patch_encoder'. Received: model {model.name!r} without one"
+        )
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    if not blocks:
+        raise ValueError(
+            "config_from_model needs a ViT with transformer blocks. "
+            f"Received: model {model.name!r} without a TransformerBlock"
+        )
+    pooling = [layer for layer in model.layers if isinstance(layer, TokenPooling)]
+    head, pre_logits = layers.get("head"), layers.get("pre_logits")
+    activation = head.get_config()["activation"] if head is not None else None
+    _, height, width, channels = model.input_shape
+    first, last = blocks[0], blocks[-1]
+    return cls(
+        patch_size=encoder.patch_size,
+        num_layers=len(blocks),
+        hidden_dim=encoder.hidden_dim,
+        mlp_dim=first.mlp_dim,
+        num_heads=first.num_heads,
+        image_size=(height, width),
+        num_channels=channels,
+        include_top=head is not None,
+        pooling=pooling[0].pooling if pooling else None,
+        representation_size=pre_logits.units if pre_logits is not None else None,
+        classifier_activation=None if activation == "linear" else activation,
+        class_token=encoder.class_token,
+        position_embedding=encoder.position_embedding,
+        dropout_rate=encoder.dropout_rate,
+        attention_dropout_rate=first.attention_dropout_rate,
+        drop_path_rate=last.drop_path_rate,
+        approximate_gelu=first.approximate_gelu,
+        layer_norm_epsilon=first.layer_norm_epsilon,
+        layer_scale_init_value=first.layer_scale_init_value,
+        remat=first.remat,
+        name=model.name,
+        **({"num_classes": head.units} if head is not None else {}),
+        **_stem_fields(model, encoder),
+    )

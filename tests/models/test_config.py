@@ -1,0 +1,198 @@
+"""Tests for keras_vit/models/config.py: the one ViTConfig behind every builder."""
+
+import dataclasses
+import inspect
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import mpp
+from keras_vit.models import hybrid, vit
+from keras_vit.models.config import HYBRID_KWARGS, ViTConfig, config_from_model
+from keras_vit.models.encoder import build_model
+from tests.helpers import randomize_weights, to_numpy
+
+TINY = dict(image_size=32, num_classes=5)
+TINY_STEM = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4)
+
+
+def test_from_variant_takes_the_table_and_overrides_win():
+    config = ViTConfig.from_variant("B/16")
+    assert (config.num_layers, config.hidden_dim, config.mlp_dim, config.num_heads) == (
+        12,
+        768,
+        3072,
+        12,
+    )
+    assert (config.patch_size, config.image_size) == ((16, 16), (224, 224))
+    assert config.num_classes == 1000
+    assert config.name == "vit_b16" and config.class_token and not config.is_hybrid
+    custom = ViTConfig.from_variant(
+        "B/16", num_layers=6, patch_size=(8, 4), image_size=(32, 48), name="custom"
+    )
+    assert (custom.num_layers, custom.hidden_dim, custom.patch_size) == (6, 768, (8, 4))
+    assert (custom.image_size, custom.name, custom.grid_size) == ((32, 48), "custom", (4, 12))
+    # None keeps the table (what ViT's signature defaults mean); gap drops the class token.
+    config = ViTConfig.from_variant("S/16", num_layers=None, image_size=None, pooling="gap")
+    assert (config.num_layers, config.image_size, config.class_token) == (12, (224, 224), False)
+    with pytest.raises(TypeError, match=r"Unknown ViT arguments \['depth'\]"):
+        ViTConfig.from_variant("B/16", depth=3)
+
+
+def test_hybrid_config():
+    config = ViTConfig.from_variant("R50+B/16")
+    assert config.is_hybrid and config.resnet_units == (3, 4, 9)
+    assert (config.resnet_width, config.resnet_groups, config.patch_size) == (64, 32, (1, 1))
+    assert config.grid_size == (14, 14) and config.name == "vit_r50_b16"
+    tiny = ViTConfig.from_variant("mu/1", **{**TINY_STEM, "resnet_units": [1, 1]}, **TINY)
+    assert tiny.resnet_units == (1, 1) and tiny.grid_size == (4, 4)
+    # A backbone replaces the code's ResNet stem; its grid shows once it runs.
+    backbone = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(4, 3, strides=4)])
+    config = ViTConfig.from_variant("R50+B/16", backbone=backbone, image_size=32)
+    assert config.resnet_units is None and config.backbone is backbone and config.is_hybrid
+    assert config.grid_size is None
+    assert ViTConfig.field_names("hybrid") == HYBRID_KWARGS == hybrid.HYBRID_KWARGS
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_heads=3), r"num_heads must divide hidden_dim\. .*hidden_dim=32, num_heads=3"),
+        (dict(image_size=30), r"height must be divisible.*image_size=\(30, 30\), patch_size=\(8"),
+        (dict(pooling="max"), r"pooling must be one of \('token', 'gap', None\).*'max'"),
+        (dict(pooling=None), "pooling=None.*Received: pooling=None, include_top=True"),
+        (dict(class_token=False), "pooling='token' needs a class token"),
+        (dict(num_layers=0), "num_layers must be a positive integer. Received: num_layers=0"),
+        (dict(dropout_rate=1.5), r"dropout_rate must be a number in \[0, 1\). .*=1\.5"),
+        (dict(representation_size=-1), "representation_size=-1"),
+        (dict(resnet_width=8), "Hybrid arguments need a hybrid variant code"),
+        (dict(resnet_units=(1, 0)), r"resnet_units must be .*Received: resnet_units=\(1, 0\)"),
+        (dict(resnet_units=(1,), resnet_width=12, resnet_groups=8), "resnet_width=12"),
+        (dict(resnet_units=(1, 1), image_size=(40, 32)), r"total stride.*\(40, 32\)"),
+        (dict(backbone="resnet50"), "backbone must be a Keras model or layer"),
+    ],
+)
+def test_validation_errors_name_expected_and_received(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ViTConfig.from_variant("mu/8", **{**TINY, **kwargs})
+
+
+def test_frozen_and_replace_validates_again():
+    config = ViTConfig.from_variant("mu/8", **TINY)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.num_layers = 3
+    deeper = dataclasses.replace(config, num_layers=3)
+    assert (deeper.num_layers, config.num_layers) == (3, 2)
+    with pytest.raises(ValueError, match="num_heads must divide hidden_dim"):
+        dataclasses.replace(config, num_heads=5)
+    assert hash(config) == hash(ViTConfig.from_variant("mu/8", **TINY))
+
+
+def test_to_kwargs_and_field_groups():
+    config = ViTConfig.from_variant("mu/8", **TINY)
+    assert ViTConfig(**config.to_kwargs()) == config
+    groups = ("size", "input", "head", "encoder", "hybrid", "name")
+    assert sum(len(ViTConfig.field_names(g)) for g in groups) == len(ViTConfig.field_names())
+    assert set(config.to_kwargs("size")) == {
+        "patch_size",
+        "num_layers",
+        "hidden_dim",
+        "mlp_dim",
+        "num_heads",
+    }
+    # MPP's encoder arguments are the size and encoder groups (the 14 keys it always took).
+    assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
+    assert len(mpp.ENCODER_KEYS) == 14
+    with pytest.raises(ValueError, match="Unknown field groups"):
+        ViTConfig.field_names("sizes")
+
+
+def test_vit_signature_is_the_config():
+    """ViT's keyword arguments and the config's fields are one list (plus variant and weights)."""
+    params = set(inspect.signature(vit.ViT).parameters) - {"variant", "weights", "hybrid_kwargs"}
+    assert params == set(ViTConfig.field_names()) - set(HYBRID_KWARGS)
+    signature = inspect.signature(vit.ViT).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(ViTConfig)}
+    for name in params:
+        # None in ViT's signature means "the variant table's value" (sizes) or the field default.
+        keeps = name in ViTConfig.field_names("size") + ("image_size", "num_classes", "name")
+        assert signature[name].default == (None if keeps else fields[name]), name
+
+
+def _same_architecture(a, b):
+    assert [layer.name for layer in a.layers] == [layer.name for layer in b.layers]
+    assert [tuple(w.shape) for w in a.weights] == [tuple(w.shape) for w in b.weights]
+    for la, lb in zip(a.layers, b.layers, strict=True):
+        if not isinstance(la, keras.layers.InputLayer):
+            config_a, config_b = la.get_config(), lb.get_config()
+            assert config_a == config_b, la.name
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(pooling="gap", representation_size=12, classifier_activation="softmax"),
+        dict(
+            image_size=(16, 32),
+            num_channels=1,
+            position_embedding="sincos2d",
+            layer_scale_init_value=0.1,
+            dropout_rate=0.1,
+            attention_dropout_rate=0.2,
+            drop_path_rate=0.3,
+            approximate_gelu=False,
+            layer_norm_epsilon=1e-5,
+            remat=True,
+        ),
+        # Without a head the class count is not in the model: the default comes back.
+        dict(include_top=False, pooling=None, class_token=False, num_classes=1000),
+        dict(patch_size=1, **TINY_STEM),
+    ],
+    ids=["default", "gap_head", "options", "tokens", "resnet_stem"],
+)
+def test_round_trip_model_to_config(kwargs, tmp_path):
+    config = ViTConfig.from_variant("mu/8", **{**TINY, **kwargs})
+    model = build_model(config)
+    assert config_from_model(model) == config
+    # The same through a .keras file, and the rebuilt model has the same layers and weights.
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert ViTConfig.from_model(loaded) == config
+    _same_architecture(build_model(ViTConfig.from_model(loaded)), model)
+
+
+def test_round_trip_of_a_backbone_hybrid_and_of_vit():
+    inputs = keras.Input((32, 32, 3))
+    features = keras.layers.Conv2D(8, 3, strides=4, padding="same")(inputs)
+    backbone = keras.Model(inputs, features, name="cnn")
+    model = keras_vit.ViT("mu/1", backbone=backbone, **TINY)
+    config = config_from_model(model)
+    assert config.backbone is backbone and config.grid_size is None
+    assert config == ViTConfig.from_variant("mu/1", backbone=backbone, **TINY)
+    # ViT(...) builds exactly what its config describes.
+    model = keras_vit.ViT("mu/8", representation_size=8, **TINY)
+    randomize_weights(model)
+    rebuilt = build_model(config_from_model(model))
+    _same_architecture(rebuilt, model)
+    rebuilt.set_weights(model.get_weights())
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    np.testing.assert_array_equal(to_numpy(rebuilt(x)), to_numpy(model(x)))
+
+
+def test_config_from_model_errors():
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="PatchEncoder named 'patch_encoder'"):
+        config_from_model(plain)
+    with pytest.raises(ValueError, match="needs a keras.Model"):
+        config_from_model("model.keras")
+
+
+def test_std_conv_is_one_registered_class_everywhere():
+    from keras_vit.layers.std_conv import StdConv2D
+
+    assert keras_vit.StdConv2D is keras_vit.layers.StdConv2D is hybrid.StdConv2D is StdConv2D
+    assert keras.saving.get_registered_name(StdConv2D) == "keras_vit>StdConv2D"
