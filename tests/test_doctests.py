@@ -11,6 +11,7 @@ import importlib
 import io
 import os
 import pkgutil
+import sys
 import tempfile
 import traceback
 
@@ -108,3 +109,17 @@ def test_examples_are_run():
     assert len(MODULES) > 20 and "keras_vit.layers.patches" in MODULES
     total = sum(run_module_doctests(name)[0] for name in MODULES if name not in BACKEND_ONLY)
     assert total > 0
+
+
+def test_import_errors_fail_and_missing_extras_skip(tmp_path, monkeypatch):
+    run = run_module_doctests.__wrapped__  # uncached
+    attempted, failures, skip = run("keras_vit._no_such_module")
+    assert (attempted, skip) == (0, None) and "import keras_vit._no_such_module failed" in failures
+    (tmp_path / "needs_onnx.py").write_text('"""\n>>> 1 + 1\n2\n"""\nimport onnx\n')
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "onnx", None)  # as if the onnx extra were not installed
+    reason = "needs_onnx needs the optional package 'onnx', not installed"
+    assert run("needs_onnx") == (0, "", reason)
+    attempted, failures, skip = run("broken")
+    assert skip is None and "RuntimeError: broken on import" in failures
