@@ -187,8 +187,8 @@ def attention_maps(model, images, batch_size=32):
 
     Example:
 
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
     >>> attention_maps(model, np.zeros((2, 32, 32, 3), "float32")).shape
     (2, 2, 2, 17, 17)
 
@@ -365,8 +365,8 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
 
     Example:
 
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
     >>> result = attention_rollout(model, np.zeros((1, 32, 32, 3), "float32"))
     >>> result.grid.shape, result.image.shape
     ((1, 4, 4), (1, 32, 32))
@@ -455,8 +455,8 @@ def mean_attention_distance(model, images, batch_size=32):
 
     Example:
 
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
     >>> mean_attention_distance(model, np.zeros((1, 32, 32, 3), "float32")).shape
     (2, 2)
 
@@ -508,8 +508,8 @@ def position_embedding_similarity(model):
 
     Example:
 
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=(32, 48), num_classes=10)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=(32, 48), num_classes=10)
     >>> position_embedding_similarity(model).shape
     (4, 6, 4, 6)
 
@@ -544,8 +544,8 @@ def embedding_filters(model, n=28):
 
     Example:
 
-    >>> from keras_vit.models.vit import ViT
-    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
     >>> embedding_filters(model, n=4).shape
     (4, 8, 8, 3)
 

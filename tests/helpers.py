@@ -1,4 +1,8 @@
-"""Shared test helpers: layer checks in the STYLE.md list, a NumPy reference ViT."""
+"""Shared test helpers: a layer's config and `.keras` round-trip checks, a NumPy reference ViT.
+
+The full per-layer check (config, serialization, weights, shapes, a training step, mixed
+precision) is `tests.layer_harness.run_layer_test`, which every layer test calls.
+"""
 
 import inspect
 import math

@@ -2,7 +2,17 @@
 
 
 def to_pair(value, name):
-    """Returns `(a, b)` from an int or a sequence of two ints."""
+    """Returns `(a, b)` from an int or a sequence of two ints.
+
+    Example:
+
+    >>> to_pair(16, "patch_size"), to_pair([16, 8], "patch_size")
+    ((16, 16), (16, 8))
+    >>> to_pair(16.0, "patch_size")
+    Traceback (most recent call last):
+        ...
+    ValueError: patch_size must be an int or a pair of ints. Received: patch_size=16.0
+    """
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an int or a pair of ints. Received: {name}={value!r}")
     if isinstance(value, int):

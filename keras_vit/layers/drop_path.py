@@ -23,7 +23,7 @@ class DropPath(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> DropPath(0.5)(np.ones((2, 3), "float32")).shape
+    >>> tuple(DropPath(0.5)(np.ones((2, 3), "float32")).shape)
     (2, 3)
 
     Reference:

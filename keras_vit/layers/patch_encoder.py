@@ -63,7 +63,7 @@ class PatchEncoder(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> PatchEncoder(32, 8)(np.zeros((2, 16, 24, 3), "float32")).shape
+    >>> tuple(PatchEncoder(32, 8)(np.zeros((2, 16, 24, 3), "float32")).shape)
     (2, 7, 32)
 
     Reference:

@@ -28,7 +28,7 @@ class Patches(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> Patches(4)(np.zeros((2, 8, 12, 3), "float32")).shape
+    >>> tuple(Patches(4)(np.zeros((2, 8, 12, 3), "float32")).shape)
     (2, 6, 48)
 
     Reference:

@@ -24,7 +24,7 @@ class TokenPooling(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> TokenPooling("gap", num_prefix_tokens=0)(np.ones((2, 4, 8), "float32")).shape
+    >>> tuple(TokenPooling("gap", num_prefix_tokens=0)(np.ones((2, 4, 8), "float32")).shape)
     (2, 8)
 
     Reference:

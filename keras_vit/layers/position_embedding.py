@@ -48,6 +48,12 @@ def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=
 
     Returns:
         float32 NumPy array `(1, num_prefix_tokens + new_h * new_w, D)`.
+
+    Example:
+
+    >>> posemb = np.zeros((1, 1 + 4 * 4, 8), "float32")  # class token + a 4x4 grid
+    >>> resample_position_embedding(posemb, (6, 8)).shape
+    (1, 49, 8)
     """
     posemb = np.asarray(posemb)
     if posemb.ndim == 2:
@@ -74,7 +80,17 @@ def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=
 
 
 def sincos_2d_position_embedding(grid_size, hidden_dim, temperature=10_000.0):
-    """Fixed 2-D sine-cosine position embedding `(1, gh * gw, hidden_dim)` (big_vision layout)."""
+    """Fixed 2-D sine-cosine position embedding `(1, gh * gw, hidden_dim)` (big_vision layout).
+
+    The first quarter of the channels is `sin(x * omega)`, then `cos(x * omega)`,
+    `sin(y * omega)` and `cos(y * omega)`, with `omega = 1 / temperature**(k / (D/4 - 1))`.
+
+    Example:
+
+    >>> table = sincos_2d_position_embedding((2, 3), 8)
+    >>> table.shape, table[0, 0].tolist()
+    ((1, 6, 8), [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+    """
     gh, gw = check_positive_int_pair(grid_size, "grid_size")
     if hidden_dim % 4 != 0:
         raise ValueError(

@@ -78,7 +78,7 @@ class TransformerBlock(keras.layers.Layer):
 
     >>> import numpy as np
     >>> block = TransformerBlock(num_heads=2, mlp_dim=64)
-    >>> block(np.zeros((2, 5, 32), "float32")).shape
+    >>> tuple(block(np.zeros((2, 5, 32), "float32")).shape)
     (2, 5, 32)
 
     Reference:

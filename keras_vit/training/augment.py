@@ -138,7 +138,7 @@ class RandomResizedCrop(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> RandomResizedCrop(16, 16, seed=0)(np.zeros((2, 32, 24, 3)), training=True).shape
+    >>> tuple(RandomResizedCrop(16, 16, seed=0)(np.zeros((2, 32, 24, 3)), training=True).shape)
     (2, 16, 16, 3)
 
     Reference:

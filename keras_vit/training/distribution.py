@@ -53,6 +53,13 @@ def distribution_scope(mode=None, *, model_parallel_size=None, tpu=None):
 
     Returns:
         A context manager; build, compile and fit inside it.
+
+    Example:
+
+    >>> with distribution_scope(None):  # one device: nothing changes, on every backend
+    ...     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> model.count_params()
+    10
     """
     if mode not in MODES:
         raise ValueError(f"distribution must be one of {MODES}. Received: distribution={mode!r}")

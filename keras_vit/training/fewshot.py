@@ -27,6 +27,11 @@ def sample_shots(labels, shots, seed=0, num_classes=None):
 
     Returns:
         1-D int array of `shots * num_classes` indices, grouped by class.
+
+    Example:
+
+    >>> sample_shots([0, 1, 0, 1, 2, 2], shots=2, seed=0).reshape(3, 2).max(1).tolist()
+    [2, 3, 5]
     """
     labels = np.asarray(labels).astype("int64").reshape(-1)
     if not (isinstance(shots, (int, np.integer)) and shots > 0):
@@ -65,6 +70,13 @@ def solve_ridge(x, y, l2):
 
     Uses `(x^T x + l2 I)^-1 x^T y` when N >= D and `x^T (x x^T + l2 I)^-1 y` otherwise (the same
     solution). Float64 throughout.
+
+    Example:
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> w = solve_ridge(x, x @ np.array([[3.0], [-1.0]]), l2=1e-9)
+    >>> np.round(w, 6).ravel().tolist()
+    [3.0, -1.0]
     """
     x = np.asarray(x, "float64")
     y = np.asarray(y, "float64")
@@ -81,6 +93,12 @@ class LinearProbe:
         l2: float. Ridge regulariser.
 
     Use `fit(features, labels, num_classes)` then `predict(features)`.
+
+    Example:
+
+    >>> features = np.array([[0.0, 1.0], [0.1, 0.9], [1.0, 0.0], [0.9, 0.2]])
+    >>> LinearProbe(l2=1.0).fit(features, [0, 0, 1, 1], num_classes=2).predict(features).tolist()
+    [0, 0, 1, 1]
     """
 
     def __init__(self, l2):
@@ -169,6 +187,15 @@ def fewshot_accuracy(
 
     Returns:
         dict `{shots: {"accuracy": float, "l2": float}}`.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> labels = np.arange(40) % 2
+    >>> features = labels[:, None] * 4.0 + rng.normal(size=(40, 3))
+    >>> results = fewshot_accuracy(features, labels, features, labels, num_classes=2, shots=[5])
+    >>> results[5]["accuracy"] > 0.9
+    True
 
     Reference:
         Dosovitskiy et al., 2021, Sec. 4.1 (Metrics).

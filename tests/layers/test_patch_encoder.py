@@ -8,23 +8,35 @@ from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
 )
-from tests.helpers import check_config_complete, roundtrip_layer, to_numpy
+from tests.helpers import to_numpy
+from tests.layer_harness import run_layer_test
 
 
 def _images(b=2, h=16, w=24, c=3):
     return np.random.rand(b, h, w, c).astype("float32")
 
 
-@pytest.mark.parametrize("class_token", [True, False])
-def test_output_shape_and_weight_count(class_token):
-    layer = PatchEncoder(32, 8, class_token=class_token)
-    out = layer(_images())
-    tokens = 6 + int(class_token)
-    assert tuple(out.shape) == (2, tokens, 32)
-    assert layer.compute_output_shape((None, 16, 24, 3)) == (None, tokens, 32)
-    assert layer.grid_size == (2, 3)
-    expected = 8 * 8 * 3 * 32 + 32 + tokens * 32 + (32 if class_token else 0)
-    assert layer.count_params() == expected
+@pytest.mark.parametrize(
+    "kwargs,num_weights,extra_params",
+    [
+        (dict(class_token=True), 4, 7 * 32 + 32),
+        (dict(position_embedding="sincos2d", dropout_rate=0.1, kernel_initializer="zeros"), 3, 32),
+        (dict(class_token=False, position_embedding=None, patch_size=(8, 4)), 2, 0),
+    ],
+)
+def test_layer(kwargs, num_weights, extra_params):
+    kwargs = {"hidden_dim": 32, "patch_size": 8, **kwargs}
+    ph, pw = (8, 8) if kwargs["patch_size"] == 8 else kwargs["patch_size"]
+    tokens = (16 // ph) * (24 // pw) + int(kwargs.get("class_token", True))
+    layer = run_layer_test(
+        PatchEncoder,
+        kwargs,
+        input_shape=(2, 16, 24, 3),
+        expected_output_shape=(2, tokens, 32),
+        expected_num_trainable_weights=num_weights,
+        expected_num_params=ph * pw * 3 * 32 + 32 + extra_params,
+    )
+    assert layer.grid_size == (16 // ph, 24 // pw)
 
 
 def test_projection_equals_patches_times_kernel():
@@ -156,14 +168,3 @@ def test_call_time_shape_errors():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PatchEncoder(**kwargs)
-
-
-def test_training_step_and_serialization(tmp_path):
-    check_config_complete(PatchEncoder(8, 4, dropout_rate=0.1, use_mask_embedding=True))
-    roundtrip_layer(PatchEncoder(8, (4, 2), dropout_rate=0.1), _images(h=8, w=8), tmp_path)
-    inputs = keras.Input((8, 8, 3))
-    x = PatchEncoder(8, 4, dropout_rate=0.1)(inputs)
-    model = keras.Model(inputs, keras.layers.GlobalAveragePooling1D()(x))
-    model.compile("sgd", "mse")
-    history = model.fit(_images(h=8, w=8), np.zeros((2, 8)), epochs=1, verbose=0)
-    assert np.isfinite(history.history["loss"][0])

@@ -3,10 +3,23 @@ import numpy as np
 import pytest
 
 from keras_vit.layers import Patches
-from tests.helpers import check_config_complete, np_patches, roundtrip_layer, to_numpy
+from tests.helpers import np_patches, to_numpy
+from tests.layer_harness import run_layer_test
 
 
-@pytest.mark.parametrize("shape,patch", [((2, 8, 12, 3), 4), ((1, 6, 8, 1), (3, 2)), ((2, 4, 4, 2), 4)])
+def test_layer():
+    run_layer_test(
+        Patches,
+        {"patch_size": (2, 4)},
+        input_shape=(2, 4, 12, 3),
+        expected_output_shape=(2, 6, 24),
+        expected_num_trainable_weights=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "shape,patch", [((2, 8, 12, 3), 4), ((1, 6, 8, 1), (3, 2)), ((2, 4, 4, 2), 4)]
+)
 def test_matches_numpy_order(shape, patch):
     images = np.random.rand(*shape).astype("float32")
     out = to_numpy(Patches(patch)(images))
@@ -22,16 +35,8 @@ def test_official_kernel_layout_multiplies_patches():
     np.testing.assert_allclose(conv, dense, rtol=1e-5, atol=1e-5)
 
 
-def test_output_shape_and_no_weights():
-    layer = Patches(4)
-    assert layer.compute_output_shape((None, 8, 12, 3)) == (None, 6, 48)
-    layer.build((None, 8, 12, 3))
-    assert layer.weights == []
-
-
-def test_config_and_serialization(tmp_path):
-    check_config_complete(Patches((2, 4)))
-    roundtrip_layer(Patches((2, 4)), np.random.rand(2, 4, 8, 3).astype("float32"), tmp_path)
+def test_unknown_image_size_gives_unknown_patch_count():
+    assert Patches(4).compute_output_shape((None, None, None, 3)) == (None, None, 48)
 
 
 @pytest.mark.parametrize(

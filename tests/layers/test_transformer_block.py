@@ -4,14 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.layers import DropPath, TokenPooling, TransformerBlock
-from tests.helpers import (
-    block_params,
-    check_config_complete,
-    np_block,
-    roundtrip_layer,
-    to_numpy,
-)
+from keras_vit.layers import TransformerBlock
+from tests.helpers import block_params, np_block, to_numpy
+from tests.layer_harness import MIXED_POLICIES, run_layer_test
 
 
 def _tokens(b=2, t=5, d=16):
@@ -27,14 +22,44 @@ def _randomized(block, x):
     return block
 
 
-def test_output_shape_and_weight_count():
-    block = TransformerBlock(num_heads=4, mlp_dim=32)
-    x = _tokens()
-    assert tuple(block(x).shape) == x.shape
-    d, m = 16, 32
-    expected = 2 * 2 * d + 4 * (d * d + d) + (d * m + m) + (m * d + d)
-    assert block.count_params() == expected
-    assert block.compute_output_shape((None, 5, 16)) == (None, 5, 16)
+D, M = 16, 24
+# On JAX, keras.layers.MultiHeadAttention under keras.remat (jax.checkpoint) in float16 fails on
+# CPU with XLA's "The precision 'F16_F16_F32' is not supported by dot_general on CPU" (the same
+# MultiHeadAttention alone under keras.remat fails too: upstream, not this layer's code).
+REMAT_POLICIES = ("mixed_bfloat16",) if keras.backend.backend() == "jax" else None
+NUM_PARAMS = 2 * 2 * D + 4 * (D * D + D) + (D * M + M) + (M * D + D)
+
+
+@pytest.mark.parametrize(
+    "kwargs,num_weights,num_params",
+    [
+        ({}, 16, NUM_PARAMS),
+        (
+            dict(
+                dropout_rate=0.1,
+                attention_dropout_rate=0.1,
+                drop_path_rate=0.1,
+                layer_norm_epsilon=1e-5,
+                approximate_gelu=False,
+                layer_scale_init_value=0.5,
+            ),
+            18,
+            NUM_PARAMS + 2 * D,
+        ),
+        (dict(remat=True), 16, NUM_PARAMS),
+    ],
+)
+def test_layer(kwargs, num_weights, num_params):
+    policies = REMAT_POLICIES if kwargs.get("remat") and REMAT_POLICIES else MIXED_POLICIES
+    run_layer_test(
+        TransformerBlock,
+        {"num_heads": 2, "mlp_dim": M, **kwargs},
+        mixed_precision_policies=policies,
+        input_shape=(2, 5, D),
+        expected_output_shape=(2, 5, D),
+        expected_num_trainable_weights=num_weights,
+        expected_num_params=num_params,
+    )
 
 
 def test_official_weight_layouts():
@@ -81,31 +106,11 @@ def test_layer_scale():
 
 def test_dropout_only_in_training():
     x = _tokens()
-    block = TransformerBlock(2, 24, dropout_rate=0.5, attention_dropout_rate=0.5, drop_path_rate=0.5)
+    block = TransformerBlock(
+        2, 24, dropout_rate=0.5, attention_dropout_rate=0.5, drop_path_rate=0.5
+    )
     np.testing.assert_allclose(to_numpy(block(x)), to_numpy(block(x)), rtol=0)
     assert not np.allclose(to_numpy(block(x, training=True)), to_numpy(block(x)))
-
-
-def test_drop_path_statistics():
-    layer = DropPath(0.25, seed=3)
-    x = np.ones((4000, 2), "float32")
-    out = to_numpy(layer(x, training=True))
-    kept = out[:, 0] > 0
-    assert abs(kept.mean() - 0.75) < 0.03
-    np.testing.assert_allclose(out[kept], 1 / 0.75, rtol=1e-6)
-    assert (out[:, 0] == out[:, 1]).all()  # one decision per sample
-    np.testing.assert_array_equal(to_numpy(layer(x)), x)
-
-
-def test_pooling():
-    x = _tokens()
-    np.testing.assert_allclose(to_numpy(TokenPooling("token")(x)), x[:, 0])
-    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 1)(x)), x[:, 1:].mean(1), rtol=1e-6)
-    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 0)(x)), x.mean(1), rtol=1e-6)
-    with pytest.raises(ValueError, match="pooling"):
-        TokenPooling("max")
-    with pytest.raises(ValueError, match="num_prefix_tokens"):
-        TokenPooling("token", num_prefix_tokens=0)
 
 
 @pytest.mark.parametrize(
@@ -127,35 +132,6 @@ def test_bad_arguments(kwargs, match):
 def test_heads_must_divide_width():
     with pytest.raises(ValueError, match="hidden_dim=16, num_heads=3"):
         TransformerBlock(num_heads=3, mlp_dim=8).build((None, 5, 16))
-
-
-def test_config_serialization_and_training_step(tmp_path):
-    for layer in (
-        TransformerBlock(2, 24, 0.1, 0.1, 0.1, 1e-5, False, 0.1),
-        DropPath(0.1, seed=1),
-        TokenPooling("gap", 0),
-    ):
-        check_config_complete(layer)
-    x = _tokens()
-    roundtrip_layer(TransformerBlock(2, 24, layer_scale_init_value=0.5), x, tmp_path)
-    inputs = keras.Input((5, 16))
-    y = TransformerBlock(2, 24, dropout_rate=0.1, drop_path_rate=0.1)(inputs)
-    model = keras.Model(inputs, TokenPooling("gap", 0)(y))
-    model.compile("adam", "mse")
-    before = [to_numpy(w).copy() for w in model.trainable_weights]
-    history = model.fit(x, np.zeros((2, 16)), epochs=2, verbose=0)
-    assert np.isfinite(history.history["loss"]).all()
-    changed = [not np.allclose(b, to_numpy(w)) for b, w in zip(before, model.trainable_weights)]
-    assert all(changed)
-
-
-def test_mixed_precision_tiny():
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    block = TransformerBlock(2, 8)
-    out = block(np.random.rand(1, 3, 8).astype("float32"))
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(w.dtype == "float32" for w in block.weights)
-    assert np.isfinite(to_numpy(keras.ops.cast(out, "float32"))).all()
 
 
 def _loss_and_grads(model, x):
@@ -203,7 +179,7 @@ def test_remat_same_outputs_and_gradients():
     loss_remat, grads_remat = _loss_and_grads(remat, x)
     np.testing.assert_allclose(loss_remat, loss_plain, rtol=1e-6)
     assert len(grads_remat) == len(grads_plain) == len(plain.trainable_variables)
-    for g_remat, g_plain in zip(grads_remat, grads_plain):
+    for g_remat, g_plain in zip(grads_remat, grads_plain, strict=True):
         assert np.abs(g_plain).max() > 0
         np.testing.assert_allclose(g_remat, g_plain, rtol=1e-4, atol=1e-6)
     # Attention weights on request bypass remat and match.
@@ -222,7 +198,6 @@ def test_remat_with_dropout():
         assert np.isfinite(loss)
         return
     # The dropout seed generators' states are the model's non-trainable variables: restore
-    # them so that both passes draw the same masks.
     # them (and, on PyTorch, the global generator unseeded dropout uses) so that both passes
     # draw the same masks.
     states = [to_numpy(v).copy() for v in model.non_trainable_variables]
@@ -232,7 +207,7 @@ def test_remat_with_dropout():
 
         torch_state = torch.get_rng_state()
     loss_remat, grads_remat = _loss_and_grads(model, x)
-    for v, state in zip(model.non_trainable_variables, states):
+    for v, state in zip(model.non_trainable_variables, states, strict=True):
         v.assign(state)
     if keras.backend.backend() == "torch":
         torch.set_rng_state(torch_state)
@@ -241,14 +216,12 @@ def test_remat_with_dropout():
     loss_plain, grads_plain = _loss_and_grads(model, x)
     np.testing.assert_allclose(loss_remat, loss_plain, rtol=1e-6)
     scale = max(np.abs(g).max() for g in grads_plain)
-    for g_remat, g_plain in zip(grads_remat, grads_plain):
+    for g_remat, g_plain in zip(grads_remat, grads_plain, strict=True):
         np.testing.assert_allclose(g_remat, g_plain, rtol=1e-4, atol=1e-6 * scale)
 
 
-def test_remat_config_and_bad_value(tmp_path):
-    block = TransformerBlock(2, 24, remat=True)
-    assert block.get_config()["remat"] is True
-    roundtrip_layer(block, _tokens(), tmp_path)
+def test_remat_bad_value():
+    assert TransformerBlock(2, 24, remat=True).get_config()["remat"] is True
     with pytest.raises(ValueError, match="remat must be a bool"):
         TransformerBlock(2, 24, remat="yes")
 
@@ -266,7 +239,9 @@ def test_remat_mixed_precision_with_dropout_tiny():
     assert all(w.dtype == "float32" for w in model.weights if w.trainable)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="tests the PyTorch-only kernels adapter")
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch", reason="tests the PyTorch-only kernels adapter"
+)
 def test_torch_kernels_match_keras_ops_path(monkeypatch):
     """On PyTorch the fused kernels give the keras.ops path's outputs and gradients."""
     from keras_vit.layers import transformer_block
@@ -281,6 +256,6 @@ def test_torch_kernels_match_keras_ops_path(monkeypatch):
     reference = to_numpy(model(x)), _loss_and_grads(model, x)
     np.testing.assert_allclose(fused[0], reference[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fused[1][0], reference[1][0], rtol=1e-5)
-    for g_fused, g_ref in zip(fused[1][1], reference[1][1]):
+    for g_fused, g_ref in zip(fused[1][1], reference[1][1], strict=True):
         assert np.abs(g_ref).max() > 0
         np.testing.assert_allclose(g_fused, g_ref, rtol=1e-4, atol=1e-5)

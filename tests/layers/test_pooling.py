@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+
+from keras_vit.layers import TokenPooling
+from tests.helpers import to_numpy
+from tests.layer_harness import run_layer_test
+
+
+@pytest.mark.parametrize("pooling,num_prefix_tokens", [("token", 1), ("gap", 0)])
+def test_layer(pooling, num_prefix_tokens):
+    run_layer_test(
+        TokenPooling,
+        {"pooling": pooling, "num_prefix_tokens": num_prefix_tokens},
+        input_shape=(2, 5, 16),
+        expected_output_shape=(2, 16),
+        expected_num_trainable_weights=0,
+    )
+
+
+def test_matches_numpy():
+    x = np.random.rand(2, 5, 16).astype("float32")
+    np.testing.assert_allclose(to_numpy(TokenPooling("token")(x)), x[:, 0])
+    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 1)(x)), x[:, 1:].mean(1), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 0)(x)), x.mean(1), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(pooling="max"), "pooling must be one of"),
+        (dict(pooling="token", num_prefix_tokens=0), "num_prefix_tokens"),
+        (dict(pooling="gap", num_prefix_tokens=-1), "num_prefix_tokens"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TokenPooling(**kwargs)
