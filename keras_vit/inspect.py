@@ -152,7 +152,8 @@ def _check_images(model, images):
     if images.ndim == 3:
         images = images[None]
     if images.ndim != 4 or any(
-        want is not None and got != want for got, want in zip(images.shape[1:], shape[1:])
+        want is not None and got != want
+        for got, want in zip(images.shape[1:], shape[1:], strict=True)
     ):
         raise ValueError(
             f"images must have shape (batch, {shape[1]}, {shape[2]}, {shape[3]}) "
@@ -216,7 +217,7 @@ def attention_maps(model, images, batch_size=32):
         if not isinstance(features, (list, tuple)):
             features = [features]
         per_layer = []
-        for block, tokens in zip(blocks, features):
+        for block, tokens in zip(blocks, features, strict=True):
             _, scores = block(tokens, training=False, return_attention_scores=True)
             per_layer.append(np.asarray(keras.ops.convert_to_numpy(scores), dtype="float32"))
         results.append(np.stack(per_layer, axis=1))
@@ -599,7 +600,10 @@ def _save(fig, path):
 
 
 def _display_image(image):
-    """An image as float [0, 1] `(H, W, 3)` or `(H, W)` for imshow: uint8 / [0, 255] / [-1, 1] inputs."""
+    """An image as float [0, 1] `(H, W, 3)` or `(H, W)` for imshow.
+
+    Accepts uint8, [0, 255] or [-1, 1] inputs.
+    """
     image = np.asarray(image, dtype="float64")
     if image.ndim == 3 and image.shape[-1] == 1:
         image = image[..., 0]
@@ -649,7 +653,7 @@ def plot_attention_overlay(images, maps, path, titles=None, panel_size=2.5, dpi=
     fig.subplots_adjust(
         left=left, right=0.99, bottom=0.05 / height, top=1 - 0.3 / height, wspace=0.05, hspace=0.12
     )
-    for r, (image, attention) in enumerate(zip(images, maps)):
+    for r, (image, attention) in enumerate(zip(images, maps, strict=True)):
         image = _display_image(image)
         heat = _normalise(resize_bilinear(np.asarray(attention)[None], image.shape[:2])[0])
         grey = image if image.ndim == 2 else image.mean(-1)
@@ -663,7 +667,7 @@ def plot_attention_overlay(images, maps, path, titles=None, panel_size=2.5, dpi=
             ax.set_xticks([])
             ax.set_yticks([])
         if r == 0:
-            for ax, label in zip(axes, ("input", "attention rollout", "overlay")):
+            for ax, label in zip(axes, ("input", "attention rollout", "overlay"), strict=True):
                 ax.set_title(label, fontsize=10)
         if titles is not None:
             axes[0].set_ylabel(titles[r], fontsize=9)
@@ -728,7 +732,8 @@ def plot_position_embedding_similarity(similarity, path, figsize=(5.0, 4.4), dpi
     mosaic = np.full((gh * (gh + 1) - 1, gw * (gw + 1) - 1), np.nan)
     for i in range(gh):
         for j in range(gw):
-            mosaic[i * (gh + 1) : i * (gh + 1) + gh, j * (gw + 1) : j * (gw + 1) + gw] = similarity[i, j]
+            top, left = i * (gh + 1), j * (gw + 1)
+            mosaic[top : top + gh, left : left + gw] = similarity[i, j]
     fig = _figure(figsize, dpi)
     ax = fig.add_subplot(1, 1, 1)
     image = ax.imshow(mosaic, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
@@ -836,7 +841,9 @@ def save_inspection_figures(
     distances = mean_attention_distance(
         model, images if distance_images is None else distance_images
     )
-    paths["attention_distance"] = plot_attention_distance(distances, name("attention_distance"), dpi=dpi)
+    paths["attention_distance"] = plot_attention_distance(
+        distances, name("attention_distance"), dpi=dpi
+    )
     if find_patch_encoder(model).position_embedding is not None:
         paths["position_embedding_similarity"] = plot_position_embedding_similarity(
             position_embedding_similarity(model), name("position_embedding_similarity"), dpi=dpi

@@ -2,11 +2,13 @@
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 
 import keras
 import numpy as np
+import pytest
 
 from keras_vit.models import ViT
 
@@ -158,3 +160,14 @@ def test_layers_package_alone_registers_std_conv(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "keras_vit.layers.std_conv"
+
+
+def test_ruff_is_clean():
+    """`ruff check` (pyproject.toml: E, F, W, I, B, UP) reports nothing in the repository."""
+    ruff = shutil.which("ruff") or os.path.join(os.path.dirname(sys.executable), "ruff")
+    if not os.path.exists(ruff):
+        pytest.skip("ruff is not installed (it comes with the `dev` extra)")
+    result = subprocess.run(
+        [ruff, "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

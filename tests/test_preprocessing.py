@@ -1,4 +1,4 @@
-"""preprocess_input: numbers in [0, 255] -> [-1, 1]; anything that is not pixel values is refused."""
+"""preprocess_input: [0, 255] -> [-1, 1]; anything that is not pixel values is refused."""
 
 import keras
 import numpy as np

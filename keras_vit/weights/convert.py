@@ -97,8 +97,8 @@ def convert_checkpoint(
     >>> convert_checkpoint("ViT-B_16.npz", "vit_b16.keras",
     ...                    model="B/16", num_classes=10)  # doctest: +SKIP
     """
-    from keras_vit.weights.npz import load_npz, read_npz
     from keras_vit.models.vit import ViT
+    from keras_vit.weights.npz import load_npz, read_npz
 
     output = os.fspath(output)
     if not output.endswith(".keras"):

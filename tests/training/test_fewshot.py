@@ -61,7 +61,9 @@ def test_fewshot_accuracy_on_separable_clusters():
     test_labels = np.repeat(np.arange(4), 10)
     x_train = centers[train_labels] + rng.normal(size=(120, 16))
     x_test = centers[test_labels] + rng.normal(size=(40, 16))
-    results = fewshot.fewshot_accuracy(x_train, train_labels, x_test, test_labels, 4, (1, 5), seed=0)
+    results = fewshot.fewshot_accuracy(
+        x_train, train_labels, x_test, test_labels, 4, (1, 5), seed=0
+    )
     assert set(results) == {1, 5}
     assert results[5]["accuracy"] > 0.95
     assert results[1]["l2"] in fewshot.DEFAULT_L2_GRID

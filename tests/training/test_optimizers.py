@@ -23,13 +23,17 @@ def test_paper_optimizers():
 def test_global_clipnorm_clips_the_update():
     var = keras.Variable(np.zeros(3, "float32"))
     opt = build_optimizer("sgd", 1.0, momentum=0.0)
-    opt.apply_gradients([(keras.ops.convert_to_tensor(np.array([30.0, 40.0, 0.0], "float32")), var)])
+    opt.apply_gradients(
+        [(keras.ops.convert_to_tensor(np.array([30.0, 40.0, 0.0], "float32")), var)]
+    )
     np.testing.assert_allclose(keras.ops.convert_to_numpy(var), [-0.6, -0.8, 0.0], rtol=1e-6)
 
 
 def test_gradient_accumulation_applies_every_k_steps():
     var = keras.Variable(np.zeros(1, "float32"))
-    opt = build_optimizer("sgd", 1.0, momentum=0.0, global_clipnorm=None, gradient_accumulation_steps=2)
+    opt = build_optimizer(
+        "sgd", 1.0, momentum=0.0, global_clipnorm=None, gradient_accumulation_steps=2
+    )
     grad = keras.ops.convert_to_tensor(np.ones(1, "float32"))
     opt.apply_gradients([(grad, var)])
     assert float(keras.ops.convert_to_numpy(var)[0]) == 0.0
@@ -44,4 +48,6 @@ def test_label_smoothing_loss_matches_numpy():
     smooth = y * 0.9 + 0.1 / 3
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     expected = -(smooth * logp).sum()
-    np.testing.assert_allclose(float(keras.ops.convert_to_numpy(loss(y, logits))), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(keras.ops.convert_to_numpy(loss(y, logits))), expected, rtol=1e-5
+    )

@@ -20,10 +20,14 @@ def np_schedule(step, peak, total, warmup, decay, end=0.0):
 @pytest.mark.parametrize("decay", ["linear", "cosine"])
 @pytest.mark.parametrize("warmup,end", [(0, 0.0), (10, 0.0), (25, 1e-5)])
 def test_matches_numpy(decay, warmup, end):
-    schedule = WarmupDecay(3e-3, total_steps=100, warmup_steps=warmup, decay=decay, end_learning_rate=end)
+    schedule = WarmupDecay(
+        3e-3, total_steps=100, warmup_steps=warmup, decay=decay, end_learning_rate=end
+    )
     steps = np.arange(0, 120)
     got = np.array([float(keras.ops.convert_to_numpy(schedule(s))) for s in steps])
-    np.testing.assert_allclose(got, np_schedule(steps, 3e-3, 100, warmup, decay, end), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        got, np_schedule(steps, 3e-3, 100, warmup, decay, end), rtol=1e-5, atol=1e-9
+    )
 
 
 def test_aliases_and_serialization():
