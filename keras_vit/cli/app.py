@@ -45,6 +45,11 @@ class Command:
     description: str = ""
 
 
+def _training_command(help_text, *extra_flags):
+    """A recipe command that trains through `keras_vit.recipes.common.run_training`."""
+    return Command(help_text, (*TRAINING, *extra_flags), C.run_training, needs=TRAINING_NEEDS)
+
+
 COMMANDS = {
     "quickstart": Command(
         "train a small ViT from scratch on scikit-learn's digits (offline) and save it",
@@ -52,18 +57,13 @@ COMMANDS = {
         C.run_quickstart,
         needs=("sklearn",),
     ),
-    "pretrain": Command(
-        "supervised pre-training (paper Sec. 4.1, Table 3) through model.fit",
-        TRAINING,
-        C.run_training,
-        needs=TRAINING_NEEDS,
+    "pretrain": _training_command(
+        "supervised pre-training (paper Sec. 4.1, Table 3) through model.fit"
     ),
-    "finetune": Command(
+    "finetune": _training_command(
         "fine-tuning (paper Sec. 4.1, Table 4): SGD, cosine, clip 1, zero head, resampled "
         "position embedding",
-        (*TRAINING, C.finetune_flags),
-        C.run_training,
-        needs=TRAINING_NEEDS,
+        C.finetune_flags,
     ),
     "fewshot": Command(
         "few-shot linear evaluation (closed-form ridge on frozen features, paper Sec. 4.1)",
@@ -71,12 +71,10 @@ COMMANDS = {
         C.run_fewshot,
         needs=("tensorflow",),
     ),
-    "pretrain-mpp": Command(
+    "pretrain-mpp": _training_command(
         "self-supervised masked patch prediction (paper Sec. 4.6, App. B.1.2); saves "
         "encoder.keras for `keras-vit finetune --init`",
-        (*TRAINING, C.mpp_flags),
-        C.run_training,
-        needs=TRAINING_NEEDS,
+        C.mpp_flags,
     ),
     "convert": Command(
         "convert an official ViT .npz checkpoint into a .keras model",

@@ -71,6 +71,13 @@ def _recipe_config(name, args):
 
     module = importlib.import_module(f"keras_vit.recipes.{name.replace('-', '_')}")
     config = config_from_args(module, name, args)
+    if getattr(args, "print_config", False):
+        import json
+
+        from keras_vit.recipes.common import _jsonable
+
+        print(json.dumps(_jsonable(config), indent=2))
+        return module, None
     require(*_dataset_modules(config.get("dataset")))
     return module, config
 
@@ -78,12 +85,15 @@ def _recipe_config(name, args):
 def run_training(args):
     """pretrain, finetune and pretrain-mpp: the recipe config, then `module.run(config)`."""
     module, config = _recipe_config(args.command, args)
-    module.run(config)
+    if config is not None:  # None: --print-config printed it
+        module.run(config)
     return 0
 
 
 def run_fewshot(args):
     module, config = _recipe_config("fewshot", args)
+    if config is None:  # --print-config printed it
+        return 0
     pretrain_config = None
     if not config["model_path"]:
         require("tensorboard", "sklearn")  # the default pretrain run comes first
@@ -129,24 +139,13 @@ def mpp_flags(parser):
         choices=("color", "downsampled", "pixels"),
         help="3-bit mean colour (default), 4x4 downsized patch, or L2 on pixels",
     )
-    group.add_argument(
-        "--corruption-rate",
-        dest="corruption_rate",
-        type=F.fraction,
-        help="share of patches corrupted per image (default 0.5)",
+    shares = (
+        ("corruption_rate", "share of patches corrupted per image (default 0.5)"),
+        ("mask_fraction", "share of corrupted patches given the mask embedding (default 0.8)"),
+        ("random_fraction", "share given another patch's embedding (default 0.1)"),
     )
-    group.add_argument(
-        "--mask-fraction",
-        dest="mask_fraction",
-        type=F.fraction,
-        help="share of corrupted patches given the mask embedding (default 0.8)",
-    )
-    group.add_argument(
-        "--random-fraction",
-        dest="random_fraction",
-        type=F.fraction,
-        help="share given another patch's embedding (default 0.1)",
-    )
+    for dest, help_text in shares:
+        group.add_argument(F.flag_name(dest), dest=dest, type=F.fraction, help=help_text)
 
 
 # --- quickstart -------------------------------------------------------------------------------

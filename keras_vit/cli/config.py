@@ -18,7 +18,8 @@ import os
 from keras_vit.cli.flags import MODEL_SIZE_FLAGS
 
 FILE_KEYS = ("RECIPE", "PRESET", "CONFIG")
-_NOT_CONFIG = ("command", "config", "debug", "overwrite", "preset", "smoke", *MODEL_SIZE_FLAGS)
+_NOT_CONFIG = ("command", "config", "debug", "overwrite", "preset", "print_config", "smoke")
+_NOT_CONFIG += MODEL_SIZE_FLAGS
 
 
 def _literal(node, path):

@@ -128,6 +128,11 @@ OVERWRITE_HELP = (
 )
 
 
+def flag_name(dest):
+    """The command-line flag of a config key: `crop_scale` -> `--crop-scale`."""
+    return "--" + dest.replace("_", "-")
+
+
 def run_flags(parser):
     """--config, --preset, --smoke, --out, --seed, --overwrite, --mixed-precision."""
     group = parser.add_argument_group("run")
@@ -141,6 +146,13 @@ def run_flags(parser):
         "--preset",
         choices=("digits", "paper"),
         help="config preset: the offline 'digits' default or the paper's numbers",
+    )
+    group.add_argument(
+        "--print-config",
+        dest="print_config",
+        action="store_true",
+        help="print the merged config (preset < FILE < --smoke < flags) as JSON and exit "
+        "without loading data or building a model",
     )
     group.add_argument("--smoke", action="store_true", help="tiny model and a few steps (tests)")
     group.add_argument("--out", metavar="DIR", help="output folder (default: runs/COMMAND)")
@@ -184,7 +196,7 @@ def model_flags(parser):
     group = parser.add_argument_group("model")
     group.add_argument("--model", help="variant code, e.g. B/16, S/16, Ti/4")
     for name in MODEL_SIZE_FLAGS:
-        group.add_argument("--" + name.replace("_", "-"), dest=name, type=positive_int)
+        group.add_argument(flag_name(name), dest=name, type=positive_int)
 
 
 def training_flags(parser):
@@ -231,18 +243,12 @@ def training_flags(parser):
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
         "random_translation, random_zoom",
     )
-    group.add_argument(
-        "--crop-scale",
-        dest="crop_scale",
-        type=float_pair,
-        help="MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)",
+    crops = (
+        ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),
+        ("crop_ratio", "MIN,MAX aspect ratio of the random resized crop (e.g. 0.75,1.33)"),
     )
-    group.add_argument(
-        "--crop-ratio",
-        dest="crop_ratio",
-        type=float_pair,
-        help="MIN,MAX aspect ratio of the random resized crop (e.g. 0.75,1.33)",
-    )
+    for dest, help_text in crops:
+        group.add_argument(flag_name(dest), dest=dest, type=float_pair, help=help_text)
     group.add_argument(
         "--rotation",
         type=nonnegative_float,

@@ -41,8 +41,6 @@ from keras_vit.training.schedules import WarmupDecay
 
 logger = logging.getLogger("keras_vit.recipes")
 
-MODEL_SIZE_KEYS = ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "patch_size")
-
 # Settings of a run rather than of the experiment: shared by every training recipe.
 RUNTIME = dict(
     data_dir=None,
@@ -704,14 +702,14 @@ def _jsonable(value):
 
 
 def vit_kwargs(config):
-    """Builder keyword arguments from a config's model fields."""
+    """Builder keyword arguments from a config: `model_overrides` and the `ViTConfig` fields.
+
+    A recipe config holds some builder arguments under their own names (`image_size`,
+    `num_channels`, `dropout_rate`, `remat`, `pooling`, `representation_size`); the sizes of
+    the variant code are changed through `model_overrides`.
+    """
+    from keras_vit.models.config import ViTConfig
+
     kwargs = dict(config["model_overrides"] or {})
-    kwargs.update(
-        image_size=config["image_size"],
-        num_channels=config["num_channels"],
-        dropout_rate=config["dropout_rate"],
-        remat=config["remat"],
-        pooling=config["pooling"],
-        representation_size=config["representation_size"],
-    )
+    kwargs.update({key: config[key] for key in ViTConfig.field_names() if key in config})
     return kwargs

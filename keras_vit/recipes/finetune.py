@@ -31,7 +31,8 @@ import logging
 import keras
 import numpy as np
 
-from keras_vit.layers import PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers import PatchEncoder
+from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
 from keras_vit.recipes import common, pretrain
 
@@ -61,25 +62,16 @@ PAPER = dict(
 # decay) on digits at 24 px, from scratch unless --init/--weights. 1,257 training images overfit
 # a ViT: what brings it from 94.6% to 98.2-98.9% test accuracy (benchmarks/RESULTS.md) is
 # (1) training crops resampled on the same pixel grid as the evaluation resize (a data-pipeline
-# fix), (2) the quickstart's jitter: mild crops (scale and shift) plus a random rotation of
-# +-12 degrees done in the same resampling pass (Keras' RandomRotation/Translation/Zoom layers
-# resample the batch again, a blur the test images never get: 90% test accuracy with them),
-# (3) label smoothing 0.1 and 60 epochs (about 5 minutes on 2 CPU cores with JAX).
+# fix), (2) the quickstart's jitter (`pretrain.DIGITS_JITTER`: mild crops plus a rotation of
+# +-12 degrees in one resampling pass), (3) label smoothing 0.1 and 60 epochs of batch 32, LR
+# 0.03, 100 warm-up steps (about 5 minutes on 2 CPU cores with JAX).
 DIGITS = dict(
     PAPER,
-    model="Ti/4",
-    model_overrides=dict(pretrain.DIGITS["model_overrides"]),
-    dataset="digits",
-    image_size=24,
-    batch_size=32,
-    epochs=60,
-    steps=None,
-    learning_rate=0.03,
-    warmup_steps=100,
+    **pretrain.DIGITS_MODEL,
+    **pretrain.DIGITS_JITTER,
+    image_size=24, batch_size=32, epochs=60, steps=None,
+    learning_rate=0.03, warmup_steps=100,
     label_smoothing=0.1,
-    crop_scale=(0.8, 1.0),  # digits are centred: mild crops (0.6, 1) with ratios 3/4-4/3: 97.4%
-    crop_ratio=(0.9, 1.1),
-    rotation=12.0,
 )
 
 PRESETS = {"digits": DIGITS, "paper": PAPER}
@@ -96,30 +88,26 @@ def get_config(preset="digits", smoke=False):
     )
 
 
-def architecture_of(model):
-    """Reads the ViT builder arguments (sizes, pooling, ...) back from one of our models."""
-    encoder = model.get_layer("patch_encoder")
-    if not isinstance(encoder, PatchEncoder):
-        raise ValueError("--init needs a model built by keras_vit.ViT (no 'patch_encoder' layer).")
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    if not blocks:
-        raise ValueError("--init needs a ViT with transformer blocks; found none.")
-    pooling = [layer for layer in model.layers if isinstance(layer, TokenPooling)]
-    block = blocks[0]
-    return dict(
-        num_layers=len(blocks),
-        hidden_dim=encoder.hidden_dim,
-        mlp_dim=block.mlp_dim,
-        num_heads=block.num_heads,
-        patch_size=encoder.patch_size,
-        class_token=encoder.class_token,
-        position_embedding=encoder.position_embedding,
-        pooling=pooling[0].get_config()["pooling"] if pooling else "token",
-        layer_norm_epsilon=block.layer_norm_epsilon,
-        approximate_gelu=block.approximate_gelu,
-        layer_scale_init_value=block.layer_scale_init_value,
-        num_channels=encoder.num_channels,
+def init_kwargs(source, config):
+    """Builder arguments of a fine-tuning model that keeps `source`'s architecture.
+
+    The sizes and encoder fields of `config_from_model(source)`, its channels, and its pooling:
+    a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
+    class token if it has one, else with global average pooling. The regularisation rates are
+    the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
+    at the builder defaults.
+    """
+    arch = config_from_model(source)
+    kwargs = arch.to_kwargs("size", "encoder")
+    for rate in RATES:
+        kwargs.pop(rate)
+    kwargs.update(
+        num_channels=arch.num_channels,
+        pooling=arch.pooling or ("token" if arch.class_token else "gap"),
+        dropout_rate=config["dropout_rate"],
+        remat=config["remat"],
     )
+    return kwargs
 
 
 def transfer_weights(source, target):
@@ -167,19 +155,13 @@ def zero_head(model):
 
 def build_model(num_classes, config):
     """Builds the fine-tuning model: from `init` (.keras), `weights` (.npz) or from scratch."""
-    dropout = config["dropout_rate"]
     if config["init"] and config["weights"]:
         raise ValueError("Give either --init (a .keras model) or --weights (an .npz), not both.")
     if config["init"]:
         source = keras.saving.load_model(config["init"], compile=False)
-        arch = architecture_of(source)
+        arch = init_kwargs(source, config)
         model = ViT(
-            config["model"],
-            image_size=config["image_size"],
-            num_classes=num_classes,
-            dropout_rate=dropout,
-            remat=config["remat"],
-            **arch,
+            config["model"], image_size=config["image_size"], num_classes=num_classes, **arch
         )
         copied = transfer_weights(source, model)
         info = {
@@ -189,15 +171,15 @@ def build_model(num_classes, config):
             "copied_layers": len(copied),
         }
         return model, info
-    model = ViT(config["model"], num_classes=num_classes, **common.vit_kwargs(config))
+    model, info = pretrain.build_model(num_classes, config)
     if config["weights"]:
         from keras_vit.checkpoints import load_npz
 
         load_npz(model, config["weights"])
         zero_head(model)  # paper: the pre-trained head is replaced by a zero-initialised one
-        return model, {"variant": config["model"], "init": config["weights"]}
+        return model, dict(info, init=config["weights"])
     logger.warning("No --init or --weights: fine-tuning starts from a random initialisation.")
-    return model, {"variant": config["model"], "init": "random"}
+    return model, info
 
 
 def run(config, callbacks=()):

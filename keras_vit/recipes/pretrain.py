@@ -52,21 +52,28 @@ PAPER = dict(
     augment=[],
 )
 
-# Offline default: a 4-layer, width-64 ViT with 4 px patches on 16 px digits.
-DIGITS = dict(
-    PAPER,
+# The model and data of every offline `digits` preset: a 4-layer width-64 ViT (MLP 128, 4 heads)
+# with 4 px patches on scikit-learn's digits (each preset picks its image size).
+DIGITS_MODEL = dict(
     model="Ti/4",
     model_overrides=dict(num_layers=4, hidden_dim=64, mlp_dim=128, num_heads=4),
-    image_size=16,
     dataset="digits",
-    batch_size=64,
-    epochs=30,
-    learning_rate=2e-3,
-    weight_decay=0.03,
-    warmup_steps=100,
-    dropout_rate=0.0,
-    representation_size=64,
-    crop_scale=(0.6, 1.0),
+)
+
+# The digits jitter of the fine-tuning and quickstart presets. Digits are centred: mild crops
+# (area 80-100%, aspect 0.9-1.1; (0.6, 1) with ratios 3/4-4/3 gives 97.4% fine-tuning) rotated
+# by up to 12 degrees in the same resampling pass (Keras' RandomRotation/Translation/Zoom layers
+# resample the batch again, a blur the test images never get: 90% test accuracy with them).
+DIGITS_JITTER = dict(crop_scale=(0.8, 1.0), crop_ratio=(0.9, 1.1), rotation=12.0)
+
+# Offline default: the digits model at 16 px, batch 64, 30 epochs, AdamW 2e-3 (the paper's
+# weight decay 0.03 and linear decay), 100 warm-up steps, no dropout, pre-logits of width 64.
+DIGITS = dict(
+    PAPER,
+    **DIGITS_MODEL,
+    image_size=16, batch_size=64, epochs=30,
+    learning_rate=2e-3, warmup_steps=100,
+    dropout_rate=0.0, representation_size=64, crop_scale=(0.6, 1.0),
 )
 
 PRESETS = {"digits": DIGITS, "paper": PAPER}
@@ -84,8 +91,9 @@ def get_config(preset="digits", smoke=False):
     )
 
 
-def build_model(num_classes, config):
-    model = ViT(config["model"], num_classes=num_classes, **common.vit_kwargs(config))
+def build_model(num_classes, config, name=None):
+    """A `ViT` from the config's variant code and model fields (`common.vit_kwargs`)."""
+    model = ViT(config["model"], num_classes=num_classes, name=name, **common.vit_kwargs(config))
     return model, {"variant": config["model"], "init": "random"}
 
 

@@ -38,37 +38,21 @@ from keras_vit.recipes import common, pretrain
 # flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
 PAPER = dict(
     pretrain.PAPER,
-    dataset="tfds:imagenet2012",
-    batch_size=4096,
-    epochs=None,
-    steps=1_000_000,
-    optimizer="adam",
-    learning_rate=2e-4,
-    weight_decay=0.0,
-    warmup_steps=10_000,
-    decay="cosine",
-    dropout_rate=0.0,
-    representation_size=None,
-    target="color",
-    corruption_rate=0.5,
-    mask_fraction=0.8,
-    random_fraction=0.1,
-    crop_scale=(0.08, 1.0),
+    dataset="tfds:imagenet2012", batch_size=4096, epochs=None, steps=1_000_000,
+    optimizer="adam", learning_rate=2e-4, weight_decay=0.0,
+    warmup_steps=10_000, decay="cosine",
+    dropout_rate=0.0, representation_size=None,
+    target="color", corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1,
 )
 
-# Offline default: the digits model of the supervised recipe (Ti/4 at width 64, 4 layers).
+# Offline default: the supervised digits preset's model, image size, batch, warm-up and crops;
+# 2000 steps at LR 1e-3.
+SHARED_WITH_PRETRAIN = (*pretrain.DIGITS_MODEL, "image_size", "batch_size", "warmup_steps")
 DIGITS = dict(
     PAPER,
-    model="Ti/4",
-    model_overrides=dict(pretrain.DIGITS["model_overrides"]),
-    image_size=16,
-    dataset="digits",
-    batch_size=64,
-    epochs=None,
+    **{key: pretrain.DIGITS[key] for key in (*SHARED_WITH_PRETRAIN, "crop_scale")},
     steps=2000,
     learning_rate=1e-3,
-    warmup_steps=100,
-    crop_scale=(0.6, 1.0),
 )
 
 PRESETS = {"digits": DIGITS, "paper": PAPER}
@@ -88,6 +72,10 @@ def get_config(preset="digits", smoke=False):
     )
 
 
+# The masked-patch-prediction settings of a config, passed to `mpp.build_mpp_model` as they are.
+MPP_KEYS = ("target", "corruption_rate", "mask_fraction", "random_fraction", "seed")
+
+
 def build_model(num_classes, config):
     """`keras_vit.mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
     overrides = dict(config["model_overrides"] or {})
@@ -99,11 +87,7 @@ def build_model(num_classes, config):
         config["model"],
         image_size=config["image_size"],
         num_channels=config["num_channels"],
-        target=config["target"],
-        corruption_rate=config["corruption_rate"],
-        mask_fraction=config["mask_fraction"],
-        random_fraction=config["random_fraction"],
-        seed=config["seed"],
+        **{key: config[key] for key in MPP_KEYS},
         **overrides,
     )
     return model, {"variant": config["model"], "init": "random", "target": config["target"]}

@@ -10,33 +10,23 @@ decay, label smoothing, a resumable backup; checkpoints, TensorBoard and per-epo
 off (they cost time and the quickstart evaluates once at the end).
 """
 
-from keras_vit.models.vit import ViT
+import functools
+
+from keras_vit.quickstart import DEFAULTS
 from keras_vit.recipes import common, pretrain
 
-# 1,797 8x8 digits upsampled to 16 px, 4 px patches: 16 patch tokens plus the class token; a
-# 4-layer width-64 ViT (MLP 128, 4 heads), 60 epochs of batch 64, AdamW 2e-3 with weight decay
-# 0.05, 3 warm-up epochs, cosine decay, label smoothing 0.1, gradient clipping at norm 1.
+# The supervised digits preset (a 4-layer width-64 ViT, 4 px patches on 16 px digits) with the
+# quickstart's numbers (`keras_vit.quickstart.DEFAULTS`: 60 epochs of batch 64, AdamW 2e-3 with
+# weight decay 0.05, label smoothing 0.1), cosine decay after 3 warm-up epochs (`get_config`),
+# the fine-tuning jitter (`pretrain.DIGITS_JITTER`) and no pre-logits layer.
+TRAINING_SETTINGS = ("image_size", "epochs", "batch_size", "learning_rate", "weight_decay")
 DIGITS = dict(
     pretrain.DIGITS,
-    model="Ti/4",
-    model_overrides=dict(num_layers=4, hidden_dim=64, mlp_dim=128, num_heads=4, patch_size=4),
-    image_size=16,
-    dataset="digits",
-    batch_size=64,
-    epochs=60,
-    steps=None,
-    optimizer="adamw",
-    learning_rate=2e-3,
-    weight_decay=0.05,
+    **pretrain.DIGITS_JITTER,
+    **{key: DEFAULTS[key] for key in (*TRAINING_SETTINGS, "label_smoothing")},
     warmup_steps=0,
     decay="cosine",
-    label_smoothing=0.1,
-    dropout_rate=0.0,
     representation_size=None,
-    # Digits are centred: mild crops (area 80-100%, aspect 0.9-1.1) rotated by up to 12 degrees.
-    crop_scale=(0.8, 1.0),
-    crop_ratio=(0.9, 1.1),
-    rotation=12.0,
 )
 
 PRESETS = {"digits": DIGITS}
@@ -51,7 +41,7 @@ def get_config(preset="digits", smoke=False):
         runtime=dict(
             out="runs/quickstart",
             num_channels=1,
-            warmup_epochs=3,
+            warmup_epochs=DEFAULTS["warmup_epochs"],
             validation_freq=0,
             checkpoints=False,
             tensorboard=False,
@@ -60,12 +50,8 @@ def get_config(preset="digits", smoke=False):
     )
 
 
-def build_model(num_classes, config):
-    model = ViT(
-        config["model"], num_classes=num_classes, name="vit_quickstart",
-        **common.vit_kwargs(config),
-    )
-    return model, {"variant": config["model"], "init": "random"}
+# The pre-training builder, the model named `vit_quickstart`.
+build_model = functools.partial(pretrain.build_model, name="vit_quickstart")
 
 
 def run(config, callbacks=()):

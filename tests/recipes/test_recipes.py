@@ -80,8 +80,8 @@ def test_fewshot_smoke(tmp_path):
 def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
     source = ViT("mu/4", image_size=16, num_classes=5, representation_size=32)
     randomize_weights(source)
-    arch = finetune.architecture_of(source)
-    assert arch["num_layers"] == 2 and arch["patch_size"] == (4, 4)
+    arch = finetune.init_kwargs(source, finetune.get_config(smoke=True))
+    assert arch["num_layers"] == 2 and arch["patch_size"] == (4, 4) and arch["pooling"] == "token"
     target = ViT("mu/4", image_size=24, num_classes=7, **arch)
     copied = finetune.transfer_weights(source, target)
     assert "head" not in copied and "patch_encoder" in copied
@@ -96,6 +96,44 @@ def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
     assert not np.any(to_numpy(target.get_layer("head").kernel))
     with pytest.raises(ValueError, match="no layer"):
         finetune.transfer_weights(ViT("mu/4", image_size=16, num_layers=1), target)
+
+
+def test_init_kwargs_pool_a_tokens_only_encoder():
+    """A tokens-only encoder (MPP's encoder.keras) fine-tunes with its class token, else gap."""
+    config = finetune.get_config(smoke=True)
+    with_token = ViT("mu/4", image_size=16, include_top=False, pooling=None)
+    assert finetune.init_kwargs(with_token, config)["pooling"] == "token"
+    gap = ViT("mu/4", image_size=16, include_top=False, pooling=None, class_token=False)
+    assert finetune.init_kwargs(gap, config)["pooling"] == "gap"
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [("pretrain", "recipes/pretrain_i21k_b16.py"), ("finetune", "recipes/finetune_cifar10_b16.py"),
+     ("pretrain-mpp", "recipes/pretrain_mpp_imagenet_b16.py"),
+     ("finetune", "recipes/finetune_digits.py")],
+)
+def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monkeypatch):
+    """--print-config prints the merged config as JSON, exits 0, and trains nothing."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.chdir(tmp_path)
+    assert cli(name, "--config", os.path.join(root, path), "--print-config", "--seed", "3") == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["seed"] == 3 and not os.listdir(tmp_path)
+    expected = {
+        "pretrain": dict(model="B/16", batch_size=4096, learning_rate=1e-3, weight_decay=0.03,
+                         warmup_steps=10_000, decay="linear", epochs=90, representation_size=768),
+        "pretrain-mpp": dict(model="B/16", learning_rate=2e-4, steps=1_000_000, decay="cosine",
+                             corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1),
+    }
+    if "cifar10" in path:
+        expected["finetune"] = dict(image_size=384, batch_size=512, steps=10_000,
+                                    learning_rate=0.01, warmup_steps=500, optimizer="sgd")
+    else:
+        expected["finetune"] = dict(image_size=24, batch_size=32, epochs=60, learning_rate=0.03,
+                                    rotation=12.0, crop_scale=[0.8, 1.0], label_smoothing=0.1)
+    for key, value in expected[name].items():
+        assert config[key] == value, key
 
 
 def test_cli_reports_bad_dataset(tmp_path, capsys):
