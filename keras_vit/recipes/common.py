@@ -56,6 +56,7 @@ RUNTIME = dict(
     seed=0,
     out="runs/run",
     overwrite=False,  # True: a finished run's artefacts in `out` are removed first
+    backup_every=1,  # epochs between resumable backups (and always after the last epoch)
     checkpoints=True,  # checkpoints/last.keras and best.keras
     tensorboard=True,  # logs/
     verbose="auto",
@@ -110,14 +111,23 @@ def _data():
     return data
 
 
+# Config keys whose command-line flag is not `--key-with-dashes`; keys with no flag are named as
+# config keys.
+FLAGS = {"learning_rate": "--lr", "dropout_rate": "--dropout",
+         "gradient_accumulation_steps": "--grad-accum"}
+NO_FLAG = ("eval_batch_size", "warmup_epochs", "backup_every")
+
+
 def _flag(key):
-    return "--" + key.replace("_", "-")
+    if key in NO_FLAG:
+        return "config key"
+    return FLAGS.get(key, "--" + key.replace("_", "-"))
 
 
 def check_config(config):
     """Checks a training config's numbers before any data is loaded; raises `ValueError`."""
     for key in ("steps", "epochs", "batch_size", "eval_batch_size", "steps_per_epoch",
-                "warmup_epochs"):
+                "warmup_epochs", "backup_every"):
         value = config.get(key)
         if value is None and key not in ("batch_size", "eval_batch_size"):
             continue
@@ -141,7 +151,7 @@ def check_config(config):
         _check_warmup(warmup, config["steps"])
     lr = config.get("learning_rate")
     if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
-        raise ValueError(f"learning_rate (--learning-rate) must be > 0. Received: {lr!r}")
+        raise ValueError(f"learning_rate (--lr) must be > 0. Received: {lr!r}")
     for key in ("label_smoothing", "dropout_rate"):
         value = config.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
@@ -310,10 +320,21 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
     Args:
         backup_dir: str. The backup folder.
+        every: int. Epochs between backups; the last epoch (`epochs`) is always backed up.
+            Defaults to 1.
+        epochs: optional int. The run's last epoch.
     """
 
-    def __init__(self, backup_dir):
+    def __init__(self, backup_dir, every=1, epochs=None):
         super().__init__(backup_dir, delete_checkpoint=False)
+        self.every = every
+        self.epochs = epochs
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._current_epoch = epoch + 1
+        self._last_batch_seen = 0
+        if self._current_epoch % self.every == 0 or self._current_epoch == self.epochs:
+            self._save_model()
 
     def on_train_begin(self, logs=None):
         found = find_backup(self.backup_dir)
@@ -581,7 +602,9 @@ def training_callbacks(setup, config, validation):
     callbacks = [
         # The CSV row of an epoch is written before its backup; a resume trims later rows.
         keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
-        AtomicBackupAndRestore(setup.backup_dir),
+        AtomicBackupAndRestore(
+            setup.backup_dir, every=config.get("backup_every", 1), epochs=setup.epochs
+        ),
     ]
     if config.get("checkpoints", True):
         os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)

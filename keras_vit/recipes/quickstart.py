@@ -45,6 +45,7 @@ def get_config(preset="digits", smoke=False):
             validation_freq=0,
             checkpoints=False,
             tensorboard=False,
+            backup_every=10,  # a 60-epoch run of seconds per epoch: back up every 10 epochs
         ),
         smoke_overrides=dict(validation_freq=0, warmup_epochs=1),
     )

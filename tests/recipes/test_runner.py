@@ -130,7 +130,9 @@ def test_backup_damaged_beyond_repair_restarts_with_a_warning(tmp_path):
         (dict(steps_per_epoch=-1), "steps_per_epoch"),
         (dict(eval_batch_size=0), "eval_batch_size"),
         (dict(steps=10, epochs=None, warmup_steps=10), r"warmup_steps \(10.*\(10\)"),
-        (dict(learning_rate=0.0), r"learning_rate \(--learning-rate\) must be > 0"),
+        (dict(learning_rate=0.0), r"learning_rate \(--lr\) must be > 0"),
+        (dict(backup_every=0), r"backup_every \(config key\) must be a positive integer"),
+        (dict(dropout_rate=1.0), r"dropout_rate \(--dropout\) must be in \[0, 1\)"),
         (dict(label_smoothing=1.0), r"label_smoothing .* \[0, 1\)"),
         (dict(dropout_rate=-0.1), r"dropout_rate .* \[0, 1\)"),
     ],
@@ -207,3 +209,15 @@ def test_trim_csv_log(tmp_path):
     common.trim_csv_log(str(path), 0)
     assert not path.exists()
     np.testing.assert_equal(common.backup_epoch(str(tmp_path / "none")), 0)
+
+
+def test_backup_every_k_epochs_and_after_the_last(tmp_path, monkeypatch):
+    """`backup_every=k` backs up after epochs k, 2k, ... and always after the run's last epoch."""
+    from keras_vit.recipes.common import AtomicBackupAndRestore
+
+    saved = []
+    backup = AtomicBackupAndRestore(str(tmp_path / "backup"), every=3, epochs=7)
+    monkeypatch.setattr(backup, "_save_model", lambda: saved.append(backup._current_epoch))
+    for epoch in range(7):
+        backup.on_epoch_end(epoch)
+    assert saved == [3, 6, 7]
