@@ -192,6 +192,10 @@ def test_named_builders_share_the_generic_builder():
     named = [(keras_vit.ViTTi16, "Ti/16"), (keras_vit.ViTB16, "B/16"), (keras_vit.ViTH14, "H/14")]
     for fn, code in named:
         assert code in fn.__doc__
+        assert fn.__name__ == "ViT" + code.replace("/", "")
+        assert fn.__module__ == "keras_vit.models.vit"
+    assert keras_vit.ViTR50B16.__name__ == "ViTR50B16"
+    assert keras_vit.ViTR50B16.__module__ == "keras_vit.models.hybrid"
     model = keras_vit.ViTS32(image_size=64, num_layers=1, num_classes=3)
     assert model.name == "vit_s32"
     assert model.get_layer("patch_encoder").grid_size == (2, 2)
