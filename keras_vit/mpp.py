@@ -22,6 +22,7 @@ Reference:
     Dosovitskiy et al., 2021, Sec. 4.6 and Appendix B.1.2 (self-supervision).
 """
 
+import inspect
 import math
 
 import keras
@@ -550,20 +551,15 @@ class MaskedPatchPredictor(keras.Model):
         return cls(**config)
 
 
-def build_mpp_model(
-    variant="B/16",
-    *,
-    image_size=224,
-    num_channels=3,
-    target="color",
-    corruption_rate=0.5,
-    mask_fraction=0.8,
-    random_fraction=0.1,
-    color_bits=3,
-    seed=None,
-    name=None,
-    **encoder_kwargs,
-):
+# The arguments of `MaskedPatchPredictor` that `build_mpp_model` passes on by name.
+MPP_OPTIONS = tuple(
+    p
+    for p in inspect.signature(MaskedPatchPredictor.__init__).parameters
+    if p not in ("self", "variant", "encoder_kwargs", "kwargs")
+)
+
+
+def build_mpp_model(variant="B/16", *, name=None, **kwargs):
     """Builds the masked-patch-prediction pre-training model (`MaskedPatchPredictor`).
 
     Args:
@@ -581,7 +577,8 @@ def build_mpp_model(
         color_bits: int. Bits per channel of the colour targets. Defaults to 3.
         seed: optional int for the corruption draws. Defaults to None.
         name: optional model name.
-        **encoder_kwargs: `ViT` overrides: `num_layers`, `hidden_dim`, `mlp_dim`,
+        **kwargs: the arguments above (keyword only; `MaskedPatchPredictor`'s defaults), and
+            the `ViT` overrides: `num_layers`, `hidden_dim`, `mlp_dim`,
             `num_heads`, `patch_size`, `dropout_rate`, `attention_dropout_rate`,
             `drop_path_rate`, `approximate_gelu`, `layer_norm_epsilon`,
             `layer_scale_init_value`, `position_embedding`, `class_token`.
@@ -600,20 +597,11 @@ def build_mpp_model(
     Reference:
         Dosovitskiy et al., 2021, Sec. 4.6 and Appendix B.1.2.
     """
-    kwargs = {} if name is None else {"name": name}
-    return MaskedPatchPredictor(
-        variant,
-        image_size=image_size,
-        num_channels=num_channels,
-        target=target,
-        corruption_rate=corruption_rate,
-        mask_fraction=mask_fraction,
-        random_fraction=random_fraction,
-        color_bits=color_bits,
-        seed=seed,
-        encoder_kwargs=encoder_kwargs,
-        **kwargs,
-    )
+    # The model's own arguments keep MaskedPatchPredictor's defaults; the rest are ViT overrides.
+    options = {key: kwargs.pop(key) for key in MPP_OPTIONS if key in kwargs}
+    if name is not None:
+        options["name"] = name
+    return MaskedPatchPredictor(variant, encoder_kwargs=kwargs, **options)
 
 
 def extract_encoder(model, name=None):

@@ -32,14 +32,19 @@ def check_config_complete(layer):
     assert clone.get_config() == config
 
 
+def roundtrip_model(model, inputs, tmp_path):
+    """Saves `model` as .keras, loads it, checks identical outputs; returns the loaded model."""
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(to_numpy(model(inputs)), to_numpy(loaded(inputs)))
+    return loaded
+
+
 def roundtrip_layer(layer, inputs, tmp_path, **call_kwargs):
     """Saves a one-layer functional model as .keras and checks identical outputs after loading."""
     x = keras.Input(inputs.shape[1:])
-    model = keras.Model(x, layer(x, **call_kwargs))
-    path = str(tmp_path / "layer.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(to_numpy(model(inputs)), to_numpy(loaded(inputs)), rtol=0, atol=0)
+    roundtrip_model(keras.Model(x, layer(x, **call_kwargs)), inputs, tmp_path)
 
 
 # --- plain NumPy reference of the paper's equations -------------------------------------------
@@ -107,6 +112,34 @@ def block_params(block):
         "mlp1/kernel": n(block.mlp_dense_2.kernel),
         "mlp1/bias": n(block.mlp_dense_2.bias),
     }
+
+
+def np_standardize(kernel, epsilon=1e-5):
+    """StdConv2D's kernel: per output channel over (kh, kw, C_in), population std + epsilon."""
+    kernel = kernel - kernel.mean(axis=(0, 1, 2), keepdims=True)
+    return kernel / (kernel.std(axis=(0, 1, 2), keepdims=True) + epsilon)
+
+
+def same_pads(size, k, s):
+    """TF / lax 'SAME' padding of one axis: (before, after, output size)."""
+    out = -(-size // s)
+    total = max((out - 1) * s + k - size, 0)
+    return total // 2, total - total // 2, out
+
+
+def np_conv_same(x, w, stride):
+    """TF / lax 'SAME' convolution, NHWC input, HWIO kernel, loops over kernel taps."""
+    kh, kw, _, cout = w.shape
+    b, h, wd, _ = x.shape
+    top, bottom, oh = same_pads(h, kh, stride)
+    left, right, ow = same_pads(wd, kw, stride)
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    out = np.zeros((b, oh, ow, cout), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i : i + stride * oh : stride, j : j + stride * ow : stride, :]
+            out += patch @ w[i, j]
+    return out
 
 
 def np_patches(images, patch):

@@ -162,6 +162,15 @@ class PatchEncoder(keras.layers.Layer):
         x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
         return x + self.bias
 
+    def _check_per_patch(self, value, name):
+        """Checks that `value` (a patch_mask or patch_source) has shape (batch, num_patches)."""
+        shape = tuple(value.shape)
+        if len(shape) != 2 or shape[1] not in (None, self.num_patches):
+            raise ValueError(
+                f"{name} must have shape (batch, {self.num_patches}). "
+                f"Received: {name}.shape={shape}"
+            )
+
     def call(self, images, patch_mask=None, patch_source=None, training=None):
         check_image_shape(
             images.shape,
@@ -172,12 +181,7 @@ class PatchEncoder(keras.layers.Layer):
         )
         x = self.project(images)
         if patch_source is not None:
-            source_shape = tuple(patch_source.shape)
-            if len(source_shape) != 2 or source_shape[1] not in (None, self.num_patches):
-                raise ValueError(
-                    f"patch_source must have shape (batch, {self.num_patches}). "
-                    f"Received: patch_source.shape={source_shape}"
-                )
+            self._check_per_patch(patch_source, "patch_source")
             index = ops.expand_dims(ops.cast(patch_source, "int32"), -1)
             index = ops.repeat(index, self.hidden_dim, axis=-1)
             x = ops.take_along_axis(x, index, axis=1)
@@ -187,12 +191,7 @@ class PatchEncoder(keras.layers.Layer):
                     f"Layer '{self.name}' received a patch_mask but was created with "
                     "use_mask_embedding=False. Received: use_mask_embedding=False"
                 )
-            mask_shape = tuple(patch_mask.shape)
-            if len(mask_shape) != 2 or mask_shape[1] not in (None, self.num_patches):
-                raise ValueError(
-                    f"patch_mask must have shape (batch, {self.num_patches}). "
-                    f"Received: patch_mask.shape={mask_shape}"
-                )
+            self._check_per_patch(patch_mask, "patch_mask")
             mask = ops.expand_dims(ops.cast(patch_mask, "bool"), -1)
             x = ops.where(mask, ops.cast(self.mask_embedding, x.dtype), x)
         if self.class_token:

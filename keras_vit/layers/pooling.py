@@ -37,7 +37,8 @@ class TokenPooling(keras.layers.Layer):
             raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={pooling!r}")
         if not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
             raise ValueError(
-                f"num_prefix_tokens must be a non-negative int. Received: num_prefix_tokens={num_prefix_tokens!r}"
+                "num_prefix_tokens must be a non-negative int. "
+                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
             )
         if pooling == "token":
             check_positive_int(num_prefix_tokens, "num_prefix_tokens")

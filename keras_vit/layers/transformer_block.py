@@ -1,5 +1,6 @@
 """`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3)."""
 
+import functools
 import os
 import warnings
 
@@ -8,7 +9,6 @@ from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_rate
 from keras_vit.layers.drop_path import DropPath
-
 
 # On PyTorch the block runs its linear layers and attention through torch's fused kernels
 # (keras_vit/layers/_torch_kernels.py); KERAS_VIT_TORCH_KERNELS=0 keeps the keras.ops path.
@@ -63,7 +63,10 @@ class TransformerBlock(keras.layers.Layer):
             buffers), at 15-23% lower speed. Needs Keras >= 3.9. On
             TensorFlow, training with dropout or drop path runs without remat
             (with a warning), because `tf.recompute_grad` would redraw the
-            masks. Defaults to False.
+            masks. On JAX on CPU, remat under `mixed_float16` fails in XLA
+            ("The precision 'F16_F16_F32' is not supported by dot_general on
+            CPU"; Keras' own `MultiHeadAttention` under `keras.remat` fails the
+            same way): use `mixed_bfloat16` there. Defaults to False.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -106,7 +109,8 @@ class TransformerBlock(keras.layers.Layer):
         self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
         if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
             raise ValueError(
-                f"layer_norm_epsilon must be positive. Received: layer_norm_epsilon={layer_norm_epsilon!r}"
+                "layer_norm_epsilon must be positive. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
             )
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.approximate_gelu = bool(approximate_gelu)
@@ -154,24 +158,19 @@ class TransformerBlock(keras.layers.Layer):
             dtype=dtype,
             name="attention",
         )
-        self.attention_dropout = keras.layers.Dropout(self.dropout_rate, dtype=dtype, name="attention_dropout")
+        dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
+        dense = functools.partial(
+            keras.layers.Dense,
+            kernel_initializer="glorot_uniform",
+            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
+            dtype=dtype,
+        )
+        self.attention_dropout = dropout(name="attention_dropout")
         self.mlp_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="mlp_norm")
-        self.mlp_dense_1 = keras.layers.Dense(
-            self.mlp_dim,
-            kernel_initializer="glorot_uniform",
-            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            dtype=dtype,
-            name="mlp_dense_1",
-        )
-        self.mlp_dropout_1 = keras.layers.Dropout(self.dropout_rate, dtype=dtype, name="mlp_dropout_1")
-        self.mlp_dense_2 = keras.layers.Dense(
-            hidden_dim,
-            kernel_initializer="glorot_uniform",
-            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            dtype=dtype,
-            name="mlp_dense_2",
-        )
-        self.mlp_dropout_2 = keras.layers.Dropout(self.dropout_rate, dtype=dtype, name="mlp_dropout_2")
+        self.mlp_dense_1 = dense(self.mlp_dim, name="mlp_dense_1")
+        self.mlp_dropout_1 = dropout(name="mlp_dropout_1")
+        self.mlp_dense_2 = dense(hidden_dim, name="mlp_dense_2")
+        self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
         self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
 
         shape = tuple(input_shape)
@@ -185,7 +184,9 @@ class TransformerBlock(keras.layers.Layer):
             self.attention_scale = self.add_weight(
                 name="attention_scale", shape=(hidden_dim,), initializer=init
             )
-            self.mlp_scale = self.add_weight(name="mlp_scale", shape=(hidden_dim,), initializer=init)
+            self.mlp_scale = self.add_weight(
+                name="mlp_scale", shape=(hidden_dim,), initializer=init
+            )
         self.built = True
 
     def call(self, inputs, training=None, return_attention_scores=False):
@@ -223,12 +224,13 @@ class TransformerBlock(keras.layers.Layer):
         variables = self.variables
 
         def pure(tokens, values):
-            with keras.StatelessScope(state_mapping=list(zip(variables, values))) as scope:
+            mapping = list(zip(variables, values, strict=True))
+            with keras.StatelessScope(state_mapping=mapping) as scope:
                 out = self._forward(tokens, training, False)
             return out, [scope.get_current_value(variable) for variable in seed_states]
 
         out, states = keras.remat(pure)(inputs, [variable.value for variable in variables])
-        for variable, state in zip(seed_states, states):
+        for variable, state in zip(seed_states, states, strict=True):
             variable.assign(state)
         return out
 

@@ -114,15 +114,8 @@ def ViTHybrid(variant="R50+B/16", **kwargs):
     return ViT(variant, **kwargs)
 
 
-# fmt: off
-@named_builder("R50+B/16")
-def ViTR50B16(**kwargs): return ViT("R50+B/16", **kwargs)  # noqa: E704
-@named_builder("R26+S/32")
-def ViTR26S32(**kwargs): return ViT("R26+S/32", **kwargs)  # noqa: E704
-@named_builder("R26+B/32")
-def ViTR26B32(**kwargs): return ViT("R26+B/32", **kwargs)  # noqa: E704
-@named_builder("R+Ti/16")
-def ViTRTi16(**kwargs): return ViT("R+Ti/16", **kwargs)  # noqa: E704
-@named_builder("R50+L/32")
-def ViTR50L32(**kwargs): return ViT("R50+L/32", **kwargs)  # noqa: E704
-# fmt: on
+ViTR50B16 = named_builder("R50+B/16", __name__)
+ViTR26S32 = named_builder("R26+S/32", __name__)
+ViTR26B32 = named_builder("R26+B/32", __name__)
+ViTRTi16 = named_builder("R+Ti/16", __name__)
+ViTR50L32 = named_builder("R50+L/32", __name__)

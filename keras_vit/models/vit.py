@@ -175,12 +175,29 @@ _BUILDER_DOC = (
 )
 
 
-def _document(fn, code):
+def named_builder(code, module=__name__):
+    """The one-line builder `fn(**kwargs) -> ViT(code, **kwargs)`, named and documented.
+
+    `named_builder("B/16")` is `ViTB16`: the name is `"ViT"` + the code without `/` and `+`.
+
+    Args:
+        code: str. The variant code, e.g. `"B/16"` or `"R50+B/16"`.
+        module: str. The module the builder is listed in. Defaults to this one.
+
+    Returns:
+        A function taking every argument of `ViT` except `variant`.
+    """
+
+    def builder(**kwargs):
+        return ViT(code, **kwargs)
+
     config = variants.parse_variant(code)
     hybrid = "resnet_units" in config
-    fn.__doc__ = _BUILDER_DOC.format(
+    builder.__name__ = builder.__qualname__ = "ViT" + code.replace("/", "").replace("+", "")
+    builder.__module__ = module
+    builder.__doc__ = _BUILDER_DOC.format(
         code=code,
-        fn=fn.__name__,
+        fn=builder.__name__,
         name=variants.model_name(code),
         layers=config["num_layers"],
         hidden=config["hidden_dim"],
@@ -190,31 +207,15 @@ def _document(fn, code):
         demo_size=64 if hybrid else 32,
         ref=" and Sec. 3.1 (Hybrid Architecture)" if hybrid else "",
     )
-    return fn
+    return builder
 
 
-def named_builder(code):
-    """Decorator giving a one-line builder `fn(**kwargs) -> ViT(code, **kwargs)` its docstring."""
-    return lambda fn: _document(fn, code)
-
-
-# fmt: off
-@named_builder("Ti/16")
-def ViTTi16(**kwargs): return ViT("Ti/16", **kwargs)  # noqa: E704
-@named_builder("S/16")
-def ViTS16(**kwargs): return ViT("S/16", **kwargs)  # noqa: E704
-@named_builder("S/32")
-def ViTS32(**kwargs): return ViT("S/32", **kwargs)  # noqa: E704
-@named_builder("B/8")
-def ViTB8(**kwargs): return ViT("B/8", **kwargs)  # noqa: E704
-@named_builder("B/16")
-def ViTB16(**kwargs): return ViT("B/16", **kwargs)  # noqa: E704
-@named_builder("B/32")
-def ViTB32(**kwargs): return ViT("B/32", **kwargs)  # noqa: E704
-@named_builder("L/16")
-def ViTL16(**kwargs): return ViT("L/16", **kwargs)  # noqa: E704
-@named_builder("L/32")
-def ViTL32(**kwargs): return ViT("L/32", **kwargs)  # noqa: E704
-@named_builder("H/14")
-def ViTH14(**kwargs): return ViT("H/14", **kwargs)  # noqa: E704
-# fmt: on
+ViTTi16 = named_builder("Ti/16")
+ViTS16 = named_builder("S/16")
+ViTS32 = named_builder("S/32")
+ViTB8 = named_builder("B/8")
+ViTB16 = named_builder("B/16")
+ViTB32 = named_builder("B/32")
+ViTL16 = named_builder("L/16")
+ViTL32 = named_builder("L/32")
+ViTH14 = named_builder("H/14")

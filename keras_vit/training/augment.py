@@ -170,7 +170,8 @@ class RandomResizedCrop(keras.layers.Layer):
             return resized
         y0, x0, h, w = self.sample_boxes(shape[0], in_h, in_w)
         # Output pixel (x, y) of the resized image reads input pixel x0 + x * w / W_out: in the
-        # resized image's coordinates that is an affine map (scale w / W_in, offset x0 * W_out / W_in).
+        # resized image's coordinates that is an affine map
+        # (scale w / W_in, offset x0 * W_out / W_in).
         sy = h / in_h
         sx = w / in_w
         ty = y0 * self.height / in_h
@@ -178,7 +179,10 @@ class RandomResizedCrop(keras.layers.Layer):
         zeros = ops.zeros_like(sx)
         transform = ops.stack([sx, zeros, tx, zeros, sy, ty, zeros, zeros], axis=-1)
         return ops.image.affine_transform(
-            resized, ops.cast(transform, resized.dtype), interpolation="bilinear", fill_mode="nearest"
+            resized,
+            ops.cast(transform, resized.dtype),
+            interpolation="bilinear",
+            fill_mode="nearest",
         )
 
     def compute_output_shape(self, input_shape):

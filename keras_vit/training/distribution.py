@@ -2,11 +2,10 @@
 
 `distribution_scope(mode)` returns a context manager; build, compile and fit the model inside it.
 
-| backend    | `"data_parallel"`                  | `"model_parallel"`                          |
-|------------|------------------------------------|---------------------------------------------|
-| jax        | `keras.distribution.DataParallel`  | `keras.distribution.ModelParallel` + `vit_layout_map` |
-| tensorflow | `tf.distribute.MirroredStrategy` (`TPUStrategy` when a TPU is found) | not supported (use JAX) |
-| torch      | one device only: a clear error     | a clear error                               |
+- `"data_parallel"`: `keras.distribution.DataParallel` on JAX; `tf.distribute.MirroredStrategy`
+  on TensorFlow (`TPUStrategy` when a TPU is found); PyTorch (one device only): a clear error.
+- `"model_parallel"`: `keras.distribution.ModelParallel` + `vit_layout_map` on JAX; not supported
+  on TensorFlow (use JAX) or PyTorch: a clear error.
 
 `None`/`"none"` is a no-op on every backend.
 """

@@ -8,7 +8,7 @@ from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
 )
-from tests.helpers import to_numpy
+from tests.helpers import roundtrip_model, to_numpy
 from tests.layer_harness import run_layer_test
 
 
@@ -99,10 +99,7 @@ def test_mask_as_functional_input(tmp_path):
     encoder = PatchEncoder(8, 4, use_mask_embedding=True)
     model = keras.Model([images, mask], encoder(images, patch_mask=mask))
     x, m = _images(h=8, w=8), np.random.rand(2, 4) > 0.5
-    path = str(tmp_path / "m.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(to_numpy(model([x, m])), to_numpy(loaded([x, m])), rtol=0, atol=0)
+    roundtrip_model(model, [x, m], tmp_path)
 
 
 def _official_resize(posemb, new_grid, prefix):

@@ -3,15 +3,8 @@ import numpy as np
 import pytest
 
 from keras_vit import StdConv2D
-from tests.helpers import to_numpy
+from tests.helpers import np_conv_same, np_standardize, to_numpy
 from tests.layer_harness import run_layer_test
-
-
-def np_standardize(kernel, epsilon=1e-5):
-    """Per output channel over (kh, kw, C_in), population std, epsilon added to the std."""
-    mean = kernel.mean(axis=(0, 1, 2), keepdims=True)
-    std = kernel.std(axis=(0, 1, 2), keepdims=True)
-    return (kernel - mean) / (std + epsilon)
 
 
 @pytest.mark.parametrize(
@@ -30,20 +23,42 @@ def test_layer(kwargs, num_weights):
 
 
 @pytest.mark.parametrize(
-    "strides,kernel_size,padding", [(1, 3, "same"), (2, 7, "same"), (2, 3, "valid")]
+    "strides,kernel_size,padding",
+    [(1, 3, "same"), (2, 7, "same"), (2, 1, "same"), (2, 3, "valid")],
 )
 def test_equals_conv_with_numpy_standardized_kernel(strides, kernel_size, padding):
-    x = np.random.rand(2, 11, 9, 4).astype("float32")
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 11, 9, 4)).astype("float32")
     layer = StdConv2D(6, kernel_size, strides=strides, padding=padding)
     layer.build(x.shape)
     # A kernel far from standardised: big mean and scale per output channel.
     raw = np.random.default_rng(1).normal(3.0, 5.0, layer.kernel.shape).astype("float32")
     layer.kernel.assign(raw)
+    expected = np_standardize(raw.astype("float64"))
+    np.testing.assert_allclose(
+        to_numpy(layer.standardized_kernel()), expected, rtol=1e-5, atol=1e-5
+    )
     conv = keras.layers.Conv2D(6, kernel_size, strides=strides, padding=padding, use_bias=False)
     conv.build(x.shape)
-    conv.kernel.assign(np_standardize(raw.astype("float64")).astype("float32"))
+    conv.kernel.assign(expected.astype("float32"))
     np.testing.assert_allclose(to_numpy(layer(x)), to_numpy(conv(x)), rtol=1e-4, atol=1e-4)
+    if padding == "same":  # and against a plain NumPy convolution in float64
+        reference = np_conv_same(x.astype("float64"), expected, strides)
+        np.testing.assert_allclose(to_numpy(layer(x)), reference, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(to_numpy(layer.kernel), raw)  # stored raw, official layout
+
+
+def test_standardizes_stored_kernel_at_every_call():
+    layer = StdConv2D(4, 3)
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 8, 8, 3)).astype("float32")
+    y1 = to_numpy(layer(x))
+    raw = to_numpy(layer.kernel)
+    # The stored kernel stays raw; an affine change of it per output channel does not change
+    # the output, a different kernel does (so nothing is cached from the first call).
+    layer.kernel.assign(raw * 7.0 + 2.0)
+    np.testing.assert_allclose(to_numpy(layer(x)), y1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(layer.kernel), raw * 7.0 + 2.0, rtol=1e-6)
+    layer.kernel.assign(raw[::-1].copy())
+    assert not np.allclose(to_numpy(layer(x)), y1, atol=1e-3)
 
 
 @pytest.mark.parametrize("epsilon", [0, -1e-5, True, "1e-5"])

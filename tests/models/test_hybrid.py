@@ -1,28 +1,18 @@
-"""Tests for hybrid ViTs: StdConv2D, the BiT ResNet stem (keras_vit/layers/) and the builders."""
+"""Tests for hybrid ViTs: the BiT ResNet stem (keras_vit/layers/resnet.py) and the builders.
+
+StdConv2D has its own tests in tests/layers/test_std_conv.py.
+"""
 
 import keras
 import numpy as np
 import pytest
 
+import keras_vit
+from keras_vit import StdConv2D, ViT
+from keras_vit.layers.resnet import residual_unit, resnet_stem
 from keras_vit.models import variants
-from keras_vit.models.hybrid import (
-    StdConv2D,
-    ViTHybrid,
-    ViTR26B32,
-    ViTR26S32,
-    ViTR50B16,
-    ViTR50L32,
-    ViTRTi16,
-    residual_unit,
-    resnet_stem,
-)
-from keras_vit.models.vit import ViT
-from tests.helpers import (
-    check_config_complete,
-    randomize_weights,
-    roundtrip_layer,
-    to_numpy,
-)
+from tests import helpers
+from tests.helpers import randomize_weights, roundtrip_model, to_numpy
 
 # A tiny hybrid: "mu" transformer (2 layers, width 32) on a 2-stage ResNet, one unit per
 # stage, root width 8 and 4 GroupNorm groups. Stem stride 4 * 2 = 8, so 32 px -> 4x4 grid.
@@ -36,36 +26,10 @@ def _images(b=2, h=32, w=32, c=3, seed=0):
 # --- plain NumPy reference ----------------------------------------------------------------------
 
 
-def np_standardize(w, eps=1e-5):
-    w = w - w.mean(axis=(0, 1, 2), keepdims=True)
-    return w / (w.std(axis=(0, 1, 2), keepdims=True) + eps)
-
-
-def _same_pads(size, k, s):
-    out = -(-size // s)
-    total = max((out - 1) * s + k - size, 0)
-    return total // 2, total - total // 2, out
-
-
-def np_conv_same(x, w, stride):
-    """TF / lax 'SAME' convolution, NHWC input, HWIO kernel, loops over kernel taps."""
-    kh, kw, _, cout = w.shape
-    b, h, wd, _ = x.shape
-    top, bottom, oh = _same_pads(h, kh, stride)
-    left, right, ow = _same_pads(wd, kw, stride)
-    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
-    out = np.zeros((b, oh, ow, cout), np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, i : i + stride * oh : stride, j : j + stride * ow : stride, :]
-            out += patch @ w[i, j]
-    return out
-
-
 def np_max_pool_same(x, k=3, s=2):
     b, h, wd, c = x.shape
-    top, bottom, oh = _same_pads(h, k, s)
-    left, right, ow = _same_pads(wd, k, s)
+    top, bottom, oh = helpers.same_pads(h, k, s)
+    left, right, ow = helpers.same_pads(wd, k, s)
     xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=-np.inf)
     out = np.full((b, oh, ow, c), -np.inf)
     for i in range(k):
@@ -90,7 +54,7 @@ def _w(model, name):
 
 
 def np_std_conv(model, name, x, stride=1):
-    return np_conv_same(x, np_standardize(_w(model, name)), stride)
+    return helpers.np_conv_same(x, helpers.np_standardize(_w(model, name)), stride)
 
 
 def np_gn(model, name, x, groups):
@@ -109,71 +73,6 @@ def np_unit(model, prefix, x, strides, groups):
     y = relu(np_gn(model, f"{prefix}_gn2", y, groups))
     y = np_gn(model, f"{prefix}_gn3", np_std_conv(model, f"{prefix}_conv3", y), groups)
     return relu(residual + y)
-
-
-# --- StdConv2D ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("strides,kernel_size", [(1, 3), (2, 7), (2, 1)])
-def test_std_conv_matches_numpy(strides, kernel_size):
-    layer = StdConv2D(6, kernel_size, strides=strides)
-    x = _images(2, 11, 9, 4)
-    layer.build(x.shape)
-    rng = np.random.default_rng(1)
-    # A kernel far from standardised: big mean and scale per output channel.
-    raw = rng.normal(3.0, 5.0, layer.kernel.shape).astype("float32")
-    layer.kernel.assign(raw)
-    expected = np_conv_same(x.astype(np.float64), np_standardize(raw.astype(np.float64)), strides)
-    np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(
-        to_numpy(layer.standardized_kernel()), np_standardize(raw), rtol=1e-5, atol=1e-5
-    )
-
-
-def test_std_conv_standardizes_stored_kernel_at_every_call():
-    layer = StdConv2D(4, 3)
-    x = _images(1, 8, 8, 3)
-    y1 = to_numpy(layer(x))
-    raw = to_numpy(layer.kernel)
-    # The stored kernel stays raw; an affine change of it per output channel does not change
-    # the output, a different kernel does (so nothing is cached from the first call).
-    layer.kernel.assign(raw * 7.0 + 2.0)
-    np.testing.assert_allclose(to_numpy(layer(x)), y1, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(to_numpy(layer.kernel), raw * 7.0 + 2.0, rtol=1e-6)
-    layer.kernel.assign(raw[::-1].copy())
-    assert not np.allclose(to_numpy(layer(x)), y1, atol=1e-3)
-
-
-def test_std_conv_weights_config_and_serialization(tmp_path):
-    layer = StdConv2D(8, 3, strides=2, epsilon=1e-4)
-    x = _images(2, 16, 16, 3)
-    assert tuple(layer(x).shape) == (2, 8, 8, 8)
-    assert [w.name for w in layer.weights] == ["kernel"]
-    assert layer.count_params() == 3 * 3 * 3 * 8
-    assert layer.compute_output_shape((None, 16, 16, 3)) == (None, 8, 8, 8)
-    check_config_complete(layer)
-    roundtrip_layer(StdConv2D(8, 3, strides=2, epsilon=1e-4), x, tmp_path)
-    with pytest.raises(ValueError, match="epsilon must be a positive number"):
-        StdConv2D(8, 3, epsilon=0)
-
-
-def test_std_conv_trains():
-    model = keras.Sequential([keras.Input((8, 8, 3)), StdConv2D(4, 3), keras.layers.Flatten()])
-    model.compile("sgd", "mse")
-    before = to_numpy(model.layers[0].kernel).copy()
-    model.fit(_images(4, 8, 8, 3), np.ones((4, 256), "float32"), epochs=1, verbose=0)
-    assert not np.allclose(before, to_numpy(model.layers[0].kernel))
-
-
-def test_std_conv_mixed_precision():
-    keras.config.set_dtype_policy("mixed_bfloat16")  # conftest restores float32
-    layer = StdConv2D(4, 3, strides=2)
-    x = _images(2, 8, 8, 3)
-    y = layer(x)
-    assert layer.kernel.dtype == "float32"
-    assert keras.backend.standardize_dtype(y.dtype) == "bfloat16"
-    expected = np_conv_same(x.astype(np.float64), np_standardize(to_numpy(layer.kernel)), 2)
-    np.testing.assert_allclose(to_numpy(keras.ops.cast(y, "float32")), expected, atol=0.1)
 
 
 # --- ResNet stem --------------------------------------------------------------------------------
@@ -234,30 +133,6 @@ def test_stem_layer_names_match_official_checkpoint():
 
 
 @pytest.mark.parametrize(
-    "include_top,pooling,representation_size,expected",
-    [
-        (True, "token", None, (None, 5)),
-        (True, "gap", None, (None, 5)),
-        (True, "token", 12, (None, 5)),
-        (False, "token", None, (None, 32)),
-        (False, "gap", None, (None, 32)),
-        (False, None, None, (None, 17, 32)),
-    ],
-)
-def test_tiny_hybrid_head_combinations(include_top, pooling, representation_size, expected):
-    model = ViT(
-        "mu/1",
-        include_top=include_top,
-        pooling=pooling,
-        representation_size=representation_size,
-        **TINY,
-    )
-    assert model.output_shape == expected
-    assert tuple(model(_images()).shape)[1:] == expected[1:]
-    assert ("pre_logits" in [layer.name for layer in model.layers]) == bool(representation_size)
-
-
-@pytest.mark.parametrize(
     "resnet_units,patch_size,image_size",
     [((1, 1), 1, 32), ((1,), 2, (32, 48)), ((), 2, 16), ((1, 1, 1), 1, 32)],
 )
@@ -283,7 +158,7 @@ def test_official_codes_route_to_hybrid():
     for code, units in (("R50+B/16", (3, 4, 9)), ("R+Ti/16", ()), ("R26+B/32", (2, 2, 2, 2))):
         assert variants.parse_variant(code)["resnet_units"] == units
     # R+Ti/16: root only (stride 4) and an 8x8 patch on the feature map: total stride 32.
-    model = ViTRTi16(image_size=64, num_layers=1, resnet_width=8, resnet_groups=4)
+    model = keras_vit.ViTRTi16(image_size=64, num_layers=1, resnet_width=8, resnet_groups=4)
     assert model.name == "vit_r_ti16"
     assert model.get_layer("patch_encoder").grid_size == (2, 2)
     assert "block1_unit1_conv1" not in [layer.name for layer in model.layers]
@@ -291,8 +166,8 @@ def test_official_codes_route_to_hybrid():
     model = ViT("R50+B/16", num_layers=1, hidden_dim=32, mlp_dim=32, num_heads=2, **TINY)
     assert model.name == "vit_r50_b16"
     assert "block3_unit1_conv1" not in [layer.name for layer in model.layers]
-    for builder in (ViTR50B16, ViTR26S32, ViTR26B32, ViTRTi16, ViTR50L32):
-        assert "Sec. 3.1" in builder.__doc__
+    for name in ("ViTR50B16", "ViTR26S32", "ViTR26B32", "ViTRTi16", "ViTR50L32"):
+        assert "Sec. 3.1" in getattr(keras_vit, name).__doc__
 
 
 def test_tiny_hybrid_fit_step():
@@ -316,19 +191,15 @@ def test_tiny_hybrid_fit_step():
 def test_tiny_hybrid_keras_roundtrip(tmp_path):
     model = ViT("mu/1", representation_size=12, **TINY)
     randomize_weights(model, seed=2)
-    path = str(tmp_path / "hybrid.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = _images()
-    np.testing.assert_allclose(to_numpy(model(x)), to_numpy(loaded(x)), rtol=0, atol=0)
+    loaded = roundtrip_model(model, _images(), tmp_path)
     assert isinstance(loaded.get_layer("block2_unit1_conv2"), StdConv2D)
 
 
 def test_vit_hybrid_alias():
-    model = ViTHybrid("mu/1", include_top=False, **TINY)
+    model = keras_vit.ViTHybrid("mu/1", include_top=False, **TINY)
     assert model.output_shape == (None, 32)
     with pytest.raises(ValueError, match="ViTHybrid needs a hybrid variant code"):
-        ViTHybrid("mu/8", image_size=32)
+        keras_vit.ViTHybrid("mu/8", image_size=32)
 
 
 # --- user backbone ------------------------------------------------------------------------------
@@ -352,11 +223,7 @@ def test_hybrid_on_user_backbone(tmp_path):
         "mu/1", image_size=8, num_channels=16, num_classes=5
     ).count_params()
     randomize_weights(model, seed=4)
-    path = str(tmp_path / "backbone_hybrid.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = _images()
-    np.testing.assert_allclose(to_numpy(model(x)), to_numpy(loaded(x)), rtol=0, atol=0)
+    roundtrip_model(model, _images(), tmp_path)
     # The variant's patch size applies to the feature map.
     tokens = ViT("mu/2", backbone=_small_cnn(), image_size=32, include_top=False, pooling=None)
     assert tokens.output_shape == (None, 1 + 16, 32)
@@ -432,16 +299,16 @@ def test_unknown_stage_codes_and_bad_resnet_arguments():
 @pytest.mark.parametrize(
     "builder,expected,grid",
     [
-        (ViTR50B16, 98_659_112, (14, 14)),
-        (ViTR26S32, 36_431_912, (7, 7)),
-        (ViTR50L32, 328_994_856, (7, 7)),
+        (keras_vit.ViTR50B16, 98_659_112, (14, 14)),
+        (keras_vit.ViTR26S32, 36_431_912, (7, 7)),
+        (keras_vit.ViTR50L32, 328_994_856, (7, 7)),
     ],
 )
 def test_official_parameter_counts(builder, expected, grid):
     model = builder()
     assert model.count_params() == expected
     assert model.get_layer("patch_encoder").grid_size == grid
-    if builder is ViTR50B16:
+    if builder is keras_vit.ViTR50B16:
         # The official embedding kernel (1, 1, 1024, 768) and root kernel (7, 7, 3, 64).
         assert tuple(model.get_layer("patch_encoder").kernel.shape) == (1, 1, 1024, 768)
         assert tuple(model.get_layer("conv_root").kernel.shape) == (7, 7, 3, 64)

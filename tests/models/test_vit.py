@@ -15,10 +15,13 @@ from tests.helpers import (
     np_layer_norm,
     np_patches,
     randomize_weights,
+    roundtrip_model,
     to_numpy,
 )
 
 TINY = dict(image_size=32, num_classes=5)
+# The tiny hybrid of test_hybrid.py: stem stride 8, so 32 px -> the same 4x4 grid as "mu/8".
+HYBRID_STEM = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4)
 
 
 def _images(b=2, h=32, w=32, c=3, seed=0):
@@ -36,12 +39,16 @@ def _images(b=2, h=32, w=32, c=3, seed=0):
         (False, None, None, (None, 17, 32)),
     ],
 )
-def test_head_combinations(include_top, pooling, representation_size, expected):
+@pytest.mark.parametrize(
+    "variant,stem", [("mu/8", {}), ("mu/1", HYBRID_STEM)], ids=["plain", "hybrid"]
+)
+def test_head_combinations(variant, stem, include_top, pooling, representation_size, expected):
     model = keras_vit.ViT(
-        "mu/8",
+        variant,
         include_top=include_top,
         pooling=pooling,
         representation_size=representation_size,
+        **stem,
         **TINY,
     )
     assert model.output_shape == expected
@@ -120,10 +127,7 @@ def test_fit_step_and_keras_roundtrip(tmp_path):
     history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert np.any(to_numpy(model.get_layer("head").kernel))
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(loaded(x)))
+    loaded = roundtrip_model(model, x, tmp_path)
     assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
 
 
@@ -188,6 +192,10 @@ def test_named_builders_share_the_generic_builder():
     named = [(keras_vit.ViTTi16, "Ti/16"), (keras_vit.ViTB16, "B/16"), (keras_vit.ViTH14, "H/14")]
     for fn, code in named:
         assert code in fn.__doc__
+        assert fn.__name__ == "ViT" + code.replace("/", "")
+        assert fn.__module__ == "keras_vit.models.vit"
+    assert keras_vit.ViTR50B16.__name__ == "ViTR50B16"
+    assert keras_vit.ViTR50B16.__module__ == "keras_vit.models.hybrid"
     model = keras_vit.ViTS32(image_size=64, num_layers=1, num_classes=3)
     assert model.name == "vit_s32"
     assert model.get_layer("patch_encoder").grid_size == (2, 2)
@@ -264,8 +272,5 @@ def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
     )
     history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    path = str(tmp_path / "remat.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = roundtrip_model(model, x, tmp_path)
     assert all(layer.remat for layer in loaded.layers if isinstance(layer, TransformerBlock))
-    np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(loaded(x)))
