@@ -165,13 +165,15 @@ def _check_steps_and_epochs(args, subparser):
         )
 
 
-HINTS = (  # what to do, added when the message does not already say it
-    (FileExistsError, "overwrite", "Pass --overwrite to replace it, or choose another path."),
-    (FileNotFoundError, "", "Check the path."),
-    (PermissionError, "", "Check the permissions, or choose another path."),
-    (NotADirectoryError, "", "Expected a folder; check the path."),
-    (IsADirectoryError, "", "Expected a file; check the path."),
+HINTS = (  # what to do, added when the message does not already say what to do
+    (FileExistsError, "Pass --overwrite to replace it, or choose another path."),
+    (FileNotFoundError, "Check the path."),
+    (PermissionError, "Check the permissions, or choose another path."),
+    (NotADirectoryError, "Expected a folder; check the path."),
+    (IsADirectoryError, "Expected a file; check the path."),
 )
+# Phrases that show a message already says what to do (then no hint is added).
+ADVICE = ("check the path", "choose another", "--overwrite", "to prepare it", "pass --", "install")
 
 
 def _message(error):
@@ -183,10 +185,11 @@ def _message(error):
     if not isinstance(error, USER_ERRORS):
         text = f"{type(error).__name__}: {text}"
     text = " ".join(text.split()).rstrip(".") + "."
-    for kind, said, hint in HINTS:
-        if isinstance(error, kind) and not (said and said in text):
-            text = f"{text} {hint}"
-            break
+    if not any(phrase in text.lower() for phrase in ADVICE):
+        for kind, hint in HINTS:
+            if isinstance(error, kind):
+                text = f"{text} {hint}"
+                break
     return text
 
 

@@ -363,7 +363,16 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 
 
 class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    """`keras.callbacks.ModelCheckpoint` (fixed path) that writes through a temporary file."""
+    """`keras.callbacks.ModelCheckpoint` (fixed path) that writes through a temporary file.
+
+    With `save_best_only`, an epoch without the monitored metric (no validation that epoch,
+    `validation_freq` > 1) is skipped quietly instead of with Keras' warning.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_best_only and (logs or {}).get(self.monitor) is None:
+            return
+        super().on_epoch_end(epoch, logs)
 
     def _get_file_path(self, epoch, batch, logs):
         folder, name = os.path.split(self.filepath)

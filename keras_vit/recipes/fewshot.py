@@ -67,7 +67,7 @@ def feature_model(model):
             layer = model.get_layer(name)
         except ValueError:
             continue
-        return keras.Model(model.inputs, layer.output, name="fewshot_features")
+        return keras.Model(model.input, layer.output, name="fewshot_features")
     return model
 
 
