@@ -1,6 +1,6 @@
 """Quickstart: train a small ViT from scratch on scikit-learn's digits, offline, in minutes.
 
-Command: `keras-vit quickstart` (or `python recipes/quickstart.py`), on any backend
+Command: `keras-vit quickstart` (or `python -m keras_vit quickstart`), on any backend
 (`KERAS_BACKEND=tensorflow|jax|torch`). Meant for a laptop or a 2-core CPU; it reaches
 >= 97.5% accuracy on a held-out 30% of the digits in a minute or two there.
 

@@ -8,7 +8,7 @@ Command (defaults: the offline `digits` preset, 24 px, a few minutes on 2 CPU co
 
     keras-vit finetune --out runs/finetune                          # from scratch (no --init)
     keras-vit finetune --init runs/pretrain/model.keras --out runs/finetune   # 16 px -> 24 px
-    python recipes/finetune.py ...                                  # the same, from a checkout
+    keras-vit finetune --config recipes/finetune_digits.py          # as an experiment file
 
 Paper preset (ViT-B/16 from the official ImageNet-21k checkpoint to CIFAR-10 at 384 px; one
 TPUv3-8 or 8 GPUs, hours):

@@ -3,7 +3,7 @@
 Command (defaults: the offline `digits` preset, a few minutes on 2 CPU cores):
 
     keras-vit pretrain --out runs/pretrain
-    python recipes/pretrain.py --out runs/pretrain            # the same, from a checkout
+    python -m keras_vit pretrain --out runs/pretrain         # the same
 
 Paper preset (ViT-B/16 on ImageNet-21k, 224 px; meant for a TPUv3-8 class machine or 8 GPUs with
 `--distribution data_parallel`, days of compute):

@@ -10,7 +10,7 @@ digits; about a minute on 2 CPU cores):
 
     keras-vit pretrain-mpp --out runs/mpp
     keras-vit finetune --init runs/mpp/encoder.keras --out runs/mpp_finetune
-    python recipes/pretrain_mpp.py --out runs/mpp             # the same, from a checkout
+    python -m keras_vit pretrain-mpp --out runs/mpp          # the same
 
 Paper preset (ViT-B/16, 224 px; meant for a TPUv3-8 class machine or 8 GPUs with
 `--distribution data_parallel`, days of compute):
