@@ -25,6 +25,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.ndimage
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,11 +33,56 @@ import keras  # noqa: E402
 
 from keras_vit import mpp  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
-from keras_vit.quickstart import load_digits, random_affine  # noqa: E402
 from keras_vit.recipes.finetune import transfer_weights  # noqa: E402
 from keras_vit.training.schedules import WarmupDecay  # noqa: E402
 
 MODEL = dict(patch_size=4, num_layers=4, hidden_dim=64, mlp_dim=128, num_heads=4)
+
+
+def load_digits(image_size=16, test_fraction=0.3, seed=0):
+    """scikit-learn's digits as 0..255 float images `(N, S, S, 1)`, split train/test.
+
+    The split is stratified and fixed by `seed` (the same 30% test split everywhere).
+    """
+    from sklearn.datasets import load_digits as sk_load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sk_load_digits()
+    images = digits.images.astype("float32") * (255.0 / 16.0)
+    zoom = image_size / images.shape[1]
+    if zoom != 1:
+        images = scipy.ndimage.zoom(images, (1, zoom, zoom), order=1)
+    images = np.clip(images, 0, 255)[..., None]
+    return train_test_split(
+        images,
+        digits.target.astype("int32"),
+        test_size=test_fraction,
+        random_state=seed,
+        stratify=digits.target,
+    )
+
+
+def random_affine(images, rng, max_shift=1.5, max_rotation=12.0, scale=(0.9, 1.1)):
+    """Jitters a batch `(B, S, S, 1)` with a random rotation, scale and shift per image.
+
+    One `scipy.ndimage.map_coordinates` call for the whole batch (bilinear, zeros outside).
+    """
+    b, size = images.shape[0], images.shape[1]
+    centre = (size - 1) / 2.0
+    angle = np.deg2rad(rng.uniform(-max_rotation, max_rotation, b))
+    s = rng.uniform(*scale, b)
+    cos, sin = np.cos(angle) / s, np.sin(angle) / s
+    shift = rng.uniform(-max_shift, max_shift, (b, 2))
+    rows, cols = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    r = rows[None] - centre + shift[:, 0, None, None]
+    c = cols[None] - centre + shift[:, 1, None, None]
+    src_r = cos[:, None, None] * r - sin[:, None, None] * c + centre
+    src_c = sin[:, None, None] * r + cos[:, None, None] * c + centre
+    index = np.broadcast_to(np.arange(b)[:, None, None], src_r.shape)
+    out = scipy.ndimage.map_coordinates(
+        images[..., 0], np.stack([index, src_r, src_c]), order=1, mode="constant"
+    )
+    return out[..., None].astype(images.dtype)
 
 
 class Batches(keras.utils.PyDataset):

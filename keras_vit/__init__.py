@@ -33,6 +33,7 @@ from keras_vit.models import (
     parse_variant,
 )
 from keras_vit.preprocessing import preprocess_input
+from keras_vit.saving import load_model
 from keras_vit.version import __version__
 from keras_vit.weights import (
     Preset,
@@ -81,6 +82,7 @@ __all__ = [
     "inspect",
     "layers",
     "list_weights",
+    "load_model",
     "load_npz",
     "mpp",
     "parse_variant",

@@ -44,16 +44,10 @@ def require(*modules):
 
 
 def load_model(path):
-    """Loads a `.keras` model for a command: every keras_vit layer registered, `compile=False`."""
-    import keras
+    """Loads a `.keras` model for a command (`keras_vit.saving.load_model`: `compile=False`)."""
+    from keras_vit.saving import load_model as load
 
-    import keras_vit.layers  # noqa: F401  (registers the layers)
-    import keras_vit.models  # noqa: F401  (registers the hybrid stem)
-
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Model file not found: {path!r}. Expected a .keras file.")
-    return keras.saving.load_model(path, compile=False)
+    return load(path)
 
 
 # --- recipes --------------------------------------------------------------------------------

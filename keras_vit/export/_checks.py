@@ -4,14 +4,13 @@ Nothing here imports TensorFlow at import time, nor the top-level `keras_vit`
 package (which imports `keras_vit.export`).
 """
 
-import importlib
 import os
 import shutil
 import tempfile
-import zipfile
-import zlib
 
 import keras
+
+import keras_vit.saving as saving
 
 METHODS = ("auto", "subprocess")
 
@@ -48,44 +47,10 @@ def check_model_argument(model):
             "model must be a keras.Model or a path to a .keras file. "
             f"Received: {type(model).__name__}"
         )
-    path = os.fspath(model)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Model file not found: {path!r}")
-    if not os.path.isfile(path):
-        raise ValueError(f"Model path {path!r} is a folder; expected a .keras file.")
-    if path.endswith(".keras") and not zipfile.is_zipfile(path):
-        raise _not_a_keras_archive(path, "not a zip file")
-    return path
+    return saving.check_model_file(model)
 
 
-def _not_a_keras_archive(path, reason):
-    return ValueError(
-        f"Model file {path!r} is not a valid .keras archive ({reason}). Is it truncated or "
-        "corrupt? Save the model again with model.save()."
-    )
-
-
-def _import_registered_layers():
-    """Imports the modules that register keras_vit layers, so `.keras` files load."""
-    for name in ("keras_vit.layers", "keras_vit.models.vit", "keras_vit.models.hybrid"):
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:
-                raise
-
-
-def load_model(path):
-    """Loads a `.keras` file without its optimizer (`compile=False`).
-
-    A model compiled and saved under PyTorch or JAX would otherwise make the
-    TensorFlow backend rebuild that backend's optimizer.
-    """
-    _import_registered_layers()
-    try:
-        return keras.saving.load_model(os.fspath(path), compile=False)
-    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-        raise _not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
+load_model = saving.load_model
 
 
 def image_input_shape(model, exporter):

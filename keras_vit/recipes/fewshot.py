@@ -25,6 +25,7 @@ import os
 import keras
 import numpy as np
 
+from keras_vit import saving
 from keras_vit.recipes import common, pretrain
 from keras_vit.training.fewshot import fewshot_accuracy
 
@@ -99,7 +100,7 @@ def run(config, pretrain_config=None):
             pretrain.run(pconfig)
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
-    model = keras.saving.load_model(path, compile=False)
+    model = saving.load_model(path)
     image_size = config["image_size"] or tuple(model.input_shape[1:3])
     train, test = common.load_data(config)
     features = feature_model(model)

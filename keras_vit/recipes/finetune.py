@@ -31,6 +31,7 @@ import logging
 import keras
 import numpy as np
 
+from keras_vit import saving
 from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
@@ -158,7 +159,7 @@ def build_model(num_classes, config):
     if config["init"] and config["weights"]:
         raise ValueError("Give either --init (a .keras model) or --weights (an .npz), not both.")
     if config["init"]:
-        source = keras.saving.load_model(config["init"], compile=False)
+        source = saving.load_model(config["init"])
         arch = init_kwargs(source, config)
         model = ViT(
             config["model"], image_size=config["image_size"], num_classes=num_classes, **arch
