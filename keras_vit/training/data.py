@@ -60,11 +60,16 @@ TFDS_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 PROBE_TIMEOUT = 5.0  # seconds for all hosts together (probed in parallel)
 
 
+_MODULES = {}  # imported once: a call inside a traced tf.data function then imports nothing
+
+
 def _import(module, message):
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError(message) from e
+    if module not in _MODULES:
+        try:
+            _MODULES[module] = importlib.import_module(module)
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ImportError(message) from e
+    return _MODULES[module]
 
 
 def _tf():

@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import keras
@@ -221,3 +223,19 @@ def test_backup_every_k_epochs_and_after_the_last(tmp_path, monkeypatch):
     for epoch in range(7):
         backup.on_epoch_end(epoch)
     assert saved == [3, 6, 7]
+
+
+@pytest.mark.slow
+def test_a_recipe_run_prints_no_spurious_warning(tmp_path):
+    """A smoke run through the CLI, in a fresh process: no Python warning, no autograph notice."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_vit", "pretrain", "--smoke", "--verbose", "0",
+         "--out", str(tmp_path / "run")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for notice in ("Warning:", "Unable to locate the source code", "will be ignored"):
+        assert notice not in output, output
