@@ -109,8 +109,14 @@ def read_config_file(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Experiment file not found: {path!r} (given to --config).")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"Experiment file {path!r} is not UTF-8 text ({error.reason} at byte {error.start}). "
+            "Save it as UTF-8."
+        ) from None
     if path.endswith(".json"):
         try:
             data = json.loads(text)

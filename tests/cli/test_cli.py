@@ -331,14 +331,22 @@ def test_config_file_mistakes_are_clear(tmp_path, capsys):
 
 
 def test_overwrite_flag_reaches_the_config():
-    config = FakeRecipe.get_config()
+    from keras_vit.recipes import pretrain
+
     args = build_parser().parse_args(["pretrain", "--overwrite"])
     assert args.overwrite is True
-    if "overwrite" in config:
-        assert config_from_args(FakeRecipe, "pretrain", args)["overwrite"] is True
-    else:  # a runner without the setting: a clear error, never a silently ignored flag
-        with pytest.raises(ValueError, match="unknown config key 'overwrite'"):
-            config_from_args(FakeRecipe, "pretrain", args)
+    assert config_from_args(pretrain, "pretrain", args)["overwrite"] is True
+    assert config_from_args(pretrain, "pretrain", build_parser().parse_args(["pretrain"]))[
+        "overwrite"
+    ] is False
+
+
+def test_config_file_that_is_not_utf8_names_the_file(tmp_path):
+    path = tmp_path / "latin1.py"
+    path.write_bytes('CONFIG = dict(out="caf\xe9")\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match="is not UTF-8") as info:
+        config_for("--config", str(path))
+    assert str(path) in str(info.value)
 
 
 @pytest.mark.parametrize("name", sorted(os.listdir(os.path.join(ROOT, "recipes"))))
