@@ -26,7 +26,7 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.recipes import common, pretrain
+from keras_vit.recipes import backup, common, pretrain
 from keras_vit.training.fewshot import fewshot_accuracy
 
 DEFAULTS = dict(
@@ -131,7 +131,7 @@ def run(config, pretrain_config=None):
         "shots": results,
         "config": common._jsonable(config),
     }
-    common.write_json(os.path.join(out, "metrics.json"), metrics)
+    backup.write_json(os.path.join(out, "metrics.json"), metrics)
     for n, r in results.items():
         print(f"{n}-shot: {r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}")
     return metrics

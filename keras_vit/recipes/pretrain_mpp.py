@@ -32,7 +32,7 @@ masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras
 import os
 
 from keras_vit import mpp
-from keras_vit.recipes import common, pretrain
+from keras_vit.recipes import backup, common, pretrain
 
 # Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
 # flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
@@ -110,7 +110,7 @@ def save_encoder(model, setup):
     """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`."""
     encoder = mpp.extract_encoder(model)
     path = os.path.join(setup.out, "encoder.keras")
-    common.atomic_write(path, encoder.save)
+    backup.atomic_write(path, encoder.save)
     return {"encoder_params": int(encoder.count_params()), "encoder_path": path}
 
 

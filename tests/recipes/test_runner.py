@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from keras_vit.recipes import backup as backup_lib  # noqa: E402
 from keras_vit.recipes import common, fewshot, pretrain  # noqa: E402
 
 
@@ -74,7 +75,7 @@ def test_atomic_backup_keeps_a_consistent_pair_through_every_save_step(tmp_path,
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile("adam", "mse")
     backup = str(tmp_path / "backup")
-    callback = common.AtomicBackupAndRestore(backup)
+    callback = backup_lib.AtomicBackupAndRestore(backup)
     callback.set_model(model)
     kernel = model.layers[0].kernel
     real_on_epoch_end = callback.on_epoch_end
@@ -86,7 +87,7 @@ def test_atomic_backup_keeps_a_consistent_pair_through_every_save_step(tmp_path,
     callback.on_epoch_end = on_epoch_end
     for epoch in range(2):
         callback.on_epoch_end(epoch)
-    assert common.find_backup(backup) == (2, os.path.join(backup, "latest.weights.h5"))
+    assert backup_lib.find_backup(backup) == (2, os.path.join(backup, "latest.weights.h5"))
     # Kill the third save after each of its file moves: a consistent backup always remains.
     real_replace = os.replace
     for stop in range(4):
@@ -102,7 +103,7 @@ def test_atomic_backup_keeps_a_consistent_pair_through_every_save_step(tmp_path,
         with pytest.raises(KeyboardInterrupt):
             callback.on_epoch_end(2)
         monkeypatch.setattr(os, "replace", real_replace)
-        epoch, weights = common.find_backup(backup)
+        epoch, weights = backup_lib.find_backup(backup)
         assert epoch in (2, 3) and os.path.getsize(weights) > 0
         # Restore the two-epoch state for the next interruption point.
         callback.on_epoch_end(1)
@@ -111,7 +112,7 @@ def test_atomic_backup_keeps_a_consistent_pair_through_every_save_step(tmp_path,
     with open(os.path.join(backup, "training_metadata.json"), "w") as f:
         f.write("{half")
     with pytest.warns(UserWarning, match="training_metadata.json"):
-        assert common.find_backup(backup) == (1, os.path.join(backup, "previous.weights.h5"))
+        assert backup_lib.find_backup(backup) == (1, os.path.join(backup, "previous.weights.h5"))
 
 
 def test_backup_damaged_beyond_repair_restarts_with_a_warning(tmp_path):
@@ -120,7 +121,7 @@ def test_backup_damaged_beyond_repair_restarts_with_a_warning(tmp_path):
     (backup / "latest.weights.h5").write_bytes(b"\x89HDF")
     (backup / "training_metadata.json").write_text(json.dumps({"epoch": 1, "weights_sha256": "0"}))
     with pytest.warns(UserWarning, match="restarting"):
-        assert common.backup_epoch(str(backup)) == 0
+        assert backup_lib.backup_epoch(str(backup)) == 0
 
 
 @pytest.mark.parametrize(
@@ -206,16 +207,16 @@ def test_one_smoke_shrink_for_every_recipe():
 def test_trim_csv_log(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text("epoch,loss\n0,1.0\n1,0.9\n2,0.8\n")
-    common.trim_csv_log(str(path), 2)
+    backup_lib.trim_csv_log(str(path), 2)
     assert path.read_text() == "epoch,loss\n0,1.0\n1,0.9\n"
-    common.trim_csv_log(str(path), 0)
+    backup_lib.trim_csv_log(str(path), 0)
     assert not path.exists()
-    np.testing.assert_equal(common.backup_epoch(str(tmp_path / "none")), 0)
+    np.testing.assert_equal(backup_lib.backup_epoch(str(tmp_path / "none")), 0)
 
 
 def test_backup_every_k_epochs_and_after_the_last(tmp_path, monkeypatch):
     """`backup_every=k` backs up after epochs k, 2k, ... and always after the run's last epoch."""
-    from keras_vit.recipes.common import AtomicBackupAndRestore
+    from keras_vit.recipes.backup import AtomicBackupAndRestore
 
     saved = []
     backup = AtomicBackupAndRestore(str(tmp_path / "backup"), every=3, epochs=7)
