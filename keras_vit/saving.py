@@ -1,12 +1,54 @@
-"""Loading `.keras` files made with keras_vit: layers registered, no optimizer, clear errors."""
+"""Reading and writing model files: `.keras` loading with clear errors, atomic writes."""
 
 import os
+import shutil
+import tempfile
 import zipfile
 import zlib
 
 import keras
 
 import keras_vit.layers  # noqa: F401  (registers every keras_vit layer, StdConv2D included)
+
+
+def atomic_write(target, write, name=None):
+    """Calls `write(staged_path)` beside `target`, then moves the result onto `target`.
+
+    The staged file or folder lies in a temporary folder next to `target` (same file system) and
+    is named `name` (default: `target`'s own name, so extensions such as `.keras` or
+    `.weights.h5` are kept); `os.replace` then puts it in place, so a kill leaves the old target
+    or the new one, never half of one. An existing folder at `target` is removed first (the
+    caller decided it may be replaced).
+
+    Args:
+        target: str or path-like. The file or folder to write.
+        write: callable taking the staged path; its return value is returned.
+        name: optional str. The staged entry's name.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
+    >>> def write(staged):
+    ...     with open(staged, "w") as f:
+    ...         _ = f.write("done")
+    >>> atomic_write(path, write)
+    >>> open(path).read(), os.listdir(os.path.dirname(path))
+    ('done', ['notes.txt'])
+    """
+    target = os.fspath(target)
+    parent = os.path.dirname(target) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    try:
+        staged = os.path.join(staging, name or os.path.basename(target))
+        result = write(staged)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(staged, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
 
 
 def not_a_keras_archive(path, reason):

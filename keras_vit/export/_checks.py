@@ -5,8 +5,6 @@ package (which imports `keras_vit.export`).
 """
 
 import os
-import shutil
-import tempfile
 
 import keras
 
@@ -94,23 +92,3 @@ def check_file_target(path, overwrite):
         raise FileExistsError(f"Export file {path!r} exists. Pass overwrite=True to replace it.")
     check_writable_parent(path)
 
-
-def write_atomically(target, write, name):
-    """Calls `write(staged_path)` next to `target`, then moves the result into place.
-
-    No half-written file or folder is ever visible at `target` (e.g. to a TF
-    Serving instance watching MODEL_DIR). `name` is the staged entry's name.
-    An existing `target` folder is replaced (the caller checked it may be).
-    """
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
-    try:
-        written = os.path.join(staging, name)
-        result = write(written)
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        os.replace(written, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return result

@@ -7,6 +7,7 @@ import keras
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.export.saved_model import ExportResult
+from keras_vit.saving import atomic_write
 
 
 def _write_onnx(model, path, *, overwrite):
@@ -27,7 +28,7 @@ def _write_onnx(model, path, *, overwrite):
         model.export(staged, format="onnx", input_signature=[input_spec], verbose=False)
         return [output.name for output in onnx.load(staged).graph.output]
 
-    return dict(outputs=_checks.write_atomically(path, write, "model.onnx"))
+    return dict(outputs=atomic_write(path, write, "model.onnx"))
 
 
 def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):

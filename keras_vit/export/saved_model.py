@@ -34,6 +34,7 @@ import keras
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.saving import atomic_write
 
 logger = logging.getLogger("keras_vit.export")
 
@@ -345,7 +346,7 @@ def _write_archive(model, target, spec):
         fn, input_spec = endpoints[name]
         archive.add_endpoint(name, fn, input_signature=[input_spec])
 
-    _checks.write_atomically(
+    atomic_write(
         target, lambda path: archive.write_out(path, verbose=False), "saved_model"
     )
 

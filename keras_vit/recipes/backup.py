@@ -14,21 +14,7 @@ import warnings
 
 import keras
 
-
-def atomic_write(path, write):
-    """Calls `write(tmp_path)`, then moves the temporary file onto `path` (`os.replace`).
-
-    The temporary file lies in the same folder and keeps `path`'s extension (`.keras`,
-    `.weights.h5`), so a kill leaves either the old file or the new one, never half of one.
-    """
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{name}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+from keras_vit.saving import atomic_write
 
 
 def write_json(path, value):

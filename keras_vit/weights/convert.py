@@ -98,6 +98,7 @@ def convert_checkpoint(
     ...                    model="B/16", num_classes=10)  # doctest: +SKIP
     """
     from keras_vit.models.vit import ViT
+    from keras_vit.saving import atomic_write
     from keras_vit.weights.npz import load_npz, read_npz
 
     output = os.fspath(output)
@@ -126,7 +127,7 @@ def convert_checkpoint(
         representation_size=representation_size or None,
     )
     load_npz(vit, checkpoint, strict=strict, source_grid=source_grid)
-    vit.save(output)
+    atomic_write(output, vit.save)
     return vit
 
 
