@@ -125,7 +125,7 @@ def load_weights(model, weights):
     if not os.path.exists(path):
         raise FileNotFoundError(f"Weights file not found: {path!r}")
     if path.endswith(".npz"):
-        from keras_vit.checkpoints import load_npz
+        from keras_vit.weights.npz import load_npz
 
         return load_npz(model, path)
     model.load_weights(path)

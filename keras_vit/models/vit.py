@@ -4,10 +4,10 @@
 `keras_vit.models.encoder.build_model`; hybrid codes only change the stem.
 """
 
-from keras_vit import presets
 from keras_vit.models import variants
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import build_model, load_weights
+from keras_vit.weights import presets
 
 __all__ = [
     "ViT",

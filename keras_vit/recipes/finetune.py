@@ -174,7 +174,7 @@ def build_model(num_classes, config):
         return model, info
     model, info = pretrain.build_model(num_classes, config)
     if config["weights"]:
-        from keras_vit.checkpoints import load_npz
+        from keras_vit.weights.npz import load_npz
 
         load_npz(model, config["weights"])
         zero_head(model)  # paper: the pre-trained head is replaced by a zero-initialised one
