@@ -30,7 +30,6 @@ tf = pytest.importorskip("tensorflow", reason="SavedModel export needs TensorFlo
 ATOL = 1e-5
 IMAGE_SIZE = 32
 CLASS_NAMES = [f"class_{i}" for i in range(10)]
-HAS_HYBRID = importlib.util.find_spec("keras_vit.models.hybrid") is not None
 
 # Runs in a fresh interpreter. Never imports keras / keras_vit: they are blocked.
 TF_ONLY_SCRIPT = textwrap.dedent(
@@ -170,12 +169,11 @@ def served(tmp_path_factory):
     cli["without_overwrite"] = run_cli(argv)
     cli["with_overwrite"] = run_cli(argv + ["--overwrite"])
 
-    hybrid = None
-    if HAS_HYBRID:  # ResNet stem (1, 1) units, width 8 + the mu transformer
-        hybrid = build_model(
-            variant="mu/1", resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_classes=5
-        )
-        export_saved_model(hybrid, tmp / "hybrid")
+    # ResNet stem (1, 1) units, width 8 + the mu transformer
+    hybrid = build_model(
+        variant="mu/1", resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_classes=5
+    )
+    export_saved_model(hybrid, tmp / "hybrid")
 
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, (3, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
@@ -205,12 +203,11 @@ def served(tmp_path_factory):
         call("b_float", path_b, "serving_default", input="floats"),
         call("b_bytes", path_b, "serve_bytes", b64=b64),
     ]
-    if hybrid is not None:
-        path_h = str(tmp / "hybrid")
-        calls += [
-            call("h_float", path_h, "serving_default", input="floats"),
-            call("h_bytes", path_h, "serve_bytes", b64=b64),
-        ]
+    path_h = str(tmp / "hybrid")
+    calls += [
+        call("h_float", path_h, "serving_default", input="floats"),
+        call("h_bytes", path_h, "serve_bytes", b64=b64),
+    ]
     outputs, report = run_tf_only(tmp, calls, inputs)
     return dict(
         tmp=tmp,
@@ -297,9 +294,11 @@ def test_serve_bytes_matches_keras(served):
     images = np.stack([decode_and_resize(data) for data in inputs["encoded"]])
     assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3)
     images = images / 127.5 - 1
-    models = [("a_bytes", served["model_a"]), ("b_bytes", served["model_b"])]
-    if served["hybrid"] is not None:
-        models.append(("h_bytes", served["hybrid"]))
+    models = [
+        ("a_bytes", served["model_a"]),
+        ("b_bytes", served["model_b"]),
+        ("h_bytes", served["hybrid"]),
+    ]
     for prefix, model in models:
         logits, probabilities = keras_heads(model, images.astype("float32"))
         out = served["outputs"]
@@ -333,7 +332,6 @@ def test_cli_refuses_then_overwrites(served):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_HYBRID, reason="keras_vit/models/hybrid.py is not in this checkout")
 def test_hybrid_model_exports(served):
     out = served["outputs"]
     logits, probabilities = keras_heads(served["hybrid"], served["inputs"]["floats"])

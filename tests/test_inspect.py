@@ -388,7 +388,6 @@ def test_conv_stem_hybrid(tmp_path):
 
 
 def test_builder_hybrid():
-    pytest.importorskip("keras_vit.models.hybrid")
     model = ViT("R+mu/8", image_size=32, num_classes=10)
     geometry = vi.model_geometry(model)
     encoder = vi.find_patch_encoder(model)
