@@ -45,6 +45,7 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.timm import from_timm
 
 __all__ = [
     "DropPath",
@@ -77,6 +78,7 @@ __all__ = [
     "decode_predictions",
     "export_onnx",
     "export_saved_model",
+    "from_timm",
     "get_weights_file",
     "imagenet_classes",
     "inspect",

@@ -193,7 +193,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
         fills: optional dict {variable path: value} for variables the checkpoint has no
             array for by design (e.g. zero biases of a layer trained without them).
         skip: optional dict {source key: note}: arrays deliberately left out (a head of
-            another class count), each logged with its note.
+            another class count), each logged with its note; their variables keep their
+            values.
 
     Returns:
         `(assignments, problems, notes)`: `[(variable, value)]`, a dict
@@ -219,6 +220,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
             )
         targets = [variables[p] for p in paths]
         covered.update(paths)
+        if key in skip:  # left out on purpose: the model keeps its own values
+            continue
         shapes = tuple(shape_of(v) for v in targets)
         expected = tuple(transform.source_shape(shapes))
         if key not in arrays:

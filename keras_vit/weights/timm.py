@@ -665,28 +665,63 @@ def _fills(config, qkv_bias, patch_bias):
 # --- from_timm --------------------------------------------------------------------------------
 
 
-def _class_count(arrays, spec, num_classes, include_top):
-    """(num_classes, include_top, head keys to skip with their note)."""
-    head = arrays.get("head.weight") if arrays is not None else None
+def _head_skips(arrays, config):
+    """Checkpoint arrays left out on purpose: a head the model does not have, pre_logits."""
+    head = arrays.get("head.weight")
     file_classes = int(head.shape[0]) if head is not None and head.ndim == 2 else None
-    if num_classes is None:
-        num_classes = file_classes if arrays is not None else spec.num_classes
-    if include_top is None:
-        include_top = bool(num_classes)
     skip = {}
-    head_keys = [k for k in (arrays or {}) if k.split(".")[0] in ("head", "head_dist")]
-    if file_classes is not None and (not include_top or num_classes != file_classes):
+    if file_classes is not None and (not config.include_top or config.num_classes != file_classes):
         why = (
             "the model has no head (include_top=False)"
-            if not include_top
-            else f"num_classes={num_classes}: a new zero-initialised head"
+            if not config.include_top
+            else f"the model's head has {config.num_classes} classes (a new zero head)"
         )
-        for key in head_keys:
-            skip[key] = f"dropped the checkpoint's {key} {L.shape_of(arrays[key])}: {why}"
-    for key in arrays or {}:
+        for key in arrays:
+            if key.split(".")[0] in ("head", "head_dist"):
+                skip[key] = f"dropped the checkpoint's {key} {L.shape_of(arrays[key])}: {why}"
+    for key in arrays:
         if key.startswith("pre_logits."):
             skip[key] = f"dropped {key} (timm drops pre_logits too)"
-    return (num_classes or 1000), include_top, skip
+    return skip
+
+
+def load_timm_weights(model, name, checkpoint):
+    """Loads a timm checkpoint into a keras_vit model of that architecture, all or nothing.
+
+    `from_timm` builds the model and calls this; call it yourself to load another
+    checkpoint of the same architecture into a model you have. The position embedding is
+    resampled to the model's grid as timm does; a head of another class count than the
+    model's is left out (the model keeps its own).
+
+    Args:
+        model: a keras_vit model of the architecture `name` describes (e.g. from `from_timm`).
+        name: str. The timm model name (it says whether the checkpoint has q/k/v and
+            patch-embedding biases).
+        checkpoint: a path or a dict (see `keras_vit.weights.state_dict.read_state_dict`).
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: listing every missing, unexpected or mis-shaped array; the model's
+            weights are unchanged.
+    """
+    return _load(model, parse_timm_name(name), read_state_dict(checkpoint), checkpoint)
+
+
+def _load(model, spec, arrays, checkpoint, config=None):
+    from keras_vit.models.config import config_from_model
+
+    config = config or config_from_model(model)
+    return L.load_state_dict(
+        model,
+        arrays,
+        timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias),
+        source=_describe(checkpoint),
+        logger=logger,
+        fills=_fills(config, spec.qkv_bias, spec.patch_bias),
+        skip=_head_skips(arrays, config),
+    )
 
 
 def from_timm(
@@ -712,8 +747,8 @@ def from_timm(
     `vit_small_patch16_36x1_224`), `deit_*_patch16_*`, `vit_*_gap_*` (without registers),
     DINOv2 (`vit_{small,base,large}_patch14_dinov2`), SigLIP towers with average pooling
     (`*_siglip_gap_*`) and the hybrids `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`,
-    `vit_base_r26_s32_*`, `vit_base_r50_s16_*`, `vit_large_r50_s32_*`. Families whose
-    architecture needs a ViT argument this keras_vit lacks raise a `ValueError` naming it.
+    `vit_base_r26_s32_*`, `vit_base_r50_s16_*`, `vit_large_r50_s32_*`. A family whose
+    architecture needs a ViT argument this keras_vit lacks raises a `ValueError` naming it.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
@@ -728,12 +763,12 @@ def from_timm(
             `dynamic_img_size`); needs a keras_vit with `dynamic_image_size`. Defaults to
             False.
         **kwargs: other `keras_vit.ViT` arguments (`include_top`, `classifier_activation`,
-            dropout rates, `name`, ...).
+            dropout rates, `name`, size overrides for tests, ...).
 
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` images normalised as timm's
-        pretrained config says (e.g. mean 0.5, std 0.5 for AugReg: the same [-1, 1] as
-        `keras_vit.preprocess_input`; ImageNet mean/std for DeiT and DINOv2).
+        pretrained config says (mean 0.5, std 0.5 for AugReg and SigLIP: the [-1, 1] of
+        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2).
 
     Raises:
         ValueError: an unknown or unsupported name, a missing keras_vit feature, or a
@@ -754,21 +789,26 @@ def from_timm(
         arguments["dynamic_image_size"] = True
     missing = missing_features(arguments)
     if missing:
+        working = [row[0] for row in family_table() if not row[3]]
         raise ValueError(
             f"timm model {spec.name!r} ({spec.family.description}) needs "
-            f"{', '.join(missing)}, not available in this keras_vit "
-            f"{_version()}. Families that work now: "
-            + ", ".join(f.name for f in FAMILIES if not missing_features(f.arguments(_demo(f))))
+            f"{', '.join(missing)}, not available in this keras_vit ({_version()}). "
+            f"Families that load now: {', '.join(working)}."
         )
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
     include_top = kwargs.pop("include_top", None)
-    num_classes, include_top, skip = _class_count(arrays, spec, num_classes, include_top)
-    variant = arguments.pop("variant")
+    if num_classes is None:
+        head = None if arrays is None else arrays.get("head.weight")
+        num_classes = spec.num_classes if arrays is None else (
+            int(head.shape[0]) if head is not None and head.ndim == 2 else 0
+        )  # fmt: skip
+    if include_top is None:
+        include_top = num_classes > 0
     config = ViTConfig.from_variant(
-        variant,
+        arguments.pop("variant"),
         **{
             "image_size": image_size or spec.image_size,
-            "num_classes": num_classes,
+            "num_classes": num_classes or 1000,
             "include_top": include_top,
             "name": spec.name,
             **arguments,
@@ -776,22 +816,14 @@ def from_timm(
         },
     )
     model = build_model(config)
-    if arrays is None:
-        return model
-    L.load_state_dict(
-        model,
-        arrays,
-        timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias),
-        source=_describe(checkpoint),
-        logger=logger,
-        fills=_fills(config, spec.qkv_bias, spec.patch_bias),
-        skip=skip,
-    )
+    if arrays is not None:
+        _load(model, spec, arrays, checkpoint, config)
     return model
 
 
 def _describe(checkpoint):
     return "the given state dict" if isinstance(checkpoint, dict) else repr(str(checkpoint))
+
 
 
 def _version():
@@ -815,5 +847,12 @@ def family_table():
     return rows
 
 
-__all__ = ["FAMILIES", "from_timm", "parse_timm_name", "timm_name_table", "family_table"]
+__all__ = [
+    "FAMILIES",
+    "family_table",
+    "from_timm",
+    "load_timm_weights",
+    "parse_timm_name",
+    "timm_name_table",
+]
 
