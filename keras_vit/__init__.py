@@ -45,6 +45,7 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "decode_predictions",
     "export_onnx",
     "export_saved_model",
+    "from_huggingface",
     "from_timm",
     "get_weights_file",
     "imagenet_classes",

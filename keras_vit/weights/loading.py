@@ -182,6 +182,19 @@ def _targets(paths):
     return (paths,) if isinstance(paths, str) else tuple(paths)
 
 
+def without_new_head(table, arrays, keys, logger):
+    """`table` without the head entries `keys` when the checkpoint has none of them.
+
+    A checkpoint without a classifier (a backbone) loads into a model with a head: the head
+    is new (its zero initialisation stays) rather than missing.
+    """
+    present = [key for key in keys if key in table]
+    if present and not any(key in arrays for key in present):
+        logger.info("the checkpoint has no %s: the model's head stays zero-initialised", present[0])
+        return {k: v for k, v in table.items() if k not in present}
+    return table
+
+
 def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
     """Pairs every array with its variables through `table`, changing nothing.
 
@@ -284,3 +297,39 @@ def load_state_dict(model, arrays, table, *, source, logger, fills=None, skip=No
     assignments, problems, notes = plan_state_dict(model, arrays, table, fills=fills, skip=skip)
     commit(model, assignments, problems, notes, source=source, strict=strict, logger=logger)
     return model
+
+
+# --- which ViT arguments this keras_vit has ---------------------------------------------------
+
+
+def available_features():
+    """The ViT arguments (`ViTConfig` fields) and poolings this keras_vit has."""
+    from keras_vit.models import config
+
+    return set(config.ViTConfig.field_names()), tuple(config.POOLINGS)
+
+
+def missing_features(arguments):
+    """The `keras_vit.ViT` arguments in `arguments` this keras_vit does not have.
+
+    Checkpoint converters describe an architecture with `ViT` arguments; one this version
+    lacks (e.g. `num_register_tokens` in a keras_vit without registers) is named here, and
+    the converter refuses the model with a clear message instead of building another one.
+    Keys starting with `_` (converter notes) and `variant` are not arguments.
+
+    Example:
+
+    >>> missing_features({"hidden_dim": 8, "pooling": "token"})
+    []
+    >>> missing_features({"hidden_dim": 8, "num_wings": 2})
+    ['num_wings']
+    """
+    fields, poolings = available_features()
+    missing = [
+        key
+        for key in arguments
+        if key != "variant" and not key.startswith("_") and key not in fields
+    ]
+    if arguments.get("pooling") not in poolings:
+        missing.append(f"pooling={arguments['pooling']!r}")
+    return missing

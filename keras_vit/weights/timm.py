@@ -455,35 +455,6 @@ def parse_timm_name(name):
     )
 
 
-# --- keras_vit features the table uses -------------------------------------------------------
-
-
-def _available():
-    """The ViT arguments (ViTConfig fields) and poolings this keras_vit has."""
-    from keras_vit.models import config
-
-    return set(config.ViTConfig.field_names()), tuple(config.POOLINGS)
-
-
-def missing_features(arguments):
-    """The `keras_vit.ViT` arguments in `arguments` this keras_vit does not have.
-
-    Example:
-
-    >>> missing_features({"hidden_dim": 8, "pooling": "token"})
-    []
-    """
-    fields, poolings = _available()
-    missing = [
-        key
-        for key in arguments
-        if key != "variant" and not key.startswith("_") and key not in fields
-    ]
-    if arguments.get("pooling") not in poolings:
-        missing.append(f"pooling={arguments['pooling']!r}")
-    return missing
-
-
 # --- the name table ---------------------------------------------------------------------------
 
 # Model variables of keras_vit features the table maps (one place to change if they move).
@@ -713,10 +684,12 @@ def _load(model, spec, arrays, checkpoint, config=None):
     from keras_vit.models.config import config_from_model
 
     config = config or config_from_model(model)
+    table = timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+    head = ("head.weight", "head.bias", "head_dist.weight", "head_dist.bias")
     return L.load_state_dict(
         model,
         arrays,
-        timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias),
+        L.without_new_head(table, arrays, head, logger),
         source=_describe(checkpoint),
         logger=logger,
         fills=_fills(config, spec.qkv_bias, spec.patch_bias),
@@ -787,7 +760,7 @@ def from_timm(
     arguments = dict(spec.arguments)
     if dynamic_image_size:
         arguments["dynamic_image_size"] = True
-    missing = missing_features(arguments)
+    missing = L.missing_features(arguments)
     if missing:
         working = [row[0] for row in family_table() if not row[3]]
         raise ValueError(
@@ -843,7 +816,7 @@ def family_table():
     rows = []
     for family in FAMILIES:
         rows.append((family.name, family.example, family.description,
-                     missing_features(family.arguments(_demo(family)))))  # fmt: skip
+                     L.missing_features(family.arguments(_demo(family)))))  # fmt: skip
     return rows
 
 

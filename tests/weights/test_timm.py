@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from keras_vit import from_timm
+from keras_vit.weights import loading as L
 from keras_vit.weights import timm as T
 from keras_vit.weights.state_dict import write_safetensors
 from tests.helpers import to_numpy
@@ -102,6 +103,15 @@ def test_new_class_count_gives_zero_head_and_keeps_features(checkpoints, caplog)
     _assert_close(_run(features, images), np_timm_forward(arrays, arch, images, features=True))
 
 
+def test_backbone_checkpoint_with_a_new_head(checkpoints, models):
+    name, _, ours, arch = CASES["dinov2"]
+    arrays, path = checkpoints["dinov2"]
+    model = from_timm(name, path, **{**ours, "num_classes": 4})
+    assert model.output_shape == (None, 4)
+    assert not np.any(to_numpy(model.get_layer("head").kernel))
+    assert models["dinov2"].output_shape == (None, 32)  # no head in the checkpoint: features
+
+
 def test_without_checkpoint_is_the_architecture_at_random():
     tiny_stem = dict(resnet_units=(1,), resnet_width=8, resnet_groups=4)
     model = from_timm("vit_small_r26_s32_384", num_layers=1, **tiny_stem)
@@ -164,7 +174,7 @@ WAITING = {
 @pytest.mark.parametrize("name", list(WAITING))
 def test_families_waiting_for_a_feature(name):
     feature = WAITING[name]
-    fields, poolings = T._available()
+    fields, poolings = L.available_features()
     available = "map" in poolings if feature == "pooling='map'" else feature in fields
     if available:  # the feature has landed: the family builds
         model = from_timm(name, image_size=32, patch_size=16, **T_SMALL)
@@ -178,15 +188,19 @@ T_SMALL = dict(num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=64)
 
 
 def test_missing_feature_is_named(monkeypatch):
-    fields, poolings = T._available()
-    monkeypatch.setattr(T, "_available", lambda: (fields - {"layer_scale_init_value"}, poolings))
+    fields, poolings = L.available_features()
+
+    def without(*names, pools=poolings):
+        monkeypatch.setattr(L, "available_features", lambda: (fields - set(names), pools))
+
+    without("layer_scale_init_value")
     with pytest.raises(ValueError, match=r"'vit_small_patch14_dinov2' .*needs layer_scale_init"):
         from_timm("vit_small_patch14_dinov2")
-    monkeypatch.setattr(T, "_available", lambda: (fields, ("token", "gap", None)))
+    without(pools=("token", "gap", None))
     with pytest.raises(ValueError, match=r"needs pooling='map'"):
         from_timm("vit_so400m_patch14_siglip_384")
+    without("dynamic_image_size")
     with pytest.raises(ValueError, match="needs dynamic_image_size"):
-        monkeypatch.setattr(T, "_available", lambda: (fields - {"dynamic_image_size"}, poolings))
         from_timm("vit_tiny_patch16_224", dynamic_image_size=True)
 
 
