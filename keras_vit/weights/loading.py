@@ -76,7 +76,7 @@ def commit(
         variable.assign(np.asarray(value, dtype=variable.dtype))
     for note in notes:
         logger.info("%s", note)
-    logger.info("loaded %d arrays from %s", len(assignments), source)
+    logger.info("assigned %d model weights from %s", len(assignments), source)
     return len(assignments)
 
 
@@ -252,6 +252,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
         if any(shape_of(r) != s for r, s in zip(results, shapes, strict=True)):
             problems["shape"].append(f"{key}: expected {expected}, found {shape_of(value)}")
             continue
+        if shape_of(value) != expected:  # an adapting transform (a resampled grid)
+            notes.append(f"resized {key} from {shape_of(value)} to {expected} ({transform.name})")
         assignments += list(zip(targets, results, strict=True))
     for path, value in fills.items():
         variable = variables[path]

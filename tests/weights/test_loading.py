@@ -107,7 +107,7 @@ def test_fills_skips_and_notes(caplog):
             skip={"head_dist.weight": "dropped head_dist"},
         )
     np.testing.assert_array_equal(to_numpy(model.get_layer("conv").bias), np.zeros(4))
-    assert "dropped head_dist" in caplog.text and "loaded 4 arrays from x" in caplog.text
+    assert "dropped head_dist" in caplog.text and "assigned 4 model weights from x" in caplog.text
 
 
 def test_table_that_does_not_fit_the_model():
