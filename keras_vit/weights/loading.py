@@ -288,13 +288,14 @@ def load_state_dict(model, arrays, table, *, source, logger, fills=None, skip=No
     Example:
 
     >>> import logging
-    >>> dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, name="fc")])
+    >>> inputs = keras.Input((3,))
+    >>> dense = keras.Model(inputs, keras.layers.Dense(2, name="fc")(inputs))
     >>> torch_layout = {"fc.weight": np.ones((2, 3)), "fc.bias": np.zeros(2)}
     >>> table = {"fc.weight": ("fc/kernel", LINEAR), "fc.bias": ("fc/bias", IDENTITY)}
     >>> _ = load_state_dict(dense, torch_layout, table, source="a dict",
     ...                     logger=logging.getLogger("demo"))
-    >>> dense.get_layer("fc").kernel.shape
-    (3, 2)
+    >>> keras.ops.convert_to_numpy(dense.get_layer("fc").kernel).tolist()
+    [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]
     """
     assignments, problems, notes = plan_state_dict(model, arrays, table, fills=fills, skip=skip)
     commit(model, assignments, problems, notes, source=source, strict=strict, logger=logger)
