@@ -414,8 +414,9 @@ def parse_timm_name(name):
     ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 384)
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"Expected a timm model name such as 'vit_base_patch16_224'. "
-                         f"Received: {name!r}")  # fmt: skip
+        raise ValueError(
+            f"Expected a timm model name such as 'vit_base_patch16_224'. Received: {name!r}"
+        )
     full = name.strip()
     for prefix in ("hf-hub:", "hf_hub:", "timm/"):
         if full.startswith(prefix):
@@ -433,8 +434,6 @@ def parse_timm_name(name):
             continue
         groups = match.groupdict()
         arguments = family.arguments(groups)
-        if "size" in groups and groups["size"] not in SIZES:  # pragma: no cover - by regex
-            continue
         qkv_bias = arguments.pop("_qkv_bias", True)
         patch_bias = arguments.pop("_patch_bias", True)
         image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
@@ -798,7 +797,6 @@ def _describe(checkpoint):
     return "the given state dict" if isinstance(checkpoint, dict) else repr(str(checkpoint))
 
 
-
 def _version():
     from keras_vit.version import __version__
 
@@ -813,11 +811,10 @@ def _demo(family):
 
 def family_table():
     """(family, example, description, missing features) for every family (README, CLI)."""
-    rows = []
-    for family in FAMILIES:
-        rows.append((family.name, family.example, family.description,
-                     L.missing_features(family.arguments(_demo(family)))))  # fmt: skip
-    return rows
+    return [
+        (f.name, f.example, f.description, L.missing_features(f.arguments(_demo(f))))
+        for f in FAMILIES
+    ]
 
 
 __all__ = [
