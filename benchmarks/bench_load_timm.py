@@ -17,10 +17,8 @@ Usage (one backend per run):
 """
 
 import argparse
-import gc
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
+from benchmarks.bench_load_npz import timed  # noqa: E402  (after the sys.path line)
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.vit import ViTB16
 from keras_vit.weights.npz import save_npz
@@ -50,18 +49,6 @@ def write_checkpoint(path, model, seed=0):
         arrays[key] = 0.02 * rng.standard_normal(shape, dtype=np.float32)
     write_safetensors(arrays, path)
     return sum(a.size for a in arrays.values()), len(arrays)
-
-
-def timed(fn, runs):
-    times = []
-    for _ in range(runs):
-        keras.backend.clear_session()
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-        del result
-    return statistics.median(times), min(times), max(times)
 
 
 def main(argv=None):

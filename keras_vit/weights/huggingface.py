@@ -200,39 +200,16 @@ def vit_arguments(config, source="config.json"):
     return arguments
 
 
-def _norm(key, path):
-    return {
-        f"{key}.weight": (f"{path}/gamma", L.IDENTITY),
-        f"{key}.bias": (f"{path}/beta", L.IDENTITY),
-    }
-
-
-def _dense(key, path):
-    return {
-        f"{key}.weight": (f"{path}/kernel", L.LINEAR),
-        f"{key}.bias": (f"{path}/bias", L.IDENTITY),
-    }
+_norm, _dense = L.torch_norm, L.torch_linear
 
 
 def _position_transform(config):
     """HF `position_embeddings` -> ours, resampled as `interpolate_pos_encoding=True` does."""
-    prefix = int(config.class_token)
 
-    def apply(array, shapes):
-        expected = shapes[0]
-        if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != expected[2]:
-            raise L.Mismatch(f"found {L.shape_of(array)}")
-        if array.shape == expected:
-            return (array,)
-        try:
-            resampled = resample_position_embedding(
-                array, config.grid_size, prefix, antialias=False
-            )
-        except ValueError as error:
-            raise L.Mismatch(f"found {L.shape_of(array)}, which cannot be resampled") from error
-        return (resampled,)
+    def resample(posemb, grid, prefix):
+        return resample_position_embedding(posemb, grid, prefix, antialias=False)
 
-    return L.Transform("position_embedding", lambda shapes: shapes[0], apply, exact=False)
+    return L.position_embedding(config.grid_size, int(config.class_token), resample)
 
 
 def huggingface_name_table(config, *, qkv_bias=True):
@@ -310,16 +287,6 @@ def _skips(arrays, config):
     return skip
 
 
-def _fills(config, qkv_bias):
-    if qkv_bias:
-        return {}
-    return {
-        f"encoderblock_{i}/attention/{name}/bias": 0.0
-        for i in range(config.num_layers)
-        for name in ("query", "key", "value")
-    }
-
-
 def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
@@ -395,7 +362,7 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
         L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
         source=repr(weights_path),
         logger=logger,
-        fills=_fills(config, qkv_bias),
+        fills={} if qkv_bias else L.zero_qkv_biases(config.num_layers),
         skip=_skips(arrays, config),
     )
     labels = hf.get("id2label")

@@ -162,6 +162,59 @@ QKV_WEIGHT = _split3(HEADS_IN_WEIGHT)
 QKV_BIAS = _split3(HEADS_IN_BIAS)
 
 
+def torch_norm(key, path):
+    """Table entries of a torch LayerNorm / GroupNorm `key` -> the Keras norm layer `path`."""
+    return {
+        f"{key}.weight": (f"{path}/gamma", IDENTITY),
+        f"{key}.bias": (f"{path}/beta", IDENTITY),
+    }
+
+
+def torch_linear(key, path):
+    """Table entries of a torch Linear `key` -> the Keras Dense layer `path`."""
+    return {
+        f"{key}.weight": (f"{path}/kernel", LINEAR),
+        f"{key}.bias": (f"{path}/bias", IDENTITY),
+    }
+
+
+def position_embedding(grid_size, num_prefix_rows, resample):
+    """A learned `(1, prefix + h * w, D)` position embedding, resampled to `grid_size` if needed.
+
+    Args:
+        grid_size: (h, w) of the model's patch grid.
+        num_prefix_rows: int. Rows before the grid (kept as they are).
+        resample: callable `(posemb, grid_size, num_prefix_rows) -> posemb` for a checkpoint
+            of another (square) grid: how the source library resamples.
+
+    Returns:
+        A `Transform` that accepts any `(1, T, D)` array of the model's width.
+    """
+
+    def apply(array, shapes):
+        expected = shapes[0]
+        if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != expected[2]:
+            raise Mismatch(f"found {shape_of(array)}")
+        if shape_of(array) == expected:
+            return (array,)
+        try:
+            return (resample(array, grid_size, num_prefix_rows),)
+        except ValueError as error:
+            why = f"found {shape_of(array)}, which cannot be resampled: {error}"
+            raise Mismatch(why) from error
+
+    return Transform("position_embedding", lambda shapes: shapes[0], apply, exact=False)
+
+
+def zero_qkv_biases(num_layers):
+    """`fills` for the query/key/value biases of `num_layers` blocks (a checkpoint without them)."""
+    return {
+        f"encoderblock_{i}/attention/{name}/bias": 0.0
+        for i in range(num_layers)
+        for name in ("query", "key", "value")
+    }
+
+
 # --- the generic loader -----------------------------------------------------------------------
 
 

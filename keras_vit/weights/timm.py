@@ -473,20 +473,7 @@ PATHS = {
 }
 
 
-def _norm(key, path):
-    """A torch LayerNorm / GroupNorm -> a Keras one."""
-    return {
-        f"{key}.weight": (f"{path}/gamma", L.IDENTITY),
-        f"{key}.bias": (f"{path}/beta", L.IDENTITY),
-    }
-
-
-def _linear(key, path):
-    """A torch Linear -> a Keras Dense."""
-    return {
-        f"{key}.weight": (f"{path}/kernel", L.LINEAR),
-        f"{key}.bias": (f"{path}/bias", L.IDENTITY),
-    }
+_norm, _linear = L.torch_norm, L.torch_linear
 
 
 def _block(i, config, qkv_bias):
@@ -543,30 +530,16 @@ def _map_head(prefix):
 
 
 def _position_transform(config):
-    """timm's `pos_embed` -> ours, resampled (bicubic, antialiased) when the grids differ."""
+    """timm's `pos_embed` -> ours, resampled as timm does (bicubic, antialiased) if needed."""
     prefix_rows = 0
     if getattr(config, "prefix_position_embedding", True):
         prefix_rows = int(config.class_token) + getattr(config, "num_register_tokens", 0)
         prefix_rows += int(getattr(config, "distillation_token", False))
 
-    def apply(array, shapes):
-        expected = shapes[0]
-        if array.ndim != 3 or array.shape[0] != 1 or array.shape[2] != expected[2]:
-            raise L.Mismatch(f"found {L.shape_of(array)}")
-        if array.shape == expected:
-            return (array,)
-        try:
-            return (
-                resample_position_embedding(
-                    array, config.grid_size, prefix_rows, antialias=True
-                ),
-            )
-        except ValueError as error:
-            raise L.Mismatch(
-                f"found {L.shape_of(array)}, which cannot be resampled: {error}"
-            ) from error
+    def resample(posemb, grid, prefix):
+        return resample_position_embedding(posemb, grid, prefix, antialias=True)
 
-    return L.Transform("position_embedding", lambda shapes: shapes[0], apply, exact=False)
+    return L.position_embedding(config.grid_size, prefix_rows, resample)
 
 
 def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
@@ -622,13 +595,9 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
 
 def _fills(config, qkv_bias, patch_bias):
     """Zeros for the biases our layers have and the checkpoint's do not."""
-    fills = {}
+    fills = {} if qkv_bias else L.zero_qkv_biases(config.num_layers)
     if not patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
-    if not qkv_bias:
-        for i in range(config.num_layers):
-            for name in ("query", "key", "value"):
-                fills[f"encoderblock_{i}/attention/{name}/bias"] = 0.0
     return fills
 
 
