@@ -636,7 +636,14 @@ def extract_encoder(model, name=None):
             continue
         source = model.get_layer(layer.name)
         if isinstance(layer, PatchEncoder):
-            for attr in ("kernel", "bias", "class_embedding", "position_embeddings"):
+            for attr in (
+                "kernel",
+                "bias",
+                "class_embedding",
+                "distillation_embedding",
+                "register_embeddings",
+                "position_embeddings",
+            ):
                 if hasattr(layer, attr):
                     # A NumPy copy: on JAX, sharing the buffer would let training one model
                     # (which donates its buffers) delete the other's weights.
