@@ -85,8 +85,9 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
 
     Returns:
         A functional `keras.Model` on `model`'s input (sharing its layers and weights) with one
-        output per index, in the order given (a list, also for a single index). No final norm
-        is applied (timm's `norm=False`).
+        output per index, in the order given (a list; one tensor when a single block is
+        taken, as Keras returns single outputs). No final norm is applied (timm's
+        `norm=False`).
 
     Raises:
         ValueError: a model without keras_vit blocks or patch encoder, an index out of
@@ -98,6 +99,8 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
     >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
     >>> [tuple(s) for s in feature_extractor(model, [0, -1]).output_shape]
     [(None, 4, 4, 32), (None, 4, 4, 32)]
+    >>> feature_extractor(model, 1, output="tokens").output_shape
+    (None, 17, 32)
     """
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}. Received: output={output!r}")
@@ -124,4 +127,5 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
                 name=f"feature_grid_{len(outputs)}",
             )(tokens, encoder.input)
         outputs.append(tokens)
-    return keras.Model(model.inputs, outputs, name=name or f"{model.name}_features")
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    return keras.Model(inputs, outputs, name=name or f"{model.name}_features")

@@ -75,9 +75,9 @@ def test_matches_numpy(qk_norm):
     # The fused kernel (no weights asked for) computes the same.
     np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-5, atol=1e-5 * scale)
     if qk_norm:
-        plain, _ = np_msa(x.astype("float64"), {
-            k: v for k, v in _params(layer).items() if "norm" not in k
-        })
+        plain, _ = np_msa(
+            x.astype("float64"), {k: v for k, v in _params(layer).items() if "norm" not in k}
+        )
         assert np.abs(plain - expected).max() > 1e-2  # the norm changes the result
 
 
