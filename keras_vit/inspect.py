@@ -495,13 +495,13 @@ def patch_position_embeddings(model):
     """The position embeddings of the patch tokens as NumPy `(gh * gw, D)`.
 
     Learned embeddings are read from the patch encoder's weight; `"sincos2d"`
-    tables are recomputed. Prefix (class-token) rows are dropped.
+    tables are recomputed. Prefix (class, distillation, register) rows are dropped.
     """
     encoder = find_patch_encoder(model)
     kind = encoder.position_embedding
     if kind == "learned":
         table = keras.ops.convert_to_numpy(encoder.position_embeddings)[0]
-        return np.asarray(table[encoder.num_prefix_tokens :], dtype="float64")
+        return np.asarray(table[encoder.num_prefix_positions :], dtype="float64")
     if kind == "sincos2d":
         table = pe.sincos_2d_position_embedding(encoder.grid_size, encoder.hidden_dim)[0]
         return np.asarray(table, dtype="float64")

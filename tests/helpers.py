@@ -252,6 +252,7 @@ def np_vit_forward(
     representation_size=None,
     stored_grid=None,
     return_blocks=False,
+    return_attention=False,
     **_,
 ):
     """timm's `VisionTransformer(.Distilled).forward` in NumPy, from a keras_vit model's weights.
@@ -261,7 +262,8 @@ def np_vit_forward(
     (dynamic image size: the table is resampled with `keras_vit.layers.bicubic.resize_bicubic`,
     which the tests check against PyTorch). Token order: [cls, dist, registers..., patches].
     Returns float64 outputs (logits, pooled vector or tokens), or with `return_blocks` the
-    list of every block's output tokens (timm's `forward_intermediates(norm=False)`, NLC).
+    list of every block's output tokens (timm's `forward_intermediates(norm=False)`, NLC), or
+    with `return_attention` the attention weights `(B, layers, heads, T, T)`.
     """
     from keras_vit.layers.bicubic import resize_bicubic
 
@@ -299,17 +301,20 @@ def np_vit_forward(
     if pre_norm:
         norm = model.get_layer("pre_norm")
         x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
-    i, blocks = 0, []
+    i, blocks, attention = 0, [], []
     while f"encoderblock_{i}" in [layer.name for layer in model.layers]:
         params = {
             k: v.astype("float64")
             for k, v in block_params(model.get_layer(f"encoderblock_{i}")).items()
         }
-        x, _ = np_block(x, params, eps, approximate_gelu, activation)
+        x, weights = np_block(x, params, eps, approximate_gelu, activation)
         blocks.append(x)
+        attention.append(weights)
         i += 1
     if return_blocks:
         return blocks
+    if return_attention:
+        return np.stack(attention, axis=1)
     if not fc_norm:
         norm = model.get_layer("encoder_norm")
         x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
