@@ -430,7 +430,8 @@ def export_saved_model(
 
     Args:
         model: a `keras.Model` classifier (built with `include_top=True`, with a
-            fixed image size), or a path to a `.keras` file of one.
+            fixed image size or `dynamic_image_size=True`), or a path to a `.keras`
+            file of one.
         export_dir: str or path. The model folder; with `version`, the SavedModel
             goes to `export_dir/version` (TF Serving's `MODEL_DIR/VERSION`
             layout), else to `export_dir` itself.
@@ -454,7 +455,8 @@ def export_saved_model(
         `"subprocess"`, `backend`, `signatures`, `outputs`).
 
     Raises:
-        ValueError: a model without a fixed image size or without a `head`
+        ValueError: a model without a fixed image size (other than a keras_vit
+            `dynamic_image_size` model) or without a `head`
             classifier, or bad `version`/`top_k`/`class_names`.
             Also a model file that is not a valid `.keras` archive, and a
             target under a file.
