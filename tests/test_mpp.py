@@ -274,9 +274,8 @@ def test_mpp_model_with_registers_and_timm_options_gives_its_encoder():
     )
     model = mpp.build_mpp_model("mu/4", image_size=16, num_layers=1, seed=0, **options)
     assert model.output["predictions"].shape == (None, 16, 512)  # prefix tokens dropped
-    model.compile(optimizer="adam")
     x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
-    assert np.isfinite(model.fit(x, batch_size=4, epochs=1, verbose=0).history["loss"][0])
+    assert np.isfinite(to_numpy(model.compute_loss(y_pred=model(x))))
     encoder = mpp.extract_encoder(model)
     assert encoder.output_shape == (None, 4 + 16, 32)
     assert ViTConfig.from_model(encoder).to_kwargs("encoder") == {

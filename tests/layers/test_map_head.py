@@ -9,11 +9,8 @@ D, M = 16, 24
 NUM_PARAMS = D + (D * D + D) + (D * 2 * D + 2 * D) + (D * D + D) + 2 * D + (D * M + M) + (M * D + D)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [{}, dict(activation="quick_gelu", approximate_gelu=False, num_prefix_tokens=2)],
-)
-def test_layer(kwargs):
+def test_layer():
+    kwargs = dict(activation="quick_gelu", approximate_gelu=False, num_prefix_tokens=2)
     run_layer_test(
         MAPHead,
         {"num_heads": 2, "mlp_dim": M, **kwargs},

@@ -26,8 +26,6 @@ FEATURES = {
     "distilled_registers_no_embed_class": dict(
         num_register_tokens=2, distillation_token=True, prefix_position_embedding=False
     ),
-    # Register tokens inside the position embedding; token features out.
-    "registers_token_features": dict(num_register_tokens=3, include_top=False),
     # CLIP: norm_pre, QuickGELU, LayerNorm eps 1e-5 (and a pre-logits layer).
     "clip": dict(
         pre_norm=True, activation="quick_gelu", layer_norm_epsilon=1e-5, representation_size=8
@@ -38,8 +36,10 @@ FEATURES = {
     "gap_fc_norm": dict(
         pooling="gap", fc_norm=True, num_register_tokens=1, layer_scale_init_value=0.5
     ),
-    # A distilled DeiT's pre-logits: (cls + dist) / 2.
-    "distilled_pre_logits": dict(distillation_token=True, include_top=False),
+    # A distilled DeiT's pre-logits, (cls + dist) / 2, with registers in the position embedding.
+    "distilled_pre_logits_registers": dict(
+        distillation_token=True, num_register_tokens=3, include_top=False
+    ),
     # MAP with a class token and registers left out of the pooling, fc_norm after it.
     "map_fc_norm_prefix": dict(
         pooling="map", class_token=True, num_register_tokens=2, fc_norm=True, include_top=False
@@ -139,7 +139,7 @@ def test_distilled_head_averages_both_classifiers():
 
 
 def test_fit_step_and_int8_quantization():
-    options = dict(FEATURES["everything_dynamic"], pooling="token")
+    options = dict(FEATURES["everything_dynamic"], num_layers=1)
     model, _ = _build(options, dropout_rate=0.1, attention_dropout_rate=0.1, drop_path_rate=0.1)
     model.compile(
         keras.optimizers.Adam(1e-3),
