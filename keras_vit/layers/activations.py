@@ -23,6 +23,7 @@ def quick_gelu(x):
     >>> [round(float(v), 4) for v in ops.convert_to_numpy(quick_gelu(np.array([0.0, 1.0])))]
     [0.0, 0.8458]
     """
+    x = ops.convert_to_tensor(x)
     return x * ops.sigmoid(ops.cast(1.702, x.dtype) * x)
 
 
