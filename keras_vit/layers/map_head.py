@@ -69,8 +69,10 @@ class MAPHead(keras.layers.Layer):
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.activation = check_activation(activation)
         self.approximate_gelu = bool(approximate_gelu)
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or (
-            num_prefix_tokens < 0
+        if (
+            isinstance(num_prefix_tokens, bool)
+            or not isinstance(num_prefix_tokens, int)
+            or (num_prefix_tokens < 0)
         ):
             raise ValueError(
                 "num_prefix_tokens must be a non-negative int. "
@@ -125,8 +127,9 @@ class MAPHead(keras.layers.Layer):
         heads, head_dim = self.num_heads, self.hidden_dim // self.num_heads
         batch = ops.shape(x)[0]
         query = self.q(ops.cast(self.latent, self.compute_dtype))  # (1, 1, D)
-        query = query + ops.zeros_like(x[:, :1, :1])  # (B, 1, D)
-        query = ops.reshape(query, (batch, 1, heads, head_dim))
+        query = ops.broadcast_to(
+            ops.reshape(query, (1, 1, heads, head_dim)), (batch, 1, heads, head_dim)
+        )
         kv = ops.reshape(self.kv(x), (batch, -1, 2, heads, head_dim))
         key, value = kv[:, :, 0], kv[:, :, 1]
         out = ops.dot_product_attention(query, key, value, scale=1.0 / math.sqrt(head_dim))

@@ -133,8 +133,10 @@ class PatchEncoder(keras.layers.Layer):
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
         self.use_mask_embedding = bool(use_mask_embedding)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if isinstance(num_register_tokens, bool) or not isinstance(num_register_tokens, int) or (
-            num_register_tokens < 0
+        if (
+            isinstance(num_register_tokens, bool)
+            or not isinstance(num_register_tokens, int)
+            or (num_register_tokens < 0)
         ):
             raise ValueError(
                 "num_register_tokens must be a non-negative int. "
@@ -313,8 +315,9 @@ class PatchEncoder(keras.layers.Layer):
         if self.prefix_position_embedding and self.position_embedding == "learned":
             positions = self.position_embeddings[:, : self.num_prefix_tokens]
             prefix = prefix + ops.cast(positions, dtype)
-        zeros = ops.zeros_like(batch[:, :1, :1])
-        return prefix + zeros
+        return ops.broadcast_to(
+            prefix, (ops.shape(batch)[0], self.num_prefix_tokens, self.hidden_dim)
+        )
 
     def call(self, images, patch_mask=None, patch_source=None, training=None):
         check_image_shape(
