@@ -581,7 +581,9 @@ def build_mpp_model(variant="B/16", *, name=None, **kwargs):
             the `ViT` overrides: `num_layers`, `hidden_dim`, `mlp_dim`,
             `num_heads`, `patch_size`, `dropout_rate`, `attention_dropout_rate`,
             `drop_path_rate`, `approximate_gelu`, `layer_norm_epsilon`,
-            `layer_scale_init_value`, `position_embedding`, `class_token`.
+            `layer_scale_init_value`, `position_embedding`, `class_token`,
+            `num_register_tokens`, `distillation_token`, `prefix_position_embedding`,
+            `pre_norm`, `qk_norm`, `activation`.
 
     Returns:
         A `MaskedPatchPredictor` (a functional `keras.Model`); `compile(optimizer)` and
@@ -636,7 +638,14 @@ def extract_encoder(model, name=None):
             continue
         source = model.get_layer(layer.name)
         if isinstance(layer, PatchEncoder):
-            for attr in ("kernel", "bias", "class_embedding", "position_embeddings"):
+            for attr in (
+                "kernel",
+                "bias",
+                "class_embedding",
+                "distillation_embedding",
+                "register_embeddings",
+                "position_embeddings",
+            ):
                 if hasattr(layer, attr):
                     # A NumPy copy: on JAX, sharing the buffer would let training one model
                     # (which donates its buffers) delete the other's weights.

@@ -341,6 +341,55 @@ def test_hybrid_model_exports(served):
     np.testing.assert_allclose(out["h_float/probabilities"], probabilities, rtol=0, atol=ATOL)
 
 
+@pytest.mark.slow
+def test_dynamic_size_distilled_model_serves_two_image_sizes(tmp_path):
+    """`(None, None, None, C)` signatures; a DeiT head's logits are the averaged heads'."""
+    model = ViT(
+        "mu/8",
+        image_size=(16, 24),
+        num_classes=4,
+        num_layers=1,
+        dynamic_image_size=True,
+        distillation_token=True,
+        num_register_tokens=1,
+        classifier_activation="softmax",
+    )
+    randomize_weights(model, seed=5)
+    result = export_saved_model(model, tmp_path / "dynamic", version=1, top_k=2, verbose=False)
+    assert result.signatures == ("serving_default", "serve_uint8", "serve_bytes")
+    rng = np.random.default_rng(0)
+    inputs = {
+        "small": rng.uniform(-1, 1, (2, 16, 24, 3)).astype("float32"),
+        "large": rng.uniform(-1, 1, (3, 32, 40, 3)).astype("float32"),
+        "pixels": rng.integers(0, 256, (1, 24, 16, 3), dtype=np.uint8),
+    }
+    png = base64.b64encode(encode(inputs["pixels"][0], "png")).decode("ascii")
+    path = str(tmp_path / "dynamic" / "1")
+    calls = [
+        call("small", path, "serving_default", input="small"),
+        call("large", path, "serving_default", input="large"),
+        call("uint8", path, "serve_uint8", input="pixels"),
+        call("bytes", path, "serve_bytes", b64=[png]),
+    ]
+    outputs, report = run_tf_only(tmp_path, calls, inputs)
+    assert report["errors"] == {}
+    logits_model = keras.Model(model.inputs[0], model.get_layer("head_average").output)
+    for key in ("small", "large"):
+        x = inputs[key]
+        np.testing.assert_allclose(
+            outputs[f"{key}/logits"], to_numpy(logits_model(x)), rtol=0, atol=ATOL
+        )
+        np.testing.assert_allclose(
+            outputs[f"{key}/probabilities"], to_numpy(model(x)), rtol=0, atol=ATOL
+        )
+    pixels = inputs["pixels"].astype("float32") / 127.5 - 1
+    np.testing.assert_allclose(outputs["uint8/probabilities"], to_numpy(model(pixels)), atol=ATOL)
+    # serve_bytes resizes to the size the position embedding was made for, (16, 24).
+    resized = tf.image.resize(inputs["pixels"][0], (16, 24), method="bilinear").numpy()
+    expected = to_numpy(model(resized[None] / 127.5 - 1))
+    np.testing.assert_allclose(outputs["bytes/probabilities"], expected, atol=ATOL)
+
+
 def _missing(*modules):
     return [m for m in modules if importlib.util.find_spec(m) is None]
 

@@ -9,6 +9,7 @@ import pytest
 
 from keras_vit import mpp
 from keras_vit.layers import PatchEncoder
+from keras_vit.models.config import ViTConfig
 from tests.helpers import check_config_complete, np_patches, to_numpy
 
 # ----------------------------------------------------------------------------- corruption
@@ -259,6 +260,34 @@ def test_mpp_model_other_targets(target, shape):
     x = np.random.default_rng(0).uniform(-1, 1, (8, 16, 16, 3)).astype("float32")
     loss = model.fit(x, batch_size=8, epochs=1, verbose=0).history["loss"][0]
     assert np.isfinite(loss)
+
+
+def test_mpp_model_with_registers_and_timm_options_gives_its_encoder():
+    """Register / distillation tokens, no prefix position rows, pre-norm, qk-norm, QuickGELU."""
+    options = dict(
+        num_register_tokens=2,
+        distillation_token=True,
+        prefix_position_embedding=False,
+        pre_norm=True,
+        qk_norm=True,
+        activation="quick_gelu",
+    )
+    model = mpp.build_mpp_model("mu/4", image_size=16, num_layers=1, seed=0, **options)
+    assert model.output["predictions"].shape == (None, 16, 512)  # prefix tokens dropped
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
+    assert np.isfinite(to_numpy(model.compute_loss(y_pred=model(x))))
+    encoder = mpp.extract_encoder(model)
+    assert encoder.output_shape == (None, 4 + 16, 32)
+    assert ViTConfig.from_model(encoder).to_kwargs("encoder") == {
+        **ViTConfig.from_variant("mu/4", **options).to_kwargs("encoder"),
+        "class_token": True,
+    }
+    clean = mpp.build_mpp_model(
+        "mu/4", image_size=16, num_layers=1, corruption_rate=0.0, **options
+    )
+    clean.set_weights(model.get_weights())
+    tokens = keras.Model(clean.input, clean.get_layer("encoder_norm").output)(x)
+    np.testing.assert_allclose(to_numpy(encoder(x)), to_numpy(tokens), atol=1e-5)
 
 
 def test_mpp_model_errors():

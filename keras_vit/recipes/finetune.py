@@ -111,6 +111,16 @@ def init_kwargs(source, config):
     return kwargs
 
 
+# The PatchEncoder weights copied as they are (the position embedding is resampled).
+PATCH_ENCODER_WEIGHTS = (
+    "kernel",
+    "bias",
+    "class_embedding",
+    "distillation_embedding",
+    "register_embeddings",
+)
+
+
 def transfer_weights(source, target):
     """Copies `source`'s weights into `target` layer by layer (matched by name).
 
@@ -127,10 +137,9 @@ def transfer_weights(source, target):
             raise ValueError(f"The --init model has no layer {layer.name!r} to copy.") from None
         if isinstance(layer, PatchEncoder):
             # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
-            layer.kernel.assign(keras.ops.convert_to_numpy(src.kernel))
-            layer.bias.assign(keras.ops.convert_to_numpy(src.bias))
-            if layer.class_token:
-                layer.class_embedding.assign(keras.ops.convert_to_numpy(src.class_embedding))
+            for attr in PATCH_ENCODER_WEIGHTS:
+                if hasattr(layer, attr):
+                    getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
             if layer.position_embedding == "learned":
                 layer.load_position_embedding(
                     keras.ops.convert_to_numpy(src.position_embeddings), source_grid=src.grid_size
