@@ -613,6 +613,11 @@ def run_training(
     Returns:
         The metrics dict also written to `out/metrics.json`.
     """
+    with multihost.lost_peers_explained():
+        return _run_training(config, build_model, recipe, callbacks, compile, evaluate, finish)
+
+
+def _run_training(config, build_model, recipe, callbacks, compile, evaluate, finish):
     start = time.perf_counter()
     setup = prepare_run(config)
     out = setup.out

@@ -32,6 +32,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
+import sys
+import threading
 
 import keras
 import numpy as np
@@ -300,26 +303,70 @@ def _use_gloo():
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
 
-@contextlib.contextmanager
-def _bounded(timeout):
-    """`keras.distribution.initialize` with JAX's connection and shutdown waits set to `timeout`.
+def _reachable(address, seconds=2.0):
+    host, _, port = address.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            return True
+    except OSError:
+        return False
 
-    Keras calls `jax.distributed.initialize` without timeouts (JAX waits 300 s); the wrapper adds
-    them for the duration of the call only.
+
+def _join_failed(spec, timeout):
+    """The message when the processes have not all joined within `timeout` seconds."""
+    who = f"Process {spec.process_id} of {spec.num_processes}"
+    if spec.job_addresses is None:
+        return (
+            f"{who} could not join the cluster JAX detected within {timeout} s "
+            "(--init-timeout): not every process started, or they disagree on the process count."
+        )
+    coordinator = spec.job_addresses.split(",")[0]
+    if spec.process_id != 0 and not _reachable(coordinator):
+        cause = (
+            f"nothing answers at the coordinator address {coordinator}: process 0 is not "
+            "running there, the address or port is wrong, or a firewall blocks it"
+        )
+    else:
+        cause = (
+            f"the coordinator {coordinator} runs, but not all {spec.num_processes} processes "
+            "joined: start ids 0 .. N-1 once each, all with the same --num-processes and "
+            "--job-addresses"
+        )
+    return f"{who} could not join the others within {timeout} s (--init-timeout): {cause}."
+
+
+@contextlib.contextmanager
+def _bounded(spec, timeout):
+    """`keras.distribution.initialize` that ends within `timeout` seconds, with a clear message.
+
+    Keras calls `jax.distributed.initialize` without timeouts; JAX then waits 300 s and aborts
+    the process (SIGABRT, a C++ log) when the coordinator or a process never comes. Here JAX gets
+    a slightly longer timeout, and a watchdog thread prints what went wrong and exits the process
+    with status 1 at `timeout` (nothing of the run has started yet). The shutdown barrier at
+    exit waits `timeout` too.
     """
     import jax
 
     original = jax.distributed.initialize
 
     def initialize(*args, **kwargs):
-        kwargs.setdefault("initialization_timeout", int(timeout))
+        kwargs.setdefault("initialization_timeout", int(timeout) + 30)
         kwargs.setdefault("shutdown_timeout_seconds", int(timeout))
         return original(*args, **kwargs)
 
+    def give_up():
+        print(f"keras-vit: error: {_join_failed(spec, timeout)}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+
+    watchdog = threading.Timer(timeout, give_up)
+    watchdog.daemon = True
     jax.distributed.initialize = initialize
+    watchdog.start()
     try:
         yield
     finally:
+        watchdog.cancel()
         jax.distributed.initialize = original
 
 
@@ -329,8 +376,10 @@ def initialize(spec, timeout=DEFAULT_TIMEOUT):
     Call it before any JAX computation, in every process. Sets JAX's CPU collectives to gloo
     (needed between CPU processes), waits at most `timeout` seconds for the coordinator
     (process 0) and all processes to connect, and then checks that every process was started
-    with the same number of processes. Does nothing for `spec=None`; a runtime that is already
-    initialised (e.g. by a call to `keras.distribution.initialize`) is checked and kept.
+    with the same number of processes. A process that has not joined after `timeout` seconds
+    prints why (nothing at the coordinator's address, or processes missing) and exits with
+    status 1 (JAX itself would abort the process later). Does nothing for `spec=None`; a runtime
+    that is already initialised (e.g. by `keras.distribution.initialize`) is checked and kept.
 
     Args:
         spec: a `ClusterSpec` from `cluster_spec`, or None.
@@ -357,7 +406,7 @@ def initialize(spec, timeout=DEFAULT_TIMEOUT):
         _use_gloo()
         where = spec.job_addresses or "(found by JAX in the cluster's environment)"
         try:
-            with _bounded(timeout):
+            with _bounded(spec, timeout):
                 keras.distribution.initialize(
                     job_addresses=spec.job_addresses,
                     num_processes=spec.num_processes,
@@ -523,27 +572,34 @@ def _sharded_variables(model):
 
 @contextlib.contextmanager
 def gathered(model):
-    """Inside, variables sharded over several processes read as their full value (for saving).
+    """Inside, variables sharded over several processes hold their full value (for saving).
 
     With `ModelParallel` over several processes a kernel's shards live in different processes,
-    and `model.save` / `save_weights` cannot read it. Every process gathers the full values
-    (`jax.experimental.multihost_utils.process_allgather`) and reads them through a
-    `keras.StatelessScope` while inside; the variables themselves are not changed. All processes
-    must enter together; save only, and create no variables, inside. A no-op when nothing is
-    sharded across processes (one process, `DataParallel`).
+    and `model.save` / `save_weights` cannot read it. Every process copies such values to a fully
+    replicated layout (one XLA collective) and the variables hold the copies while inside; their
+    own values and layouts come back on exit. All processes must enter together. A no-op when
+    nothing is sharded across processes (one process, `DataParallel`).
     """
-    if process_count() == 1:
-        yield
-        return
-    variables = _sharded_variables(model)
+    variables = _sharded_variables(model) if process_count() > 1 else []
     if not variables:
         yield
         return
-    from jax.experimental import multihost_utils
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
 
-    values = multihost_utils.process_allgather([v.value for v in variables], tiled=True)
-    with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+    values = [v.value for v in variables]
+    full = [NamedSharding(x.sharding.mesh, PartitionSpec()) for x in values]
+    copies = jax.jit(lambda xs: xs, out_shardings=full)(values)
+    # Keras' JAX variables keep their array in `_value` (what `variable.value` reads); assigning
+    # would lay the copy out as the variable's shards again.
+    originals = [v._value for v in variables]
+    for variable, copy in zip(variables, copies, strict=True):
+        variable._value = copy
+    try:
         yield
+    finally:
+        for variable, original in zip(variables, originals, strict=True):
+            variable._value = original
 
 
 @contextlib.contextmanager
@@ -573,3 +629,27 @@ def saving(model):
             return
         with without_distribution():
             yield True
+
+
+_LOST_PEER = ("connection closed by peer", "connection reset by peer", "gloo", "heartbeat")
+
+
+@contextlib.contextmanager
+def lost_peers_explained():
+    """Re-raises a failed collective of a multi-process run as a `RuntimeError` that says why.
+
+    When one process stops (an error, a kill), the others' next collective fails with a JAX
+    runtime error such as `Gloo AllGather failed ... Connection closed by peer`; the message then
+    says that another process stopped and where to look.
+    """
+    try:
+        yield
+    except Exception as error:
+        text = str(error)
+        if process_count() > 1 and any(phrase in text.lower() for phrase in _LOST_PEER):
+            raise RuntimeError(
+                f"Process {process_index()} lost contact with another process of this run, "
+                "which probably stopped: see that process's output for its error. "
+                f"(JAX: {' '.join(text.split())[:300]})"
+            ) from error
+        raise
