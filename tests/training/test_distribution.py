@@ -29,12 +29,7 @@ TRAIN = textwrap.dedent(
     import numpy as np
     import keras
     from keras_vit.models.vit import ViT
-    from keras_vit.training.distribution import (
-    batch_shards,
-    distribution_scope,
-    num_devices,
-    without_distribution,
-)
+    from keras_vit.training.distribution import distribution_scope
     from keras_vit.training.optimizers import build_loss, build_optimizer
 
     rng = np.random.default_rng(0)
