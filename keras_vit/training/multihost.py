@@ -413,9 +413,13 @@ def initialize(spec, timeout=DEFAULT_TIMEOUT):
                     process_id=spec.process_id,
                 )
         except ValueError as error:  # JAX found no cluster (detect) or refused the values
+            what = (
+                "JAX found no cluster to join here (Cloud TPU pod, SLURM, Open MPI, Kubernetes)"
+                if spec.detect else "JAX refused the processes' settings"
+            )
             raise ValueError(
-                f"JAX could not set up the processes: {error}. Give --job-addresses, "
-                "--num-processes and --process-id (or Keras' KERAS_DISTRIBUTION_* variables)."
+                f"{what}: {str(error).rstrip('.')}. Give --job-addresses, --num-processes and "
+                "--process-id (or Keras' KERAS_DISTRIBUTION_* variables)."
             ) from None
         except Exception as error:  # noqa: BLE001  (jax raises its own runtime error types)
             raise ConnectionError(

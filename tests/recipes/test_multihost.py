@@ -238,8 +238,8 @@ def test_model_parallel_over_two_processes_killed_and_resumed(config_file, one_p
 @pytest.mark.slow
 @JAX_ONLY
 def test_joining_fails_clearly_within_the_timeout(config_file, tmp_path):
-    """A coordinator nobody runs, and processes started with different counts: clear errors,
-    well within the bound (--init-timeout 10 s, plus start-up)."""
+    """A coordinator nobody runs, processes started with different counts, --multi-host with no
+    cluster to detect: clear errors, well within the bound (--init-timeout 10 s, plus start-up)."""
     args = ["--config", config_file, "--distribution", "data_parallel", "--init-timeout", "10"]
     lonely, pair = free_port(), free_port()
     results = launch(
@@ -248,10 +248,13 @@ def test_joining_fails_clearly_within_the_timeout(config_file, tmp_path):
          cli(*args, "--job-addresses", f"127.0.0.1:{pair}", "--num-processes", "2",
              "--process-id", "0", "--out", str(tmp_path / "b")),
          cli(*args, "--job-addresses", f"127.0.0.1:{pair}", "--num-processes", "3",
-             "--process-id", "1", "--out", str(tmp_path / "b"))],
-        [str(tmp_path / f"{i}.log") for i in range(3)],
+             "--process-id", "1", "--out", str(tmp_path / "b")),
+         cli(*args, "--multi-host", "--out", str(tmp_path / "c"))],
+        [str(tmp_path / f"{i}.log") for i in range(4)],
         timeout=120,
     )
+    code, output, seconds = results.pop()  # --multi-host where JAX detects no cluster
+    assert code == 2 and "JAX found no cluster to join here" in output, output[-2000:]
     code, output, seconds = results[0]
     assert code == 1 and seconds < 100, output[-2000:]
     assert "could not join the others within 10 s" in output
