@@ -105,6 +105,14 @@ def parse_job_addresses(text):
     return addresses
 
 
+def asked_by_environment(environ=None):
+    """True when one of Keras' `KERAS_DISTRIBUTION_*` variables is set (several processes)."""
+    environ = os.environ if environ is None else environ
+    return any(
+        _read_env(environ, name) for name in (ENV_ADDRESSES, ENV_NUM_PROCESSES, ENV_PROCESS_ID)
+    )
+
+
 def cluster_spec(
     job_addresses=None, num_processes=None, process_id=None, detect=False, environ=None
 ):

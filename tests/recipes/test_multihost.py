@@ -318,3 +318,10 @@ def test_several_processes_need_jax_and_a_distribution(no_cluster_variables, tmp
         err = error(capsys)
         assert "TF_CONFIG describes 2 TensorFlow workers" in err and "KERAS_BACKEND=jax" in err
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_fewshot_runs_in_one_process(no_cluster_variables, tmp_path, capsys):
+    no_cluster_variables.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+    assert main(["fewshot", "--smoke", "--out", str(tmp_path / "run")]) == 2
+    assert "Few-shot evaluation runs in one process" in error(capsys)
+    assert not os.path.exists(tmp_path / "run")
