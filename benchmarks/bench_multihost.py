@@ -79,16 +79,17 @@ def main():
     parser.add_argument("--modes", default="data_parallel,model_parallel",
                         help="distributions of the two-process runs (comma list)")
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--steps-per-epoch", type=int, default=20)
+    parser.add_argument("--steps-per-epoch", type=int, default=15)
     parser.add_argument("--batch-size", type=int, default=64, help="global batch")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="folder for the runs (default: a temp dir)")
     args = parser.parse_args()
     os.environ["KERAS_BACKEND"] = "jax"
     out = args.out or tempfile.mkdtemp(prefix="bench_multihost_")
+    os.makedirs(out, exist_ok=True)
     common = [sys.executable, "-m", "keras_vit", "pretrain", "--epochs", str(args.epochs),
               "--steps-per-epoch", str(args.steps_per_epoch), "--batch-size",
-              str(args.batch_size), "--verbose", "0", *DETERMINISTIC]
+              str(args.batch_size), "--warmup-steps", "10", "--verbose", "0", *DETERMINISTIC]
     runs = [("1 process", "none", None)]
     runs += [(f"2 processes, {mode}", mode, 2) for mode in args.modes.split(",") if mode]
     rows = []
