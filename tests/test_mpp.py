@@ -211,6 +211,22 @@ def test_loss_ignores_uncorrupted_patches(target):
     assert loss == pytest.approx(per_patch[:, :2].mean(), rel=1e-4)
 
 
+def test_loss_sample_weights_drop_padding():
+    """A padded evaluation batch (weights padded/real on real images, 0 on blanks) gives the loss
+    of the real images alone; weights of 1 change nothing (Keras' sum-over-batch-size)."""
+    model = mpp.build_mpp_model("mu/4", image_size=16, num_channels=1, seed=0)
+    x = np.random.default_rng(3).uniform(-1, 1, (6, 16, 16, 1)).astype("float32")
+    x[4:] = 0.0
+    y_pred = model(x)
+    real = {key: value[:4] for key, value in y_pred.items()}
+    alone = float(to_numpy(model.compute_loss(y_pred=real)))
+    weights = np.array([1.5] * 4 + [0.0] * 2, "float32")
+    padded = float(to_numpy(model.compute_loss(y_pred=y_pred, sample_weight=weights)))
+    assert padded == pytest.approx(alone, rel=1e-6)
+    ones = float(to_numpy(model.compute_loss(y_pred=y_pred, sample_weight=np.ones(6, "float32"))))
+    assert ones == pytest.approx(float(to_numpy(model.compute_loss(y_pred=y_pred))), rel=1e-6)
+
+
 # ----------------------------------------------------------------------------- model
 
 

@@ -261,3 +261,52 @@ def training_flags(parser):
         help="keras.distribution on JAX, tf.distribute on TensorFlow",
     )
     group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")
+
+
+def job_addresses(text):
+    """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
+    from keras_vit.training.multihost import parse_job_addresses
+
+    try:
+        return ",".join(parse_job_addresses(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT of process 0 (or every process's, comma-separated, process 0's "
+            f"first), e.g. 10.0.0.1:1234; received {text!r}"
+        ) from None
+
+
+def cluster_flags(parser):
+    """Several processes (machines) training one model: JAX's runtime via Keras."""
+    group = parser.add_argument_group(
+        "several machines (JAX)",
+        "Run the same command in every process; flags left out are read from Keras' "
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES and "
+        "KERAS_DISTRIBUTION_PROCESS_ID. Needs --distribution; --batch-size is the global batch.",
+    )
+    group.add_argument(
+        "--job-addresses",
+        dest="job_addresses",
+        type=job_addresses,
+        metavar="HOST:PORT",
+        help="the coordinator (process 0) address, reachable from every process",
+    )
+    group.add_argument("--num-processes", dest="num_processes", type=positive_int)
+    group.add_argument(
+        "--process-id", dest="process_id", type=nonnegative_int, help="0 .. num-processes - 1"
+    )
+    group.add_argument(
+        "--multi-host",
+        dest="multi_host",
+        action="store_true",
+        default=None,
+        help="join the processes JAX finds in the environment (Cloud TPU pod, SLURM, Open MPI, "
+        "Kubernetes) without the flags above",
+    )
+    group.add_argument(
+        "--init-timeout",
+        dest="init_timeout",
+        type=positive_int,
+        metavar="SECONDS",
+        help="longest wait for the coordinator and all processes to connect (default 300)",
+    )

@@ -36,6 +36,7 @@ from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
 from keras_vit.recipes import common, pretrain
+from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger("keras_vit.recipes")
 
@@ -168,7 +169,10 @@ def build_model(num_classes, config):
     if config["init"] and config["weights"]:
         raise ValueError("Give either --init (a .keras model) or --weights (an .npz), not both.")
     if config["init"]:
-        source = saving.load_model(config["init"])
+        # A local copy, read only to copy from: under ModelParallel over several processes its
+        # weights would be sharded over processes and unreadable here.
+        with without_distribution():
+            source = saving.load_model(config["init"])
         arch = init_kwargs(source, config)
         model = ViT(
             config["model"], image_size=config["image_size"], num_classes=num_classes, **arch

@@ -764,8 +764,18 @@ def _mix(layer, images, labels):
     return out["images"], out["labels"]
 
 
-def eval_pipeline(source, *, image_size, batch_size):
-    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order."""
+def eval_pipeline(source, *, image_size, batch_size, pad=False):
+    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order.
+
+    With `pad=True` (several processes: each must get equal, full batches) the last batch is
+    filled up to `batch_size` with blank images of weight 0, and every real image gets the weight
+    `padded count / real count`: Keras' loss (the weighted sum over a batch divided by its size)
+    and weighted metrics then average over the real images, each counted once.
+
+    Returns:
+        `tf.data.Dataset` of `(images, one-hot labels)`, or `(images, one-hot labels, weights)`
+        with `pad=True` (`ceil(n / batch_size)` batches).
+    """
     tf = _tf()
     size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
     num_classes = source.num_classes
@@ -775,7 +785,20 @@ def eval_pipeline(source, *, image_size, batch_size):
         return _scale(image), tf.one_hot(label, num_classes)
 
     ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    if not pad:
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    real = int(source.num_examples)
+    padded = math.ceil(real / batch_size) * batch_size
+    weight = tf.constant(padded / real, "float32")
+    ds = ds.map(lambda x, y: (x, y, weight))
+    image_spec, label_spec, _ = ds.element_spec
+    blank = (
+        tf.zeros(image_spec.shape, image_spec.dtype),
+        tf.zeros(label_spec.shape, label_spec.dtype),
+        tf.constant(0.0, "float32"),
+    )
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(padded - real))
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def numpy_arrays(dataset):
