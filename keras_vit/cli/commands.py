@@ -75,8 +75,16 @@ def _recipe_config(name, args):
 
         print(json.dumps(_jsonable(config), indent=2))
         return module, None
-    require(*_dataset_modules(config.get("dataset")))
+    require(*_dataset_modules(config.get("dataset")), *_augment_modules(config.get("augment")))
     return module, config
+
+
+def _augment_modules(specs):
+    """("keras_cv",) when an augmentation names a keras-cv layer (`keras_cv.GridMask`)."""
+    from keras_vit.training.cv_augment import is_keras_cv_spec
+
+    names = [s[0] if isinstance(s, (tuple, list)) and s else s for s in specs or ()]
+    return ("keras_cv",) if any(is_keras_cv_spec(name) for name in names) else ()
 
 
 def run_training(args):

@@ -403,7 +403,9 @@ def prepare_run(config):
         crop_ratio=config["crop_ratio"],
         rotation=config["rotation"],
         flip=config["flip"],
-        augmenters=augment_lib.build_augmenters(config["augment"], seed=config["seed"]),
+        augmenters=augment_lib.build_augmenters(
+            config["augment"], seed=config["seed"], image_size=config["image_size"]
+        ),
     )
     eval_ds = data.eval_pipeline(
         eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]
