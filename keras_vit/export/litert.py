@@ -97,9 +97,16 @@ def _load_array_file(path):
 
 
 def _from_dataset(spec, image_shape, num_samples, seed):
-    """`num_samples` training images of a dataset spec, resized and scaled as for evaluation."""
+    """`num_samples` training images of a dataset spec, resized and scaled as for evaluation.
+
+    Example `i` is kept when a stateless uniform draw keyed by `(seed, i)` falls under
+    `2 * num_samples / num_examples`, until `num_samples` are kept: the same images whatever
+    TensorFlow's global seed, spread over (about the first half of) the split, and never more
+    than one image in memory (no shuffle buffer of the whole dataset).
+    """
     from keras_vit.training import data
 
+    tf = _checks.import_tensorflow()
     height, width, channels = image_shape
     if channels not in (1, 3):
         raise ValueError(
@@ -107,9 +114,16 @@ def _from_dataset(spec, image_shape, num_samples, seed):
             f"Received: {channels} channels; pass an array instead."
         )
     source = data.load_source(spec, "train", num_channels=channels)
+    rate = min(1.0, 2.0 * num_samples / max(1, source.num_examples))
+
+    def keep(index, example):
+        draw = tf.random.stateless_uniform([], seed=tf.stack([tf.constant(seed, "int64"), index]))
+        return draw < rate
+
+    picked = source.dataset.enumerate().filter(keep).map(lambda index, example: example)
     source = dataclasses.replace(
         source,
-        dataset=source.dataset.shuffle(source.num_examples, seed=seed).take(num_samples),
+        dataset=picked.take(num_samples),
         num_examples=min(num_samples, source.num_examples),
     )
     images, _ = data.numpy_arrays(
@@ -130,11 +144,14 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
               (or one named `images` or `x`), read with `allow_pickle=False`;
             - a dataset spec (`"digits"`, `"folder:PATH"`,
               `"imagefolder:PATH"`, `"tfds:NAME[:SPLIT]"`): `num_samples`
-              shuffled training images, resized to `(H, W)` and scaled as the
-              recipes' evaluation pipeline does (needs TensorFlow).
+              training images picked at random (stateless, keyed by `seed`)
+              from about the first half of the split, resized to `(H, W)` and
+              scaled as the recipes' evaluation pipeline does (needs
+              TensorFlow). It reads about half the split: for a large dataset
+              give a folder or a `.npz` of calibration images instead.
         image_shape: `(H, W, C)`, the model's input without the batch.
         num_samples: int. Images drawn from a dataset spec. Defaults to 200.
-        seed: int. Shuffle seed for a dataset spec. Defaults to 0.
+        seed: int. Picks the images of a dataset spec. Defaults to 0.
 
     Returns:
         float32 NumPy array `(N, H, W, C)` with values in [-1, 1].
