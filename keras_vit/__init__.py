@@ -2,7 +2,7 @@
 and PyTorch."""
 
 from keras_vit import inspect, layers, mpp, training
-from keras_vit.export import ExportResult, export_onnx, export_saved_model
+from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
     DropPath,
     MAPHead,
@@ -82,6 +82,7 @@ __all__ = [
     "__version__",
     "config_from_model",
     "decode_predictions",
+    "export_litert",
     "export_onnx",
     "export_saved_model",
     "feature_extractor",

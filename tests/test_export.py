@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.export import export_onnx, export_saved_model, read_class_names
+from keras_vit.export import export_litert, export_onnx, export_saved_model, read_class_names
 from keras_vit.models.vit import ViT
 from tests.helpers import randomize_weights, to_numpy
 
@@ -499,14 +499,13 @@ def test_read_class_names(tmp_path):
         read_class_names(tmp_path)
 
 
-@pytest.mark.parametrize("exporter", ["saved_model", "onnx"])
+@pytest.mark.parametrize("exporter", [export_saved_model, export_onnx, export_litert])
 def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, exporter):
     model = ViT("mu/8", image_size=16, num_classes=3)
-    export = (
-        (lambda target: export_saved_model(model, target))
-        if exporter == "saved_model"
-        else (lambda target: export_onnx(model, target))
-    )
+
+    def export(target):
+        return exporter(model, target)
+
     (tmp_path / "notes.txt").write_text("a file")
     under_file = str(tmp_path / "notes.txt" / "serving" / "model.onnx")
     with pytest.raises(
@@ -537,7 +536,7 @@ def test_corrupt_keras_file_is_not_reported_as_missing(tmp_path, keep):
     model.save(tmp_path / "m.keras")
     data = (tmp_path / "m.keras").read_bytes()
     (tmp_path / "m.keras").write_bytes(data[: int(len(data) * keep)])
-    for export in (export_saved_model, export_onnx):
+    for export in (export_saved_model, export_onnx, export_litert):
         with pytest.raises(ValueError, match=r"m\.keras'? is not a valid \.keras archive"):
             export(tmp_path / "m.keras", tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -92,13 +92,15 @@ COMMANDS = {
         "with network access, then copy $KERAS_HOME/keras_vit/ to an offline machine.",
     ),
     "export": Command(
-        "export a .keras classifier as a TF Serving SavedModel",
+        "export a .keras model as a TF Serving SavedModel, ONNX or LiteRT (.tflite) file",
         (C.export_flags,),
         C.run_export,
         needs=("tensorflow",),
-        description="Writes EXPORT_DIR[/VERSION] with the signatures serving_default (float32 "
-        "images in [-1, 1]), serve_uint8 and serve_bytes (encoded JPEG/PNG), each returning "
-        "logits and probabilities (and top-k outputs with --top-k / --class-names).",
+        description="saved_model writes OUT[/VERSION] with the signatures serving_default "
+        "(float32 images in [-1, 1]), serve_uint8 and serve_bytes (encoded JPEG/PNG), each "
+        "returning logits and probabilities (and top-k outputs with --top-k / --class-names). "
+        "onnx and litert write one file whose input is float32 images in [-1, 1] with a free "
+        "batch size; litert can quantize (--quantize).",
     ),
     "inspect": Command(
         "draw attention rollout, attention distance, position-embedding similarity and "

@@ -115,6 +115,37 @@ def str_list(text):
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def augment_list(text):
+    """`"randaugment,keras_cv.RandAugment(value_range=(0, 255), magnitude=0.3)"` -> two names.
+
+    Splits at the commas outside brackets, and checks the syntax of each keras-cv entry
+    (`keras_cv.NAME` or `keras_cv.NAME(literal arguments)`, parsed, never executed) without
+    importing keras-cv.
+    """
+    from keras_vit.training.cv_augment import is_keras_cv_spec, parse_keras_cv_spec
+
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    names = [p.strip() for p in parts if p.strip()]
+    if depth != 0 or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of augmentations with balanced brackets; received {text!r}"
+        )
+    for name in names:
+        if is_keras_cv_spec(name):
+            try:
+                parse_keras_cv_spec(name)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
+    return names
+
+
 def jit_compile(text):
     values = {"auto": "auto", "true": True, "false": False}
     if text.lower() not in values:
@@ -239,9 +270,11 @@ def training_flags(parser):
     )
     group.add_argument(
         "--augment",
-        type=str_list,
+        type=augment_list,
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
-        "random_translation, random_zoom",
+        "random_translation, random_zoom, and keras-cv layers (the cv extra) by name: "
+        "keras_cv.GridMask, 'keras_cv.RandAugment(magnitude=0.3)' (literal arguments only; "
+        "images are in [0, 255] there, value_range defaults to (0, 255))",
     )
     crops = (
         ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),

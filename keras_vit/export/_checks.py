@@ -111,6 +111,9 @@ def check_file_target(path, overwrite):
     if os.path.isdir(path):
         raise FileExistsError(f"Export path {path!r} is a folder; give a file path.")
     if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"Export file {path!r} exists. Pass overwrite=True to replace it.")
+        raise FileExistsError(
+            f"Export file {path!r} exists. Pass overwrite=True (--overwrite on the command "
+            "line) to replace it."
+        )
     check_writable_parent(path)
 

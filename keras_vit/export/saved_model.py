@@ -63,7 +63,8 @@ class ExportResult:
         signatures: tuple of str. The signature names in the SavedModel.
         outputs: tuple of str. The output names of every signature (of the
             ONNX graph for `export_onnx`).
-        format: str. `"saved_model"` or `"onnx"`.
+        format: str. `"saved_model"`, `"onnx"` or `"litert"`.
+        quantize: optional str. The LiteRT quantization mode (`export_litert`).
     """
 
     path: str
@@ -72,6 +73,7 @@ class ExportResult:
     signatures: tuple
     outputs: tuple
     format: str = "saved_model"
+    quantize: str = None
 
     def describe(self):
         how = (
@@ -84,6 +86,12 @@ class ExportResult:
             return (
                 f"Exported ONNX model to {self.path} ({how}). "
                 f"Input: images. Outputs: {', '.join(self.outputs)}."
+            )
+        if self.format == "litert":
+            return (
+                f"Exported LiteRT model to {self.path} ({how}; quantize={self.quantize}). "
+                f"Signature: serving_default. Input: images. "
+                f"Outputs: {', '.join(self.outputs)}."
             )
         return (
             f"Exported SavedModel to {self.path} ({how}). "

@@ -500,7 +500,9 @@ def prepare_run(config):
         crop_ratio=config["crop_ratio"],
         rotation=config["rotation"],
         flip=config["flip"],
-        augmenters=augment_lib.build_augmenters(config["augment"], seed=config["seed"]),
+        augmenters=augment_lib.build_augmenters(
+            config["augment"], seed=config["seed"], image_size=config["image_size"]
+        ),
     )
     eval_steps = None
     if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
