@@ -750,22 +750,73 @@ def train_pipeline(
     ds = one_epoch(start_epoch)
     for epoch in range(start_epoch + 1, epochs):
         ds = ds.concatenate(one_epoch(epoch))
+    batch_shape = (batch_size, *size, None)
     for layer, mixes_labels in augmenters:
-        if mixes_labels:
-            ds = ds.map(lambda x, y, layer=layer: _mix(layer, x, y))
-        else:
-            ds = ds.map(lambda x, y, layer=layer: (layer(x, training=True), y))
+        ds = _augment(ds, layer, mixes_labels, batch_shape)
     ds = ds.map(lambda x, y: (_scale(x), y), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _mix(layer, images, labels):
-    out = layer({"images": images, "labels": labels}, training=True)
-    return out["images"], out["labels"]
+def _layer_name(layer):
+    cls = type(layer)
+    module = cls.__module__.split(".")[0]
+    return f"{module}.{cls.__name__}" if module in ("keras", "keras_cv") else cls.__name__
 
 
-def eval_pipeline(source, *, image_size, batch_size):
-    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order."""
+def _augment(ds, layer, mixes_labels, batch_shape):
+    """`ds` mapped through one augmentation layer; an error names the layer and the backend.
+
+    The layer is traced into the `tf.data` graph here, so a layer that cannot run in it (on
+    this Keras backend) fails now, with its own message. Its images must keep the batch shape
+    (a resizing layer must resize back to the model's image size).
+    """
+    import keras
+
+    tf = _tf()
+    if mixes_labels:
+
+        def apply(x, y):
+            out = layer({"images": x, "labels": y}, training=True)
+            return out["images"], out["labels"]
+
+    else:
+
+        def apply(x, y):
+            return layer(x, training=True), y
+
+    name = _layer_name(layer)
+    try:
+        ds = ds.map(apply)
+    except Exception as error:  # noqa: BLE001  (any failure of a third-party layer)
+        raise RuntimeError(
+            f"The augmentation layer {name} failed in the tf.data input pipeline under the "
+            f"{keras.backend.backend()!r} Keras backend ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:800]}). Drop it from --augment (augment=[...]), or "
+            "try another Keras backend."
+        ) from error
+    shape = ds.element_spec[0].shape
+    expected = tf.TensorShape(batch_shape)
+    if shape.rank is not None and not shape.is_compatible_with(expected):
+        raise ValueError(
+            f"The augmentation layer {name} changed the image batch shape: expected "
+            f"{tuple(expected.as_list())} (batch, height, width, channels). Received: "
+            f"{tuple(shape.as_list())}. A resizing layer must output the model's image size."
+        )
+    return ds
+
+
+def eval_pipeline(source, *, image_size, batch_size, pad=False):
+    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order.
+
+    With `pad=True` (several processes: each must get equal, full batches) the last batch is
+    filled up to `batch_size` with blank images of weight 0, and every real image gets the weight
+    `padded count / real count`: Keras' loss (the weighted sum over a batch divided by its size)
+    and weighted metrics then average over the real images, each counted once.
+
+    Returns:
+        `tf.data.Dataset` of `(images, one-hot labels)`, or `(images, one-hot labels, weights)`
+        with `pad=True` (`ceil(n / batch_size)` batches).
+    """
     tf = _tf()
     size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
     num_classes = source.num_classes
@@ -775,7 +826,20 @@ def eval_pipeline(source, *, image_size, batch_size):
         return _scale(image), tf.one_hot(label, num_classes)
 
     ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    if not pad:
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    real = int(source.num_examples)
+    padded = math.ceil(real / batch_size) * batch_size
+    weight = tf.constant(padded / real, "float32")
+    ds = ds.map(lambda x, y: (x, y, weight))
+    image_spec, label_spec, _ = ds.element_spec
+    blank = (
+        tf.zeros(image_spec.shape, image_spec.dtype),
+        tf.zeros(label_spec.shape, label_spec.dtype),
+        tf.constant(0.0, "float32"),
+    )
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(padded - real))
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def numpy_arrays(dataset):

@@ -36,6 +36,24 @@ def test_digits_split_and_pipelines():
     assert x1.shape[-1] == 1
 
 
+def test_padded_eval_pipeline_counts_each_image_once():
+    """pad=True (several processes): whole batches, blank images of weight 0, the real ones of
+    weight padded/real, so that Keras' sum-over-batch-size loss is the mean over real images."""
+    test = data.load_source("digits", "test")
+    plain = data.numpy_arrays(data.eval_pipeline(test, image_size=8, batch_size=200))
+    batches = list(data.eval_pipeline(test, image_size=8, batch_size=200, pad=True))
+    assert [tuple(x.shape) for x, _, _ in batches] == [(200, 8, 8, 3)] * 3  # 540 -> 600
+    x = np.concatenate([b[0] for b in batches])
+    y = np.concatenate([b[1] for b in batches])
+    w = np.concatenate([b[2] for b in batches])
+    np.testing.assert_array_equal(x[:540], plain[0])
+    np.testing.assert_array_equal(y[:540].argmax(-1), plain[1])
+    np.testing.assert_allclose(w[:540], 600 / 540, rtol=1e-6)
+    assert (w[540:] == 0).all() and (x[540:] == 0).all() and (y[540:] == 0).all()
+    losses = np.random.default_rng(0).uniform(size=600)  # Keras: sum(w * loss) / batch size
+    np.testing.assert_allclose((w * losses).sum() / 600, losses[:540].mean(), rtol=1e-6)
+
+
 def test_train_pipeline_resumes_deterministically():
     source = data.load_source("digits")
     kwargs = dict(image_size=16, batch_size=32, epochs=3, steps_per_epoch=5, seed=4)
