@@ -8,8 +8,8 @@
 - `imagenet`: the ImageNet-1k class names and `decode_predictions`;
 - `timm` and `huggingface`: `from_timm` and `from_huggingface`, each with its name table;
 - `state_dict`: PyTorch-style checkpoints read safely (safetensors, `weights_only` torch files);
-- `loading`: the strict plan-then-assign loader they (and `npz`) share; `interpolate`: PyTorch's
-  bicubic resize for their position embeddings.
+- `loading`: the strict plan-then-assign loader they (and `npz`) share (their position
+  embeddings are resampled with `keras_vit.layers.position_embedding`, PyTorch's bicubic).
 
 The former module paths `keras_vit.checkpoints`, `keras_vit.presets` and
 `keras_vit.imagenet` are aliases of `npz`, `presets` and `imagenet`.

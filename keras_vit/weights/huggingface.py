@@ -20,7 +20,7 @@ Numerics follow `config.json`: `hidden_act="gelu"` is the exact erf GELU, `"gelu
 `"gelu_pytorch_tanh"` and `"gelu_fast"` the tanh approximation; `layer_norm_eps` (1e-12 by
 default). Another `image_size` than the checkpoint's resamples the position embedding exactly as
 `ViTModel(..., interpolate_pos_encoding=True)` does at every call (bicubic, `A = -0.75`, no
-antialiasing: `keras_vit.weights.interpolate`); here it is done once, at load time.
+antialiasing: `keras_vit.layers.bicubic`); here it is done once, at load time.
 """
 
 import json
@@ -28,8 +28,8 @@ import logging
 import os
 import re
 
+from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.weights import loading as L
-from keras_vit.weights.interpolate import resample_position_embedding
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger("keras_vit.huggingface")
@@ -207,7 +207,9 @@ def _position_transform(config):
     """HF `position_embeddings` -> ours, resampled as `interpolate_pos_encoding=True` does."""
 
     def resample(posemb, grid, prefix):
-        return resample_position_embedding(posemb, grid, prefix, antialias=False)
+        return resample_position_embedding(
+            posemb, grid, prefix, interpolation="bicubic", antialias=False
+        )
 
     return L.position_embedding(config.grid_size, int(config.class_token), resample)
 

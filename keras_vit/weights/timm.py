@@ -11,7 +11,7 @@ timm's numerics are kept: exact erf GELU (timm's `nn.GELU`, also for the AugReg 
 were trained with the tanh approximation), LayerNorm epsilon 1e-6 (CLIP towers 1e-5), timm's
 hybrid ResNet (`StdConv2dSame` with epsilon 1e-8 under the square root, GroupNorm epsilon
 1e-5), and timm's position-embedding resampling (bicubic with antialiasing, `F.interpolate`
-exactly: `keras_vit.weights.interpolate`) when the image size differs from the checkpoint's.
+exactly: `keras_vit.layers.bicubic`) when the image size differs from the checkpoint's.
 
 A family whose architecture needs a `keras_vit.ViT` argument this keras_vit does not have
 (registers, a distillation token, ...) is refused with a `ValueError` naming the argument: the
@@ -22,8 +22,8 @@ import dataclasses
 import logging
 import re
 
+from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.weights import loading as L
-from keras_vit.weights.interpolate import resample_position_embedding
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger("keras_vit.timm")
@@ -537,7 +537,9 @@ def _position_transform(config):
         prefix_rows += int(getattr(config, "distillation_token", False))
 
     def resample(posemb, grid, prefix):
-        return resample_position_embedding(posemb, grid, prefix, antialias=True)
+        return resample_position_embedding(
+            posemb, grid, prefix, interpolation="bicubic", antialias=True
+        )
 
     return L.position_embedding(config.grid_size, prefix_rows, resample)
 

@@ -13,9 +13,10 @@ import pytest
 
 from keras_vit import from_huggingface
 from keras_vit.weights import huggingface as H
+from tests.weights.references import import_torch, import_transformers
 
-torch = pytest.importorskip("torch")  # imported before transformers, whatever the backend
-transformers = pytest.importorskip("transformers")
+torch = import_torch()  # imported before transformers, whatever the backend
+transformers = import_transformers()
 
 RTOL = 1e-5
 SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
