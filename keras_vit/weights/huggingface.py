@@ -326,11 +326,6 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     hf = read_config(folder)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
     qkv_bias = arguments.pop("_qkv_bias")
-    missing = L.missing_features(arguments)
-    if missing:
-        raise ValueError(
-            f"{folder!r} needs {', '.join(missing)}, not available in this keras_vit."
-        )
     weights_path = _weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     classifier = arrays.get("classifier.weight")

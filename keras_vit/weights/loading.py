@@ -353,39 +353,3 @@ def load_state_dict(model, arrays, table, *, source, logger, fills=None, skip=No
     assignments, problems, notes = plan_state_dict(model, arrays, table, fills=fills, skip=skip)
     commit(model, assignments, problems, notes, source=source, strict=strict, logger=logger)
     return model
-
-
-# --- which ViT arguments this keras_vit has ---------------------------------------------------
-
-
-def available_features():
-    """The ViT arguments (`ViTConfig` fields) and poolings this keras_vit has."""
-    from keras_vit.models import config
-
-    return set(config.ViTConfig.field_names()), tuple(config.POOLINGS)
-
-
-def missing_features(arguments):
-    """The `keras_vit.ViT` arguments in `arguments` this keras_vit does not have.
-
-    Checkpoint converters describe an architecture with `ViT` arguments; one this version
-    lacks (e.g. `num_register_tokens` in a keras_vit without registers) is named here, and
-    the converter refuses the model with a clear message instead of building another one.
-    Keys starting with `_` (converter notes) and `variant` are not arguments.
-
-    Example:
-
-    >>> missing_features({"hidden_dim": 8, "pooling": "token"})
-    []
-    >>> missing_features({"hidden_dim": 8, "num_wings": 2})
-    ['num_wings']
-    """
-    fields, poolings = available_features()
-    missing = [
-        key
-        for key in arguments
-        if key != "variant" and not key.startswith("_") and key not in fields
-    ]
-    if arguments.get("pooling") not in poolings:
-        missing.append(f"pooling={arguments['pooling']!r}")
-    return missing

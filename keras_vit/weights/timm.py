@@ -12,10 +12,8 @@ were trained with the tanh approximation), LayerNorm epsilon 1e-6 (CLIP towers 1
 hybrid ResNet (`StdConv2dSame` with epsilon 1e-8 under the square root, GroupNorm epsilon
 1e-5), and timm's position-embedding resampling (bicubic with antialiasing, `F.interpolate`
 exactly: `keras_vit.layers.bicubic`) when the image size differs from the checkpoint's.
-
-A family whose architecture needs a `keras_vit.ViT` argument this keras_vit does not have
-(registers, a distillation token, ...) is refused with a `ValueError` naming the argument: the
-table already holds its arguments and weight names, so it works once the argument exists.
+Architectures keras_vit does not implement (SwiGLU, rotary embeddings, ...: `UNSUPPORTED`) are
+refused with a `ValueError` saying what they need.
 """
 
 import dataclasses
@@ -467,7 +465,7 @@ PATHS = {
     "pre_norm": "pre_norm",
     "encoder_norm": "encoder_norm",
     "fc_norm": "fc_norm",
-    "map_head": "map_head",
+    "map_head": "pooling",
     "head": "head",
     "head_dist": "head_dist",
 }
@@ -685,13 +683,16 @@ def from_timm(
     a dict of arrays or tensors. Loading is strict: one `ValueError` lists every missing,
     unexpected or mis-shaped array, and nothing is assigned.
 
-    Supported now (timm's numerics, outputs equal timm's within 1e-5): `vit_*_patch*_*`
+    Families (timm's numerics; outputs equal timm's within 1e-5 in the tests): `vit_*_patch*_*`
     (original and AugReg, tiny to gigantic, `vit_base_patch16_224_miil`, `vit_base_*_plus_*`,
-    `vit_small_patch16_36x1_224`), `deit_*_patch16_*`, `vit_*_gap_*` (without registers),
-    DINOv2 (`vit_{small,base,large}_patch14_dinov2`), SigLIP towers with average pooling
-    (`*_siglip_gap_*`) and the hybrids `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`,
-    `vit_base_r26_s32_*`, `vit_base_r50_s16_*`, `vit_large_r50_s32_*`. A family whose
-    architecture needs a ViT argument this keras_vit lacks raises a `ValueError` naming it.
+    `vit_small_patch16_36x1_224`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval
+    output: the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
+    `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
+    not giant: SwiGLU), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
+    towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and the hybrids
+    `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
+    `vit_large_r50_s32_*`. Other timm ViTs (rotary, relative-position, SwiGLU, ...) raise a
+    `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
@@ -702,9 +703,9 @@ def from_timm(
         num_classes: optional int. Defaults to the checkpoint head's class count (no head
             when the checkpoint has none), or timm's default for the name without a
             checkpoint. Another count gives a new zero-initialised head.
-        dynamic_image_size: bool. Accept any image size at call time (timm's
-            `dynamic_img_size`); needs a keras_vit with `dynamic_image_size`. Defaults to
-            False.
+        dynamic_image_size: bool. Accept any image size the patch divides at call time
+            (input `(None, None, C)`), resampling the position embedding at every call as
+            timm's `dynamic_img_size=True` does. Defaults to False.
         **kwargs: other `keras_vit.ViT` arguments (`include_top`, `classifier_activation`,
             dropout rates, `name`, size overrides for tests, ...).
 
@@ -714,8 +715,8 @@ def from_timm(
         `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2).
 
     Raises:
-        ValueError: an unknown or unsupported name, a missing keras_vit feature, or a
-            checkpoint that does not fit (listing every problem).
+        ValueError: an unknown or unsupported name, or a checkpoint that does not fit
+            (listing every problem; nothing is assigned).
 
     Example:
 
@@ -730,14 +731,6 @@ def from_timm(
     arguments = dict(spec.arguments)
     if dynamic_image_size:
         arguments["dynamic_image_size"] = True
-    missing = L.missing_features(arguments)
-    if missing:
-        working = [row[0] for row in family_table() if not row[3]]
-        raise ValueError(
-            f"timm model {spec.name!r} ({spec.family.description}) needs "
-            f"{', '.join(missing)}, not available in this keras_vit ({_version()}). "
-            f"Families that load now: {', '.join(working)}."
-        )
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
     include_top = kwargs.pop("include_top", None)
     if num_classes is None:
@@ -768,29 +761,8 @@ def _describe(checkpoint):
     return "the given state dict" if isinstance(checkpoint, dict) else repr(str(checkpoint))
 
 
-def _version():
-    from keras_vit.version import __version__
-
-    return __version__
-
-
-def _demo(family):
-    """Named groups of the family's example, to list which families work now."""
-    architecture = family.example.partition(".")[0]
-    return re.fullmatch(family.pattern, architecture).groupdict()
-
-
-def family_table():
-    """(family, example, description, missing features) for every family (README, CLI)."""
-    return [
-        (f.name, f.example, f.description, L.missing_features(f.arguments(_demo(f))))
-        for f in FAMILIES
-    ]
-
-
 __all__ = [
     "FAMILIES",
-    "family_table",
     "from_timm",
     "load_timm_weights",
     "parse_timm_name",

@@ -244,24 +244,23 @@ def test_convert_from_timm(tmp_path, capsys):
     import numpy as np
 
     import keras_vit
-    from keras_vit.weights.interpolate import resample_position_embedding
-    from tests.weights.timm_cases import np_timm_forward
+    from tests.helpers import to_numpy
 
-    arrays, checkpoint = _timm_ti16_checkpoint(tmp_path / "ti16.safetensors")
+    _, checkpoint = _timm_ti16_checkpoint(tmp_path / "ti16.safetensors")
     output = tmp_path / "ti16.keras"
-    argv = ["convert", "--from", "timm", "vit_tiny_patch16_224.augreg_in21k_ft_in1k", checkpoint,
-            str(output), "--image-size", "32"]  # fmt: skip
+    name = "vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+    argv = ["convert", "--from", "timm", name, checkpoint, str(output), "--image-size", "32"]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert f"Wrote {output}: vit_tiny_patch16_224, input (32, 32, 3), output (3,)" in captured.out
     assert "resized pos_embed from (1, 197, 192) to (1, 5, 192)" in captured.err
     assert "assigned 200 model weights" in captured.err  # 152 arrays, qkv split in three
+    # The file holds what from_timm builds (tests/weights/test_timm.py checks that against timm).
     images = np.random.default_rng(1).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")
-    posemb = resample_position_embedding(arrays["pos_embed"], (2, 2), 1, antialias=True)
-    expected = np_timm_forward({**arrays, "pos_embed": posemb}, dict(pool="token", patch=16,
-                                                                     heads=3), images)
-    actual = keras_vit.load_model(str(output)).predict(images, verbose=0)
-    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+    expected = keras_vit.from_timm(name, checkpoint, image_size=32)(images)
+    actual = keras_vit.load_model(str(output))(images)
+    np.testing.assert_allclose(to_numpy(actual), to_numpy(expected), rtol=1e-6, atol=1e-6)
+    capsys.readouterr()  # from_timm's own log lines
     assert main(argv) == 2 and "--overwrite" in error_of(capsys)
 
 
@@ -289,8 +288,9 @@ def test_convert_mistakes_exit_2(argv, message, capsys, tmp_path, monkeypatch):
 
 
 def test_convert_from_huggingface(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    from tests.weights.references import import_torch, import_transformers
+
+    torch, transformers = import_torch(), import_transformers()
     import numpy as np
 
     config = transformers.ViTConfig(
