@@ -112,6 +112,9 @@ class Source:
         name: str. The spec it came from.
         default_flip: bool. Whether horizontal flips suit the data (False for digits).
         image_shape: optional (H, W, C) when all images share one shape.
+        make_example: optional callable, index (int64 tensor) -> `(image, label)`, for sources
+            that can make any example from its index (`synthetic`): the training pipeline then
+            shuffles indices, a buffer that fills at once, instead of whole images.
     """
 
     dataset: object
@@ -120,6 +123,7 @@ class Source:
     name: str
     default_flip: bool = True
     image_shape: tuple = None
+    make_example: object = None
 
 
 def parse_spec(spec):
@@ -239,6 +243,14 @@ def load_source(
     source.dataset = source.dataset.map(
         lambda image, label: (_to_channels(image, num_channels), label)
     )
+    if source.make_example is not None:
+        make = source.make_example
+
+        def make_example(index):
+            image, label = make(index)
+            return _to_channels(image, num_channels), label
+
+        source.make_example = make_example
     if source.image_shape is not None:
         source.image_shape = (*source.image_shape[:2], num_channels)
     return source
@@ -315,7 +327,10 @@ def _synthetic(arg, split, spec):
         return image, label
 
     ds = tf.data.Dataset.range(count).map(make, num_parallel_calls=tf.data.AUTOTUNE)
-    return Source(ds, count, classes, spec, default_flip=True, image_shape=(size, size, 3))
+    return Source(
+        ds, count, classes, spec, default_flip=True, image_shape=(size, size, 3),
+        make_example=make,
+    )
 
 
 def _check_dir(path, spec):
@@ -801,7 +816,9 @@ def train_pipeline(
     `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
     [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
     the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
-    their own seed generators).
+    their own seed generators). A source with `make_example` (`synthetic`) is shuffled by index
+    over the whole set, and each example made after the shuffle, so that no epoch waits for a
+    shuffle buffer of images to fill.
 
     Returns:
         `tf.data.Dataset` of `(images float32 (B, H, W, C), one-hot labels (B, K))`.
@@ -817,10 +834,14 @@ def train_pipeline(
     rotation = float(rotation)
     buffer = max(1, min(shuffle_buffer, source.num_examples))
     base = source.dataset
+    make = source.make_example
+    if make is not None:  # shuffle indices (the whole set: 8 bytes each), make examples after
+        base = tf.data.Dataset.range(source.num_examples)
+        buffer = source.num_examples
 
     def one_epoch(epoch):
         def preprocess(index, example):
-            image, label = example
+            image, label = example if make is None else make(example)
             key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
             image = random_resized_crop(image, size, key, crop_scale, crop_ratio, rotation)
             if flip:

@@ -74,9 +74,16 @@ def test_synthetic_dataset_is_deterministic_learnable_and_feeds_the_pipelines():
     assert (own < other).all(), (own, other)
     assert data.load_source("synthetic").image_shape == (224, 224, 3)  # the defaults
     assert data.load_source("synthetic", num_channels=1).image_shape == (224, 224, 1)
-    batch, labels = next(iter(data.train_pipeline(train, image_size=8, batch_size=4, epochs=1)))
-    assert batch.shape == (4, 8, 8, 3) and labels.shape == (4, 3)
-    assert -1 <= float(tf.reduce_min(batch)) and float(tf.reduce_max(batch)) <= 1
+    # Shuffled by index (make_example), deterministically: one epoch holds every image once.
+    kwargs = dict(image_size=16, batch_size=4, epochs=2, seed=3, crop_scale=(1, 1),
+                  crop_ratio=(1, 1))
+    epochs = [(x.numpy(), y.numpy()) for x, y in data.train_pipeline(train, **kwargs)]
+    assert len(epochs) == 6 and epochs[0][0].shape == (4, 16, 16, 3)
+    first = np.concatenate([b for b, _ in epochs[:3]])
+    assert -1 <= first.min() and first.max() <= 1
+    assert np.bincount(np.concatenate([y for _, y in epochs[:3]]).argmax(-1)).tolist() == [4] * 3
+    resumed = next(iter(data.train_pipeline(train, start_epoch=1, **kwargs)))[0].numpy()
+    np.testing.assert_array_equal(resumed, epochs[3][0])
 
 
 def test_train_pipeline_resumes_deterministically():
