@@ -365,7 +365,8 @@ def _run_torch(lib, spec, args):
     x = (torch.rand(args.batch, 3, size, size) * 2 - 1).to(device)
     y = torch.randint(0, args.num_classes, (args.batch,)).to(device)
     model = _torch_model(lib, spec, args).to(device)
-    forward = torch.compile(model) if args.jit_compile is True else model
+    compiled = args.jit_compile is True if args.peer_compile is None else args.peer_compile
+    forward = torch.compile(model) if compiled else model
 
     def autocast():
         if args.precision == "bf16":
@@ -598,6 +599,8 @@ def _roofline(framework, size=2048, runs=7, precision="fp32"):
 
 def worker(args):
     global CLOCK
+    if importlib.util.find_spec("keras_vit") is None:  # not installed: this checkout's copy
+        sys.path.append(REPO)
     if args.clock == "process":
         CLOCK = time.process_time
     if args.threads:
@@ -639,6 +642,8 @@ def _worker_command(lib, backend, task, model, batch, args):
     ]
     if args.jit_compile is not None:
         cmd += ["--jit-compile", str(args.jit_compile).lower()]
+    if args.peer_compile is not None:
+        cmd += ["--peer-compile", str(args.peer_compile).lower()]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if args.profile:
@@ -807,6 +812,9 @@ def main(argv=None):
     parser.add_argument("--jit-compile", type=_parse_jit, default=None,
                         help="passed to Keras' model.compile (default: Keras' own, 'auto'); "
                         "true also torch.compiles the PyTorch peers")
+    parser.add_argument("--peer-compile", type=lambda t: _parse_jit(t) is True, default=None,
+                        help="torch.compile the PyTorch peers (true/false; default: when "
+                        "--jit-compile is true)")
     parser.add_argument(
         "--threads", type=int, default=None,
         help="limit every framework to this many intra-op threads (default: theirs, all cores)",
