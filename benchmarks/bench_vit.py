@@ -31,9 +31,9 @@ RSS, and on a GPU the framework's own peak (`jax` `device.memory_stats()["peak_b
 `torch.cuda.max_memory_allocated()`, `tf.config.experimental.get_memory_info("GPU:0")["peak"]`).
 
 `--profile DIR` profiles `--profile-steps` more steps of every row after the timed ones
-(`jax.profiler` with a Perfetto trace, `torch.profiler`, `tf.profiler`), writes the traces to
-DIR and prints each row's top kernels (device kernels on a GPU, XLA / ATen ops on a CPU) by
-self time per step.
+(`jax.profiler` with a Perfetto trace and `tf.profiler`, whose traces go to DIR, and
+`torch.profiler`) and prints each row's top kernels (device kernels on a GPU, XLA / ATen /
+TensorFlow ops on a CPU) by self time per step.
 
 Rows for a library or backend that is not installed say `skipped: X not installed`. The peers
 are not dependencies of keras_vit and are never installed in CI. On a CPU machine, set up a
@@ -438,7 +438,6 @@ def _profile(framework, step, args):
                 step()
             if cuda:
                 torch.cuda.synchronize()
-        prof.export_chrome_trace(os.path.join(out, "trace.json"))
         return top_torch_events(prof.key_averages(), steps, cuda)
     import tensorflow as tf
 
