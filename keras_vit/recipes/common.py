@@ -583,7 +583,11 @@ def training_callbacks(setup, config, validation):
                 )
             )
     if config.get("tensorboard", True) and chief:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs")))
+        # The train graph exists on TensorFlow only; elsewhere TensorBoard's first batch hook
+        # would open its file writer on Keras' callback thread while JAX runs the next step,
+        # which made JAX fail ("Buffer has been deleted or donated") in 1 of 4 runs.
+        graph = keras.backend.backend() == "tensorflow"
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=graph))
     callbacks.append(setup.throughput)
     # Every per-batch hook above is a no-op or a time stamp (they save and log per epoch), so
     # Keras may run them on a worker thread: otherwise `fit` converts each step's loss to a
