@@ -12,8 +12,8 @@ skipped, the final loss scale, and the median step time.
         --batch 16 --steps 20                                                   # CPU, seconds
 
 On a CPU, bf16/fp16 matmuls are slow, and XLA's CPU compiler has no float16 x float16 ->
-float32 dot, which the gradient of Keras' MultiHeadAttention needs under `mixed_float16` on JAX
-(the row then says so); GPUs have it.
+float32 dot, which the gradient of `keras.ops.dot_product_attention` needs under
+`mixed_float16` on JAX (the row then says so); GPUs have it.
 """
 
 import argparse

@@ -8,8 +8,9 @@ from keras_vit.models.vit import ViT
 from keras_vit.training.optimizers import build_loss, build_optimizer
 from keras_vit.training.schedules import WarmupDecay
 
-# XLA's CPU compiler has no float16 x float16 -> float32 dot, which the gradient of Keras'
-# MultiHeadAttention asks for under mixed_float16 on JAX (a CPU-only limit: GPUs have it).
+# XLA's CPU compiler has no float16 x float16 -> float32 dot, which the jitted gradient of
+# `keras.ops.dot_product_attention` (the attention's kernel) asks for under mixed_float16 on JAX
+# (a CPU-only limit: GPUs have it).
 JAX_CPU_FLOAT16 = "The precision 'F16_F16_F32' is not supported by dot_general on CPU"
 
 
@@ -35,7 +36,7 @@ def test_mixed_precision_tiny_model_trains_with_float32_variables_and_logits(pol
         history = model.fit(x, y, batch_size=4, epochs=8, verbose=0)
     except ValueError as e:
         if keras.backend.backend() == "jax" and JAX_CPU_FLOAT16 in str(e):
-            pytest.skip(f"XLA on CPU: {JAX_CPU_FLOAT16} (Keras' MultiHeadAttention gradient)")
+            pytest.skip(f"XLA on CPU: {JAX_CPU_FLOAT16} (dot_product_attention's gradient)")
         raise
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.1, losses
