@@ -198,7 +198,10 @@ def data_flags(parser):
     """Where the images come from and how they are read."""
     group = parser.add_argument_group("data")
     group.add_argument(
-        "--dataset", help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT]"
+        "--dataset",
+        help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT] | "
+        "synthetic[:CLASSES[:IMAGES[:SIZE]]] (random images made in memory, offline; "
+        "default synthetic:10:1024:224)",
     )
     group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
     group.add_argument("--eval-split", dest="eval_split", help="evaluation split (default: test)")
@@ -267,6 +270,13 @@ def training_flags(parser):
         type=jit_compile,
         help="auto (Keras' choice: no XLA for TensorFlow on a CPU-only machine) | true (XLA on "
         "TensorFlow and JAX, torch.compile on PyTorch) | false",
+    )
+    group.add_argument(
+        "--steps-per-execution",
+        dest="steps_per_execution",
+        type=positive_int,
+        help="training steps per call of the compiled train function (Keras' "
+        "steps_per_execution; default 1): more cuts per-step host overhead on a fast GPU",
     )
     group.add_argument(
         "--augment",

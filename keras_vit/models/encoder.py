@@ -124,12 +124,18 @@ def _pool(x, config):
     return x
 
 
+def _head_dtype():
+    """float32 under a mixed-precision policy: float32 logits (and softmax), as Keras advises."""
+    return "float32" if keras.config.dtype_policy().name.startswith("mixed_") else None
+
+
 def _classifier(config, name="head", activation=None):
     return keras.layers.Dense(
         config.num_classes,
         activation=activation,
         kernel_initializer="zeros",
         bias_initializer="zeros",
+        dtype=_head_dtype(),
         name=name,
     )
 
@@ -141,10 +147,10 @@ def _distilled_head(x, config):
     logits_dist = _classifier(config, "head_dist")(
         TokenPooling("distillation", prefix, name="pooling_dist")(x)
     )
-    out = keras.layers.Average(name="head_average")([logits, logits_dist])
+    out = keras.layers.Average(dtype=_head_dtype(), name="head_average")([logits, logits_dist])
     if config.classifier_activation is not None:
         out = keras.layers.Activation(
-            config.classifier_activation, name="classifier_activation"
+            config.classifier_activation, dtype=_head_dtype(), name="classifier_activation"
         )(out)
     return out
 

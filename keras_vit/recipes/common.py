@@ -69,6 +69,9 @@ RUNTIME = dict(
     steps_per_epoch=None,  # None: one pass over the training data
     warmup_epochs=None,  # set: warm-up for this many epochs (replaces warmup_steps)
     mixed_precision=None,
+    # Training steps per call of the compiled train function (Keras' `steps_per_execution`):
+    # > 1 cuts the per-step host overhead (Python, callbacks) that can leave a fast GPU idle.
+    steps_per_execution=1,
     distribution=None,
     # Several processes (JAX, keras.distribution.initialize): None reads Keras'
     # KERAS_DISTRIBUTION_JOB_ADDRESSES / _NUM_PROCESSES / _PROCESS_ID; multi_host=True lets JAX
@@ -152,7 +155,7 @@ def _flag(key):
 def check_config(config):
     """Checks a training config's numbers before any data is loaded; raises `ValueError`."""
     for key in ("steps", "epochs", "batch_size", "eval_batch_size", "steps_per_epoch",
-                "warmup_epochs", "backup_every", "init_timeout"):
+                "warmup_epochs", "backup_every", "init_timeout", "steps_per_execution"):
         value = config.get(key)
         if value is None and key not in ("batch_size", "eval_batch_size"):
             continue
@@ -167,6 +170,12 @@ def check_config(config):
         )
     if config.get("steps") is None and config.get("epochs") is None:
         raise ValueError("One of steps (--steps) or epochs (--epochs) must be set. Received none.")
+    if (config.get("steps_per_execution") or 1) > 1 and keras.backend.backend() == "torch":
+        raise ValueError(
+            "steps_per_execution (--steps-per-execution) must be 1 on the PyTorch backend "
+            "(Keras runs PyTorch one step per call). Received: "
+            f"steps_per_execution={config['steps_per_execution']!r}"
+        )
     warmup = config.get("warmup_steps")
     if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
         raise ValueError(
@@ -255,10 +264,12 @@ class ThroughputLogger(keras.callbacks.Callback):
         self.epoch_seconds = []
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
+        self._start = self._end = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        self._end = time.perf_counter()
+        # Under asynchronous dispatch (see `training_callbacks`) this runs on a worker thread
+        # once the batch's logs are computed, possibly out of order: keep the latest time.
+        self._end = max(time.perf_counter(), getattr(self, "_end", 0.0))
 
     def on_epoch_end(self, epoch, logs=None):
         # Stop at the last training batch: validation time is not training throughput.
@@ -333,6 +344,14 @@ def build_optimizer(config, total_steps, warmup_steps):
     )
 
 
+def compile_kwargs(config):
+    """The `model.compile` settings of a run: `jit_compile` and `steps_per_execution`."""
+    return {
+        "jit_compile": config.get("jit_compile", "auto"),
+        "steps_per_execution": config.get("steps_per_execution") or 1,
+    }
+
+
 def compile_model(model, config, total_steps, warmup_steps):
     """Compiles a classifier: the config's optimizer, (smoothed) cross-entropy, accuracy.
 
@@ -343,7 +362,7 @@ def compile_model(model, config, total_steps, warmup_steps):
         optimizer=build_optimizer(config, total_steps, warmup_steps),
         loss=optimizers_lib.build_loss(config["label_smoothing"]),
         weighted_metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-        jit_compile=config.get("jit_compile", "auto"),
+        **compile_kwargs(config),
     )
 
 
@@ -564,8 +583,18 @@ def training_callbacks(setup, config, validation):
                 )
             )
     if config.get("tensorboard", True) and chief:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs")))
+        # The train graph exists on TensorFlow only; elsewhere TensorBoard's first batch hook
+        # would open its file writer on Keras' callback thread while JAX runs the next step,
+        # which made JAX fail ("Buffer has been deleted or donated") in 1 of 4 runs.
+        graph = keras.backend.backend() == "tensorflow"
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=graph))
     callbacks.append(setup.throughput)
+    # Every per-batch hook above is a no-op or a time stamp (they save and log per epoch), so
+    # Keras may run them on a worker thread: otherwise `fit` converts each step's loss to a
+    # Python float before starting the next step, a device sync per step that leaves a GPU
+    # idle while Python prepares the next one. (Keras' own rule: JAX and PyTorch only.)
+    for callback in callbacks:
+        callback.async_safe = True
     return callbacks
 
 

@@ -99,7 +99,7 @@ def build_model(num_classes, config):
 def compile_mpp(model, config, setup):
     """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
     optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
-    model.compile(optimizer=optimizer, jit_compile=config.get("jit_compile", "auto"))
+    model.compile(optimizer=optimizer, **common.compile_kwargs(config))
     # The untrained model's held-out loss: the reference the final loss must beat.
     initial = None
     if not setup.start_epoch:
