@@ -371,7 +371,10 @@ class TimmArchitecture:
         family: `Family`.
         arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
             decisions yet, except DINOv2's 518 px).
-        image_size: int. The resolution the name stands for.
+        image_size: int. The resolution the name stands for, rounded down to a multiple of
+            the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
+            see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
+            columns), so ours take 378 px images.
         num_classes: int. timm's default class count for the name (0: no head).
         qkv_bias: bool. Whether the checkpoint has q/k/v biases.
         patch_bias: bool. Whether the checkpoint has a patch-embedding bias.
@@ -435,6 +438,8 @@ def parse_timm_name(name):
         qkv_bias = arguments.pop("_qkv_bias", True)
         patch_bias = arguments.pop("_patch_bias", True)
         image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
+        if groups.get("patch"):  # timm's convolution drops what the patch does not divide
+            image_size -= image_size % int(groups["patch"])
         default = 0 if family.name in _HEADLESS else 1000
         return TimmArchitecture(
             name=architecture,
@@ -724,37 +729,58 @@ def from_timm(
     >>> model.output_shape
     (None, 10)
     """
-    from keras_vit.models.config import ViTConfig
     from keras_vit.models.encoder import build_model
 
     spec = parse_timm_name(name)
-    arguments = dict(spec.arguments)
     if dynamic_image_size:
-        arguments["dynamic_image_size"] = True
+        kwargs["dynamic_image_size"] = True
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
+    if num_classes is None and arrays is not None:
+        head = arrays.get("head.weight")
+        num_classes = int(head.shape[0]) if head is not None and head.ndim == 2 else 0
+    config = timm_config(spec, image_size=image_size, num_classes=num_classes, **kwargs)
+    model = build_model(config)
+    if arrays is not None:
+        _load(model, spec, arrays, checkpoint, config)
+    return model
+
+
+def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
+    """The `ViTConfig` of a timm architecture (what `from_timm` builds).
+
+    Args:
+        spec: a `TimmArchitecture` (`parse_timm_name`) or a timm model name.
+        image_size: optional int or (height, width). Defaults to the name's resolution.
+        num_classes: optional int. Defaults to timm's default class count for the name;
+            0 means no head.
+        **kwargs: other `keras_vit.ViT` arguments (they override the table's).
+
+    Returns:
+        A `keras_vit.models.config.ViTConfig`.
+
+    Example:
+
+    >>> config = timm_config("vit_small_patch14_reg4_dinov2", num_layers=1)
+    >>> config.num_register_tokens, config.include_top, config.image_size
+    (4, False, (518, 518))
+    """
+    from keras_vit.models.config import ViTConfig
+
+    spec = parse_timm_name(spec) if isinstance(spec, str) else spec
+    arguments = dict(spec.arguments)
+    num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
-    if num_classes is None:
-        head = None if arrays is None else arrays.get("head.weight")
-        num_classes = spec.num_classes if arrays is None else (
-            int(head.shape[0]) if head is not None and head.ndim == 2 else 0
-        )  # fmt: skip
-    if include_top is None:
-        include_top = num_classes > 0
-    config = ViTConfig.from_variant(
+    return ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
             "image_size": image_size or spec.image_size,
             "num_classes": num_classes or 1000,
-            "include_top": include_top,
+            "include_top": num_classes > 0 if include_top is None else include_top,
             "name": spec.name,
             **arguments,
             **kwargs,
         },
     )
-    model = build_model(config)
-    if arrays is not None:
-        _load(model, spec, arrays, checkpoint, config)
-    return model
 
 
 def _describe(checkpoint):
@@ -766,6 +792,7 @@ __all__ = [
     "from_timm",
     "load_timm_weights",
     "parse_timm_name",
+    "timm_config",
     "timm_name_table",
 ]
 

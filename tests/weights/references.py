@@ -28,9 +28,10 @@ _SCHEMAS = (
 _LIBRARIES = []  # the torch.library.Library holding the schemas must stay alive
 
 
-def import_torch():
-    """torch, imported before the reference libraries, with torchvision importable."""
-    torch = pytest.importorskip("torch")
+def _torch_with_torchvision():
+    """torch, imported first, with torchvision importable (the shim above where needed)."""
+    import torch
+
     if importlib.util.find_spec("torchvision") is None or "torchvision" in sys.modules:
         return torch
     try:
@@ -48,6 +49,12 @@ def import_torch():
     return torch
 
 
+def import_torch():
+    """torch, imported before the reference libraries, with torchvision importable."""
+    pytest.importorskip("torch")
+    return _torch_with_torchvision()
+
+
 def import_timm():
     """timm (a `test` dependency; skips only where it is not installed)."""
     import_torch()
@@ -58,3 +65,28 @@ def import_transformers():
     """transformers (a `test` dependency; skips only where it is not installed)."""
     import_torch()
     return pytest.importorskip("transformers")
+
+
+def import_reference_libraries(required=False):
+    """Imports torch, torchvision, timm and transformers as the tests do; prints their versions.
+
+    CI calls it with `required=True` before the tests (`.ci/run`): an import that fails there
+    raises, instead of the tests skipping.
+
+    Args:
+        required: bool. Raise when one does not import (else report it). Defaults to False.
+
+    Returns:
+        dict: library name -> version, or the import error's message.
+    """
+    found = {}
+    for name in ("torch", "torchvision", "timm", "transformers"):
+        try:
+            module = _torch_with_torchvision() if name == "torch" else importlib.import_module(name)
+            found[name] = module.__version__
+        except Exception as error:  # noqa: BLE001 - reported, or raised when required
+            if required:
+                raise RuntimeError(f"The test reference library {name} does not import") from error
+            found[name] = f"not importable: {type(error).__name__}: {error}"
+    print("reference libraries: " + ", ".join(f"{k} {v}" for k, v in found.items()))
+    return found

@@ -153,33 +153,41 @@ def test_saved_and_reloaded(references, models, tmp_path):
     _assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
 
 
-def test_dynamic_image_size_matches_timm_dynamic_img_size(references):
-    """timm's dynamic_img_size=True at two sizes; then one fit step and predict at two sizes."""
-    case = "dinov2_registers"  # class + 4 register tokens, position embedding on patches only
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
+    """timm's dynamic_img_size=True at two sizes and its intermediates at a third.
+
+    `vit`: class token, position embedding on it too; `dinov2_registers`: class and 4 register
+    tokens, position embedding on the patches only (then one fit step and predict at two sizes).
+    """
     ref = references[case]
+    patch = 14 if "dinov2" in case else 16
     reference = timm_model(timm, case, dynamic_img_size=True)
     reference.load_state_dict(ref["model"].state_dict())
     model = from_timm(CASES[case][0], ref["path"], dynamic_image_size=True,
                       **from_timm_kwargs(case))  # fmt: skip
     assert model.input_shape == (None, None, None, 3)
-    for size in ((42, 56), (28, 28)):
-        images = _images(size, seed=2)
+    for grid in ((3, 4), (2, 2)):
+        images = _images((grid[0] * patch, grid[1] * patch), seed=2)
         _assert_close(_run(model, images), _timm_run(reference, images), DYNAMIC_RTOL)
     # Intermediate features of a dynamic model at a non-square size.
-    images = _images((42, 28), seed=3)
+    images = _images((3 * patch, 2 * patch), seed=3)
     ours = _run(feature_extractor(model, [0, 1]), images)
     theirs = _timm_run(reference, images, reference.forward_intermediates, indices=[0, 1],
                        norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
     assert [o.shape for o in ours] == [(2, 3, 2, 32)] * 2
     for a, b in zip(ours, theirs, strict=True):
         _assert_close(a, b, DYNAMIC_RTOL)
-    model.compile(optimizer="sgd", loss="mse")
-    model.fit(_images((56, 42), seed=4), np.zeros((2, 32), "float32"), epochs=1, verbose=0)
-    for size in ((56, 42), (28, 70)):
-        assert model.predict(_images(size), verbose=0).shape == (2, 32)
+    if case == "dinov2_registers":
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(_images((56, 42), seed=4), np.zeros((2, 32), "float32"), epochs=1, verbose=0)
+        for size in ((56, 42), (28, 70)):
+            assert model.predict(_images(size), verbose=0).shape == (2, 32)
 
 
-@pytest.mark.parametrize("case, indices", [("vit", [0, -1]), ("hybrid", 1)])
+@pytest.mark.parametrize(
+    "case, indices", [("vit", [0, -1]), ("vit_registers", [1]), ("hybrid", 1)]
+)
 def test_feature_extractor_matches_forward_intermediates(case, indices, references, models):
     ref = references[case]
     reference = ref["model"]
@@ -277,7 +285,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             class_token=model.cls_token is not None,
             num_register_tokens=model.num_reg_tokens,
             prefix_position_embedding=not model.no_embed_class,
-            image_size=list(model.patch_embed.img_size),
+            image_size=[s - s % p for s, p in zip(model.patch_embed.img_size,
+                                                  model.patch_embed.patch_size, strict=True)],
             pooling=pools[model.global_pool],
             fc_norm=not isinstance(model.fc_norm, identity),
             pre_norm=not isinstance(model.norm_pre, identity),
@@ -308,5 +317,10 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         )
         differ = {k: (ours[k], got[k]) for k in got if ours[k] != got[k]}
         assert not differ, f"{name}: (ours, timm's) {differ}"
+        # Our weight-name table is exactly timm's state dict, at the real widths.
+        config = T.timm_config(spec, num_layers=1)
+        table = T.timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked > 100
+    assert checked >= 140  # timm 1.0.31: 140 of its 230 vit_* and deit* names

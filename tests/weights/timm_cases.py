@@ -37,6 +37,8 @@ CASES = {
     "siglip": ("vit_base_patch16_siglip_224.webli", {}, {}),
     "hybrid": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", dict(depth=1),
                dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
+    "hybrid_r50": ("vit_base_r50_s16_384.orig_in21k_ft_in1k", dict(depth=1),
+                   dict(resnet_units=(1, 1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
     "hybrid_root": ("vit_tiny_r_s16_p8_384.augreg_in21k_ft_in1k", dict(img_size=64, depth=1),
                     dict(image_size=64, num_layers=1)),
 }  # fmt: skip
@@ -58,7 +60,8 @@ def timm_model(timm, case, **overrides):
     """The tiny timm model of a case, in eval mode; `overrides` go to `timm.create_model`."""
     name = CASES[case][0].partition(".")[0]
     kwargs = {**timm_create_kwargs(case), **overrides}
-    if case == "hybrid":  # timm's R26 hybrid with a 2-stage ResNetV2 of width 8 and 4 groups
+    units = CASES[case][2].get("resnet_units")
+    if units:  # timm's R26 / R50 hybrid with a ResNetV2 of one unit per stage, width 8, 4 groups
         import functools
 
         from timm.layers import GroupNormAct, HybridEmbed, StdConv2dSame
@@ -66,8 +69,8 @@ def timm_model(timm, case, **overrides):
         from timm.models.vision_transformer import VisionTransformer
 
         backbone = ResNetV2(
-            layers=(1, 1),
-            channels=(32, 64),
+            layers=units,
+            channels=tuple(32 * 2**s for s in range(len(units))),
             stem_chs=8,
             num_classes=0,
             global_pool="",
