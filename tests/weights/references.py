@@ -51,20 +51,22 @@ def _torch_with_torchvision():
 
 def import_torch():
     """torch, imported before the reference libraries, with torchvision importable."""
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="torch (the reference libraries' backend) is not installed")
     return _torch_with_torchvision()
 
 
 def import_timm():
     """timm (a `test` dependency; skips only where it is not installed)."""
     import_torch()
-    return pytest.importorskip("timm")
+    return pytest.importorskip("timm", reason="timm (the `test` extra) is not installed")
 
 
 def import_transformers():
     """transformers (a `test` dependency; skips only where it is not installed)."""
     import_torch()
-    return pytest.importorskip("transformers")
+    return pytest.importorskip(
+        "transformers", reason="transformers (the `test` extra) is not installed"
+    )
 
 
 def import_reference_libraries(required=False):
