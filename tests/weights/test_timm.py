@@ -238,6 +238,8 @@ def test_names_and_tags():
     assert (spec.name, spec.tag, spec.family.name, spec.image_size) == (
         "deit_base_patch16_384", "fb_in1k", "deit", 384
     )  # fmt: skip
+    # timm's patch-14 convolution on 384 px sees 27 x 27 patches: 378 px.
+    assert T.parse_timm_name("vit_so400m_patch14_siglip_384.webli").image_size == 378
     miil = T.parse_timm_name("vit_base_patch16_224_miil")
     assert not miil.qkv_bias and miil.num_classes == 11221
     with pytest.raises(ValueError, match=r"(?s)Unknown timm model name 'resnet50'.*vit: e\.g\."):
