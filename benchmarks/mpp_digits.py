@@ -20,9 +20,9 @@ The paper's Sec. 4.6 / Appendix B.1.2 experiment, small enough for a CPU. For ea
      learning rate of `--finetune-lrs` and length of `--finetune-steps`;
   4. selection on the validation split only: the (learning rate, length) whose run ends with
      the best validation accuracy (ties: lower validation loss, then shorter, then smaller
-     rate) wins; with `--refit` (default) it is trained again on the whole labelled subset
-     (validation images included) and that model's accuracy on the fixed 30% test split (540
-     images, split seed 0) is the arm's result. The test split never chooses anything;
+     rate) is the arm's result, scored on the fixed 30% test split (540 images, split seed 0).
+     The test split never chooses anything. With `--refit` the chosen setting is trained again
+     on the whole labelled subset (validation images included) and that model is scored;
   5. few-shot linear evaluation (`keras_vit.training.fewshot_accuracy`, `--shots`) of each
      arm's pre-trained encoder (the random initialisation for `scratch`), on the class token
      and on the mean patch token: shots drawn from the 1,257 training images, accuracy on the
@@ -32,17 +32,16 @@ It prints one progress line per pre-training and per fine-tuning arm, then Markd
 and writes everything (settings, every grid point, the summary with mean, std, per-seed gains
 over scratch and paired tests from scipy, timings) to `--out`/results.json after every seed.
 
-Default protocol (5 seeds, scratch vs MPP with the colour target, 3 learning rates x 2 lengths,
-refit, few-shot; about 15 minutes on 2 quiet CPU cores with JAX):
+Default protocol (5 seeds, scratch vs MPP with the colour target, learning rates {1e-3, 3e-3}
+x lengths {1000, 4000} steps, few-shot; about 19 minutes on 2 quiet CPU cores with JAX, see
+benchmarks/RESULTS.md):
 
     KERAS_BACKEND=jax python benchmarks/mpp_digits.py --out runs/bench_mpp
 
-The whole study (three targets, supervised pre-training, 10 seeds), and 100% of the labels:
+The whole study (the three targets and supervised pre-training on the other 90% of the
+labels; `--label-fraction 1 --val-fraction 0.1` without `--supervised` uses every label):
 
-    KERAS_BACKEND=jax python benchmarks/mpp_digits.py --targets all --supervised \
-        --seeds 0-9 --out runs/bench_mpp_all
-    KERAS_BACKEND=jax python benchmarks/mpp_digits.py --label-fraction 1 --val-fraction 0.1 \
-        --targets all --seeds 0-4 --out runs/bench_mpp_full_labels
+    KERAS_BACKEND=jax python benchmarks/mpp_digits.py --targets all --supervised --out runs/all
 
 The superseded protocol of the first claim (one pre-training shared by all seeds, 400
 fine-tuning steps at one learning rate, no validation split, scored on the test split):
@@ -461,18 +460,18 @@ def build_parser():
         help="Pre-train once (first seed) and fine-tune every seed from it (the old protocol).",
     )
     parser.add_argument(
-        "--finetune-steps", dest="finetune_steps", default="500,1500",
+        "--finetune-steps", dest="finetune_steps", default="1000,4000",
         help="Fine-tuning lengths (cosine schedule to 0), comma-separated; chosen on validation.",
     )
     parser.add_argument(
-        "--finetune-lrs", "--finetune-lr", dest="finetune_lrs", default="3e-4,1e-3,3e-3",
+        "--finetune-lrs", "--finetune-lr", dest="finetune_lrs", default="1e-3,3e-3",
         help="Fine-tuning learning rates (Adam peak), comma-separated; chosen on validation.",
     )
     parser.add_argument("--finetune-batch-size", dest="finetune_batch_size", type=int, default=32)
     parser.add_argument(
-        "--no-refit", dest="refit", action="store_false",
-        help="Report the selected run (trained without the validation images) instead of "
-        "training it again on the whole labelled subset.",
+        "--refit", action="store_true",
+        help="Train the selected (learning rate, length) again on the whole labelled subset "
+        "(validation images included) and report that model instead of the selected run.",
     )
     parser.add_argument(
         "--shots", default="1,5,10,25", help="Few-shot sizes per class ('' to skip)."

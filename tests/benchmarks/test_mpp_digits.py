@@ -71,11 +71,11 @@ def test_check_args_errors(bench):
     old = parser.parse_args(["--val-fraction", "0", "--finetune-lr", "1e-3",
                              "--finetune-steps", "400", "--seeds", "0,1,2"])
     assert bench.check_args(old) == ([0, 1, 2], ("color",), [1e-3], [400], [1, 5, 10, 25])
-    # The default protocol: >= 5 seeds, a validation split, a grid of rates and lengths, refit.
+    # The default protocol: >= 5 seeds, a validation split, a grid of rates and lengths.
     seeds, targets, lrs, lengths, shots = bench.check_args(parser.parse_args([]))
-    assert len(seeds) >= 5 and len(lrs) >= 3 and len(lengths) >= 2 and shots == [1, 5, 10, 25]
+    assert len(seeds) >= 5 and len(lrs) >= 2 and len(lengths) >= 2 and shots == [1, 5, 10, 25]
     defaults = parser.parse_args([])
-    assert defaults.val_fraction > 0 and defaults.refit and targets == ("color",)
+    assert defaults.val_fraction > 0 and not defaults.refit and targets == ("color",)
 
 
 def test_split_labelled_is_stratified_disjoint_and_seeded(bench):
@@ -264,7 +264,7 @@ def test_main_wiring_selection_refit_and_summary(tiny_bench, tmp_path, monkeypat
     monkeypatch.setattr(bench, "finetune", fake_finetune)
     out = str(tmp_path / "bench")
     result = bench.main([
-        "--seeds", "0,1", "--targets", "color,pixels", "--supervised",
+        "--seeds", "0,1", "--targets", "color,pixels", "--supervised", "--refit",
         "--finetune-steps", "2,4", "--finetune-lrs", "1e-3,3e-3", "--shots", "1", "--out", out,
     ])
     printed = capsys.readouterr().out
@@ -292,7 +292,13 @@ def test_main_wiring_selection_refit_and_summary(tiny_bench, tmp_path, monkeypat
     assert 0 <= run["fewshot"]["supervised"]["gap"]["1"] <= 1
     assert saved["summary"]["gain_over_scratch"]["mpp-color"]["per_seed"] == [0.0, 0.0]
     assert saved["seconds"]["wall"] > 0 and saved["command"].startswith("python benchmarks/")
-    # The old protocol: no validation split, one run, nothing to refit.
+    # Without --refit the selected run is the result; the old protocol: no validation split.
+    calls.clear()
+    result = bench.main(["--seeds", "0", "--finetune-steps", "2,4", "--finetune-lrs", "1e-3,3e-3",
+                         "--shots", "", "--out", out])
+    assert len([c for c in calls if c[0] == "finetune"]) == 4 * 2
+    arm = result["runs"][0]["arms"]["mpp-color"]
+    assert "refit_test_accuracy" not in arm and arm["test_accuracy"] == 0.5
     calls.clear()
     bench.main(["--seeds", "0", "--val-fraction", "0", "--finetune-steps", "4",
                 "--finetune-lrs", "1e-3", "--shots", "", "--pretrain-once", "--out", out])
