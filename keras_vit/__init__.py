@@ -2,12 +2,15 @@
 and PyTorch."""
 
 from keras_vit import inspect, layers, mpp, training
-from keras_vit.export import ExportResult, export_onnx, export_saved_model
+from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
     DropPath,
+    MAPHead,
+    MultiHeadSelfAttention,
     PatchEncoder,
     Patches,
     StdConv2D,
+    TokenGrid,
     TokenPooling,
     TransformerBlock,
 )
@@ -30,6 +33,7 @@ from keras_vit.models import (
     ViTS32,
     ViTTi16,
     config_from_model,
+    feature_extractor,
     parse_variant,
 )
 from keras_vit.preprocessing import preprocess_input
@@ -49,10 +53,13 @@ from keras_vit.weights import (
 __all__ = [
     "DropPath",
     "ExportResult",
+    "MAPHead",
+    "MultiHeadSelfAttention",
     "PatchEncoder",
     "Patches",
     "Preset",
     "StdConv2D",
+    "TokenGrid",
     "TokenPooling",
     "TransformerBlock",
     "ViT",
@@ -75,8 +82,10 @@ __all__ = [
     "__version__",
     "config_from_model",
     "decode_predictions",
+    "export_litert",
     "export_onnx",
     "export_saved_model",
+    "feature_extractor",
     "get_weights_file",
     "imagenet_classes",
     "inspect",

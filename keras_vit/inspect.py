@@ -3,7 +3,7 @@ distance, position-embedding similarity and patch-embedding filters (the paper's
 Sec. 4.5, Fig. 6 and Fig. 7), as NumPy arrays and as PNG pictures.
 
 Everything is computed from the model's own layers: the attention weights come
-from each `TransformerBlock`'s own `keras.layers.MultiHeadAttention`
+from each `TransformerBlock`'s own attention layer
 (`return_attention_scores=True`), so there is no second attention
 implementation to drift from the model. The code is backend-neutral (`keras`,
 `keras.ops`, NumPy); matplotlib is imported only by the plotting functions,
@@ -17,8 +17,8 @@ map, so one grid cell covers `image_size / grid_size` input pixels rather than
 `patch_size`; all pixel distances and up-sampling here use
 `image_size / grid_size`, which equals the patch size for plain ViTs.
 
-Note: returning attention weights is impossible while Keras flash attention is
-enabled (`keras.config.enable_flash_attention()`); disable it to inspect.
+The attention weights are computed explicitly (not by a fused kernel), so inspection
+works whatever `keras.config.enable_flash_attention()` says.
 
 Reference:
     Dosovitskiy et al., 2021, Sec. 4.5 and Appendix D.7-D.8;
@@ -54,7 +54,9 @@ Attributes:
 
 
 class ModelGeometry(collections.namedtuple(
-    "ModelGeometry", ["image_size", "grid_size", "cell_size", "num_prefix_tokens"]
+    "ModelGeometry",
+    ["image_size", "grid_size", "cell_size", "num_prefix_tokens", "class_token"],
+    defaults=(None,),
 )):
     """Where the tokens of a ViT sit in its input image.
 
@@ -64,8 +66,10 @@ class ModelGeometry(collections.namedtuple(
         cell_size: (float, float) pixels covered by one grid cell,
             `image_size / grid_size` (the patch size for plain ViTs, the stem
             stride times the patch size for hybrids).
-        num_prefix_tokens: int. Tokens before the patch tokens (1 with a class
-            token, else 0).
+        num_prefix_tokens: int. Tokens before the patch tokens (class,
+            distillation and register tokens).
+        class_token: bool. Whether token 0 is a class token; None means
+            `num_prefix_tokens > 0`.
     """
 
 
@@ -126,7 +130,9 @@ def model_geometry(model):
     image_size = (int(shape[1]), int(shape[2]))
     grid = tuple(int(g) for g in encoder.grid_size)
     cell = (image_size[0] / grid[0], image_size[1] / grid[1])
-    return ModelGeometry(image_size, grid, cell, encoder.num_prefix_tokens)
+    return ModelGeometry(
+        image_size, grid, cell, encoder.num_prefix_tokens, bool(encoder.class_token)
+    )
 
 
 def model_input_shape(model):
@@ -172,7 +178,7 @@ def attention_maps(model, images, batch_size=32):
 
     Runs the model up to the input of each `TransformerBlock`, then calls every
     block with `return_attention_scores=True` (inference mode), so the weights
-    are exactly what the block's `MultiHeadAttention` computes.
+    are exactly what the block's attention layer computes.
 
     Args:
         model: functional ViT `keras.Model` (plain or hybrid).
@@ -238,7 +244,9 @@ def fuse_heads(attention, head_fusion="mean"):
     return getattr(np, head_fusion)(attention, axis=-3)
 
 
-def compute_rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1):
+def compute_rollout(
+    attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1, class_token=None
+):
     """Attention rollout (Abnar & Zuidema, 2020) of given attention weights.
 
     For each layer: fuse the heads, optionally zero the lowest `discard_ratio`
@@ -258,8 +266,9 @@ def compute_rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix
         head_fusion: `"mean"`, `"max"` or `"min"` over heads. Defaults to `"mean"`.
         discard_ratio: float in [0, 1). Fraction of the lowest weights dropped per
             layer. Defaults to 0.
-        num_prefix_tokens: int. 1 when token 0 is a class token, 0 without one.
-            Defaults to 1.
+        num_prefix_tokens: int. Tokens before the patch tokens. Defaults to 1.
+        class_token: optional bool. Whether token 0 is a class token (its attention
+            to itself is never discarded); None means `num_prefix_tokens > 0`.
 
     Returns:
         float64 NumPy array `(B, T, T)`: the rolled-out attention `R`, rows
@@ -278,6 +287,8 @@ def compute_rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix
         raise ValueError(
             f"discard_ratio must be a number in [0, 1). Received: discard_ratio={discard_ratio!r}"
         )
+    if class_token is None:
+        class_token = num_prefix_tokens > 0
     fused = fuse_heads(attention, head_fusion)  # (B, L, T, T)
     batch, layers, tokens, _ = fused.shape
     eye = np.eye(tokens)
@@ -290,7 +301,7 @@ def compute_rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix
             lowest = np.argsort(flat, axis=-1, kind="stable")[:, :num_discard]
             for b in range(batch):
                 drop = lowest[b]
-                if num_prefix_tokens:
+                if class_token:
                     drop = drop[drop != 0]
                 flat[b, drop] = 0.0
             a = flat.reshape(batch, tokens, tokens)
@@ -300,13 +311,15 @@ def compute_rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix
     return rollout
 
 
-def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1):
-    """The class token's row of a rollout (mean over all rows without one) on the patch grid.
+def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1, class_token=None):
+    """The class token's row of a rollout (mean over the patch rows without one) on the grid.
 
     Args:
         rollout: array `(B, T, T)` from `compute_rollout`.
         grid_size: (gh, gw) patch grid, gh * gw = T - num_prefix_tokens.
         num_prefix_tokens: int. Defaults to 1.
+        class_token: optional bool. Whether token 0 is a class token; None means
+            `num_prefix_tokens > 0`.
 
     Returns:
         float32 `(B, gh, gw)`.
@@ -318,10 +331,10 @@ def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1):
             f"rollout has {rollout.shape[-1]} tokens, expected {num_prefix_tokens} + "
             f"{gh} * {gw}. Received: rollout.shape={rollout.shape}, grid_size={grid_size}"
         )
-    if num_prefix_tokens:
-        row = rollout[:, 0, num_prefix_tokens:]
-    else:
-        row = rollout.mean(axis=1)
+    if class_token is None:
+        class_token = num_prefix_tokens > 0
+    p = num_prefix_tokens
+    row = rollout[:, 0, p:] if class_token else rollout[:, p:, p:].mean(axis=1)
     return row.reshape(-1, gh, gw).astype("float32")
 
 
@@ -360,7 +373,7 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     Returns:
         `AttentionRollout(grid, image)`: `grid` float32 `(B, gh, gw)`, the class
         token's row of the rollout restricted to the patch tokens (for models
-        without a class token, the mean over all query rows); `image` float32
+        without a class token, the mean over the patch query rows); `image` float32
         `(B, H, W)`, the grid map bilinearly up-sampled to the model's input
         size. Values are raw rollout weights (not rescaled).
 
@@ -377,8 +390,9 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     """
     geometry = model_geometry(model)
     attention = attention_maps(model, images, batch_size=batch_size)
-    rollout = compute_rollout(attention, head_fusion, discard_ratio, geometry.num_prefix_tokens)
-    grid = rollout_to_grid(rollout, geometry.grid_size, geometry.num_prefix_tokens)
+    prefix, class_token = geometry.num_prefix_tokens, geometry.class_token
+    rollout = compute_rollout(attention, head_fusion, discard_ratio, prefix, class_token)
+    grid = rollout_to_grid(rollout, geometry.grid_size, prefix, class_token)
     return AttentionRollout(grid, resize_bilinear(grid, geometry.image_size))
 
 
@@ -405,7 +419,8 @@ def patch_distances(grid_size, cell_size):
 def compute_attention_distance(attention, grid_size, cell_size, num_prefix_tokens=1):
     """Mean attention distance of given attention weights, per layer and head.
 
-    Only patch tokens count: the class token is dropped as a query and as a key,
+    Only patch tokens count: the prefix tokens (class, distillation, register) are
+    dropped as queries and as keys,
     and each query's weights over the patch keys are renormalised to sum to 1
     before weighting the pixel distances between patch centres. The
     per-query distances are then averaged over queries and images.
@@ -480,13 +495,13 @@ def patch_position_embeddings(model):
     """The position embeddings of the patch tokens as NumPy `(gh * gw, D)`.
 
     Learned embeddings are read from the patch encoder's weight; `"sincos2d"`
-    tables are recomputed. Prefix (class-token) rows are dropped.
+    tables are recomputed. Prefix (class, distillation, register) rows are dropped.
     """
     encoder = find_patch_encoder(model)
     kind = encoder.position_embedding
     if kind == "learned":
         table = keras.ops.convert_to_numpy(encoder.position_embeddings)[0]
-        return np.asarray(table[encoder.num_prefix_tokens :], dtype="float64")
+        return np.asarray(table[encoder.num_prefix_positions :], dtype="float64")
     if kind == "sincos2d":
         table = pe.sincos_2d_position_embedding(encoder.grid_size, encoder.hidden_dim)[0]
         return np.asarray(table, dtype="float64")

@@ -521,10 +521,21 @@ class MaskedPatchPredictor(keras.Model):
         self.encoder_kwargs = encoder_kwargs
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """The masked loss on the corrupted patches; labels (`y`) are ignored."""
-        del x, y, sample_weight, training
-        loss = masked_patch_loss(
-            y_pred["targets"], y_pred["predictions"], y_pred["weights"], self.target
+        """The masked loss on the corrupted patches; labels (`y`) are ignored.
+
+        `sample_weight` (one per image, optional) weights each image's patches, and as in Keras'
+        losses (a weighted sum divided by the batch size) the batch's loss is scaled by the mean
+        weight: images of weight 0 (the padding of a multi-process evaluation) drop out, and
+        weights of 1 change nothing.
+        """
+        del x, y, training
+        weights, scale = y_pred["weights"], 1.0
+        if sample_weight is not None:
+            sample_weight = ops.reshape(ops.cast(sample_weight, "float32"), (-1,))
+            weights = ops.cast(weights, "float32") * sample_weight[:, None]
+            scale = ops.mean(sample_weight)
+        loss = scale * masked_patch_loss(
+            y_pred["targets"], y_pred["predictions"], weights, self.target
         )
         for extra in self.losses:
             loss = loss + ops.cast(extra, loss.dtype)
@@ -581,7 +592,9 @@ def build_mpp_model(variant="B/16", *, name=None, **kwargs):
             the `ViT` overrides: `num_layers`, `hidden_dim`, `mlp_dim`,
             `num_heads`, `patch_size`, `dropout_rate`, `attention_dropout_rate`,
             `drop_path_rate`, `approximate_gelu`, `layer_norm_epsilon`,
-            `layer_scale_init_value`, `position_embedding`, `class_token`.
+            `layer_scale_init_value`, `position_embedding`, `class_token`,
+            `num_register_tokens`, `distillation_token`, `prefix_position_embedding`,
+            `pre_norm`, `qk_norm`, `activation`.
 
     Returns:
         A `MaskedPatchPredictor` (a functional `keras.Model`); `compile(optimizer)` and
@@ -636,7 +649,14 @@ def extract_encoder(model, name=None):
             continue
         source = model.get_layer(layer.name)
         if isinstance(layer, PatchEncoder):
-            for attr in ("kernel", "bias", "class_embedding", "position_embeddings"):
+            for attr in (
+                "kernel",
+                "bias",
+                "class_embedding",
+                "distillation_embedding",
+                "register_embeddings",
+                "position_embeddings",
+            ):
                 if hasattr(layer, attr):
                     # A NumPy copy: on JAX, sharing the buffer would let training one model
                     # (which donates its buffers) delete the other's weights.

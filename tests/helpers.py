@@ -70,24 +70,39 @@ def np_softmax(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
-def np_msa(x, p):
-    """Multi-head self-attention with official-layout weights (D,H,Dh) / (H,Dh,D)."""
+def np_quick_gelu(x):
+    return x / (1 + np.exp(-1.702 * x))
+
+
+def np_activation(x, activation="gelu", approximate_gelu=True):
+    return np_quick_gelu(x) if activation == "quick_gelu" else np_gelu(x, approximate_gelu)
+
+
+def np_msa(x, p, eps=1e-6):
+    """Multi-head self-attention with official-layout weights (D,H,Dh) / (H,Dh,D).
+
+    With `"query_norm/scale"` etc. in `p`: LayerNorm over the head width on q and k (QK-norm).
+    """
     q = np.einsum("btd,dhk->bthk", x, p["query/kernel"]) + p["query/bias"]
     k = np.einsum("btd,dhk->bthk", x, p["key/kernel"]) + p["key/bias"]
     v = np.einsum("btd,dhk->bthk", x, p["value/kernel"]) + p["value/bias"]
+    if "query_norm/scale" in p:
+        q = np_layer_norm(q, p["query_norm/scale"], p["query_norm/bias"], eps)
+        k = np_layer_norm(k, p["key_norm/scale"], p["key_norm/bias"], eps)
     logits = np.einsum("bqhk,bshk->bhqs", q, k) / math.sqrt(q.shape[-1])
     weights = np_softmax(logits)
     out = np.einsum("bhqs,bshk->bqhk", weights, v)
     return np.einsum("bqhk,hkd->bqd", out, p["out/kernel"]) + p["out/bias"], weights
 
 
-def np_block(x, p, eps=1e-6, approximate_gelu=True):
-    """Eq. 2-3: z' = MSA(LN(z)) + z; z = MLP(LN(z')) + z'."""
-    y, weights = np_msa(np_layer_norm(x, p["ln0/scale"], p["ln0/bias"], eps), p)
-    x = x + y
+def np_block(x, p, eps=1e-6, approximate_gelu=True, activation="gelu"):
+    """Eq. 2-3: z' = MSA(LN(z)) + z; z = MLP(LN(z')) + z' (LayerScale `ls1`/`ls2` if in `p`)."""
+    y, weights = np_msa(np_layer_norm(x, p["ln0/scale"], p["ln0/bias"], eps), p, eps)
+    x = x + y * p.get("ls1", 1.0)
     y = np_layer_norm(x, p["ln2/scale"], p["ln2/bias"], eps)
-    y = np_gelu(y @ p["mlp0/kernel"] + p["mlp0/bias"], approximate_gelu) @ p["mlp1/kernel"]
-    return x + y + p["mlp1/bias"], weights
+    y = np_activation(y @ p["mlp0/kernel"] + p["mlp0/bias"], activation, approximate_gelu)
+    y = y @ p["mlp1/kernel"] + p["mlp1/bias"]
+    return x + y * p.get("ls2", 1.0), weights
 
 
 def block_params(block):
@@ -111,6 +126,21 @@ def block_params(block):
         "mlp0/bias": n(block.mlp_dense_1.bias),
         "mlp1/kernel": n(block.mlp_dense_2.kernel),
         "mlp1/bias": n(block.mlp_dense_2.bias),
+        **(
+            {
+                "query_norm/scale": n(att.query_norm.gamma),
+                "query_norm/bias": n(att.query_norm.beta),
+                "key_norm/scale": n(att.key_norm.gamma),
+                "key_norm/bias": n(att.key_norm.beta),
+            }
+            if getattr(att, "qk_norm", False)
+            else {}
+        ),
+        **(
+            {"ls1": n(block.attention_scale), "ls2": n(block.mlp_scale)}
+            if block.layer_scale_init_value is not None
+            else {}
+        ),
     }
 
 
@@ -162,3 +192,203 @@ def randomize_weights(model, seed=0, scale=0.2):
         if w.path.endswith(("gamma", "scale")):
             value += 1.0
         w.assign(value)
+
+
+# --- the architecture options of timm's / Hugging Face's ViT families, in NumPy ---------------
+
+
+def np_map_head(x, p, num_heads, eps=1e-6, activation="gelu", approximate_gelu=True):
+    """timm `AttentionPoolLatent` (latent length 1) on `(B, N, D)` tokens: `(B, D)`."""
+    b, _, d = x.shape
+    dh = d // num_heads
+    q = (p["latent"] @ p["q/kernel"] + p["q/bias"]).reshape(1, 1, num_heads, dh)
+    kv = x @ p["kv/kernel"] + p["kv/bias"]  # (B, N, 2D): keys, then values
+    k = kv[..., :d].reshape(b, -1, num_heads, dh)
+    v = kv[..., d:].reshape(b, -1, num_heads, dh)
+    weights = np_softmax(
+        np.einsum("bqhk,bshk->bhqs", np.broadcast_to(q, (b, 1, num_heads, dh)), k) / math.sqrt(dh)
+    )
+    out = np.einsum("bhqs,bshk->bqhk", weights, v).reshape(b, 1, d)
+    out = out @ p["proj/kernel"] + p["proj/bias"]
+    y = np_layer_norm(out, p["norm/scale"], p["norm/bias"], eps)
+    y = np_activation(y @ p["fc1/kernel"] + p["fc1/bias"], activation, approximate_gelu)
+    return (out + y @ p["fc2/kernel"] + p["fc2/bias"])[:, 0]
+
+
+def map_head_params(layer):
+    n = to_numpy
+    return {
+        "latent": n(layer.latent)[0],
+        "q/kernel": n(layer.q.kernel),
+        "q/bias": n(layer.q.bias),
+        "kv/kernel": n(layer.kv.kernel),
+        "kv/bias": n(layer.kv.bias),
+        "proj/kernel": n(layer.proj.kernel),
+        "proj/bias": n(layer.proj.bias),
+        "norm/scale": n(layer.norm.gamma),
+        "norm/bias": n(layer.norm.beta),
+        "fc1/kernel": n(layer.mlp_fc1.kernel),
+        "fc1/bias": n(layer.mlp_fc1.bias),
+        "fc2/kernel": n(layer.mlp_fc2.kernel),
+        "fc2/bias": n(layer.mlp_fc2.bias),
+    }
+
+
+def np_vit_forward(
+    model,
+    images,
+    *,
+    pooling="token",
+    include_top=True,
+    class_token=None,
+    num_register_tokens=0,
+    distillation_token=False,
+    prefix_position_embedding=True,
+    pre_norm=False,
+    fc_norm=False,
+    activation="gelu",
+    approximate_gelu=True,
+    layer_norm_epsilon=1e-6,
+    representation_size=None,
+    stored_grid=None,
+    return_blocks=False,
+    return_attention=False,
+    **_,
+):
+    """timm's `VisionTransformer(.Distilled).forward` in NumPy, from a keras_vit model's weights.
+
+    Takes the builder's keyword arguments (what the model was built with) and reads the weights
+    by layer name; `stored_grid` is the position-embedding grid when the images have another
+    (dynamic image size: the table is resampled with `keras_vit.layers.bicubic.resize_bicubic`,
+    which the tests check against PyTorch). Token order: [cls, dist, registers..., patches].
+    Returns float64 outputs (logits, pooled vector or tokens), or with `return_blocks` the
+    list of every block's output tokens (timm's `forward_intermediates(norm=False)`, NLC), or
+    with `return_attention` the attention weights `(B, layers, heads, T, T)`.
+    """
+    from keras_vit.layers.bicubic import resize_bicubic
+
+    n = lambda v: to_numpy(v).astype("float64")  # noqa: E731
+    eps = layer_norm_epsilon
+    if class_token is None:
+        class_token = pooling in ("token", None)
+    images = np.asarray(images, "float64")
+    enc = model.get_layer("patch_encoder")
+    kernel = n(enc.kernel)
+    ph, pw, _, d = kernel.shape
+    b, height, width = images.shape[:3]
+    grid = (height // ph, width // pw)
+    x = np_patches(images, (ph, pw)) @ kernel.reshape(-1, d) + n(enc.bias)
+    prefix = []
+    if class_token:
+        prefix.append(n(enc.class_embedding))
+    if distillation_token:
+        prefix.append(n(enc.distillation_embedding))
+    if num_register_tokens:
+        prefix.append(n(enc.register_embeddings))
+    count = sum(p.shape[1] for p in prefix)
+    if enc.position_embedding == "learned":
+        table = n(enc.position_embeddings)
+        rows = count if prefix_position_embedding else 0
+        positions = table[:, rows:]
+        stored = tuple(stored_grid or grid)
+        if stored != grid:
+            positions = resize_bicubic(positions.reshape(*stored, d), grid).reshape(1, -1, d)
+        x = x + positions
+        if prefix and rows:
+            prefix = [np.concatenate(prefix, 1) + table[:, :rows]]
+    if prefix:
+        x = np.concatenate([np.broadcast_to(np.concatenate(prefix, 1), (b, count, d)), x], 1)
+    if pre_norm:
+        norm = model.get_layer("pre_norm")
+        x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
+    i, blocks, attention = 0, [], []
+    while f"encoderblock_{i}" in [layer.name for layer in model.layers]:
+        params = {
+            k: v.astype("float64")
+            for k, v in block_params(model.get_layer(f"encoderblock_{i}")).items()
+        }
+        x, weights = np_block(x, params, eps, approximate_gelu, activation)
+        blocks.append(x)
+        attention.append(weights)
+        i += 1
+    if return_blocks:
+        return blocks
+    if return_attention:
+        return np.stack(attention, axis=1)
+    if not fc_norm:
+        norm = model.get_layer("encoder_norm")
+        x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
+    if include_top and distillation_token:
+        head, head_dist = model.get_layer("head"), model.get_layer("head_dist")
+        return (
+            x[:, 0] @ n(head.kernel)
+            + n(head.bias)
+            + x[:, 1] @ n(head_dist.kernel)
+            + n(head_dist.bias)
+        ) / 2
+    if pooling is None:
+        return x
+    if pooling == "map":
+        layer = model.get_layer("pooling")
+        params = {k: v.astype("float64") for k, v in map_head_params(layer).items()}
+        x = np_map_head(x[:, count:], params, layer.num_heads, eps, activation, approximate_gelu)
+    elif pooling == "gap":
+        x = x[:, count:].mean(1)
+    else:
+        x = (x[:, 0] + x[:, 1]) / 2 if distillation_token else x[:, 0]
+    if fc_norm:
+        norm = model.get_layer("fc_norm")
+        x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
+    if not include_top:
+        return x
+    if representation_size:
+        pre = model.get_layer("pre_logits")
+        x = np.tanh(x @ n(pre.kernel) + n(pre.bias))
+    head = model.get_layer("head")
+    return x @ n(head.kernel) + n(head.bias)
+
+
+_TORCH_INTERPOLATE = """
+import sys
+import torch  # first: before anything could import TensorFlow in this process
+import numpy as np
+import torch.nn.functional as F
+
+cases = np.load(sys.argv[1])
+out = {}
+for key in cases.files:
+    grid, size = cases[key], tuple(int(s) for s in key.split("_to_")[1].split("x"))
+    x = torch.tensor(grid, dtype=torch.float32).permute(2, 0, 1)[None]
+    y = F.interpolate(x, size=size, mode="bicubic", antialias=True, align_corners=False)
+    out[key] = y[0].permute(1, 2, 0).numpy()
+np.savez(sys.argv[2], **out)
+"""
+
+
+def torch_bicubic(grids, tmp_dir):
+    """PyTorch's `F.interpolate(bicubic, antialias=True, align_corners=False)` of NumPy grids.
+
+    Args:
+        grids: dict {(out_h, out_w): list of (h, w, C) float32 arrays}... given as a list of
+            `(grid, (out_h, out_w))` pairs.
+        tmp_dir: a folder for the exchange files.
+
+    Runs in a subprocess that imports torch before anything else (torch after TensorFlow can
+    crash a process); returns the resized `(out_h, out_w, C)` arrays in the same order.
+    """
+    import os
+    import subprocess
+    import sys
+
+    cases = {f"{i}_to_{h}x{w}": np.asarray(g, "float32") for i, (g, (h, w)) in enumerate(grids)}
+    source, target = os.path.join(tmp_dir, "grids.npz"), os.path.join(tmp_dir, "torch.npz")
+    np.savez(source, **cases)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TORCH_INTERPOLATE, source, target],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KERAS_BACKEND="torch"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with np.load(target) as data:
+        return [data[key] for key in cases]

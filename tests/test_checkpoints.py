@@ -450,6 +450,35 @@ def test_token_checkpoint_into_model_without_class_token(tmp_path):
     load_npz(with_token, path)
 
 
+@pytest.mark.parametrize(
+    "options,rows",
+    [
+        (dict(num_register_tokens=2, distillation_token=True), 4),  # cls, dist, 2 registers
+        (dict(num_register_tokens=2, prefix_position_embedding=False), 0),  # timm no_embed_class
+    ],
+)
+def test_token_checkpoint_into_models_with_more_prefix_tokens(tmp_path, caplog, options, rows):
+    """The file's class row goes to the class token's row; the model keeps its other rows."""
+    arrays = official_arrays(classifier="token")
+    model = ViT("mu/8", image_size=48, num_classes=NUM_CLASSES, **options)
+    table = to_numpy(model.get_layer("patch_encoder").position_embeddings).copy()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        load_npz(model, write(tmp_path, arrays))
+    got = to_numpy(model.get_layer("patch_encoder").position_embeddings)
+    posemb = arrays["Transformer/posembed_input/pos_embedding"]
+    assert got.shape == (1, rows + 36, HIDDEN)
+    if rows:
+        np.testing.assert_array_equal(got[:, 0], posemb[:, 0])
+        np.testing.assert_array_equal(got[:, 1:rows], table[:, 1:rows])
+    check_close(got[:, rows:], np_official_resize(posemb, "token", (6, 6))[:, 1:])
+    encoder = model.get_layer("patch_encoder")
+    np.testing.assert_array_equal(to_numpy(encoder.class_embedding), arrays["cls"])
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "register_embeddings" in messages  # left as they are, and said so
+    with pytest.raises(ValueError, match="no name in the official checkpoint layout"):
+        save_npz(model, str(tmp_path / "out.npz"))
+
+
 # --- save ----------------------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.export import export_onnx, export_saved_model, read_class_names
+from keras_vit.export import export_litert, export_onnx, export_saved_model, read_class_names
 from keras_vit.models.vit import ViT
 from tests.helpers import randomize_weights, to_numpy
 
@@ -341,6 +341,55 @@ def test_hybrid_model_exports(served):
     np.testing.assert_allclose(out["h_float/probabilities"], probabilities, rtol=0, atol=ATOL)
 
 
+@pytest.mark.slow
+def test_dynamic_size_distilled_model_serves_two_image_sizes(tmp_path):
+    """`(None, None, None, C)` signatures; a DeiT head's logits are the averaged heads'."""
+    model = ViT(
+        "mu/8",
+        image_size=(16, 24),
+        num_classes=4,
+        num_layers=1,
+        dynamic_image_size=True,
+        distillation_token=True,
+        num_register_tokens=1,
+        classifier_activation="softmax",
+    )
+    randomize_weights(model, seed=5)
+    result = export_saved_model(model, tmp_path / "dynamic", version=1, top_k=2, verbose=False)
+    assert result.signatures == ("serving_default", "serve_uint8", "serve_bytes")
+    rng = np.random.default_rng(0)
+    inputs = {
+        "small": rng.uniform(-1, 1, (2, 16, 24, 3)).astype("float32"),
+        "large": rng.uniform(-1, 1, (3, 32, 40, 3)).astype("float32"),
+        "pixels": rng.integers(0, 256, (1, 24, 16, 3), dtype=np.uint8),
+    }
+    png = base64.b64encode(encode(inputs["pixels"][0], "png")).decode("ascii")
+    path = str(tmp_path / "dynamic" / "1")
+    calls = [
+        call("small", path, "serving_default", input="small"),
+        call("large", path, "serving_default", input="large"),
+        call("uint8", path, "serve_uint8", input="pixels"),
+        call("bytes", path, "serve_bytes", b64=[png]),
+    ]
+    outputs, report = run_tf_only(tmp_path, calls, inputs)
+    assert report["errors"] == {}
+    logits_model = keras.Model(model.inputs[0], model.get_layer("head_average").output)
+    for key in ("small", "large"):
+        x = inputs[key]
+        np.testing.assert_allclose(
+            outputs[f"{key}/logits"], to_numpy(logits_model(x)), rtol=0, atol=ATOL
+        )
+        np.testing.assert_allclose(
+            outputs[f"{key}/probabilities"], to_numpy(model(x)), rtol=0, atol=ATOL
+        )
+    pixels = inputs["pixels"].astype("float32") / 127.5 - 1
+    np.testing.assert_allclose(outputs["uint8/probabilities"], to_numpy(model(pixels)), atol=ATOL)
+    # serve_bytes resizes to the size the position embedding was made for, (16, 24).
+    resized = tf.image.resize(inputs["pixels"][0], (16, 24), method="bilinear").numpy()
+    expected = to_numpy(model(resized[None] / 127.5 - 1))
+    np.testing.assert_allclose(outputs["bytes/probabilities"], expected, atol=ATOL)
+
+
 def _missing(*modules):
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
@@ -450,14 +499,13 @@ def test_read_class_names(tmp_path):
         read_class_names(tmp_path)
 
 
-@pytest.mark.parametrize("exporter", ["saved_model", "onnx"])
+@pytest.mark.parametrize("exporter", [export_saved_model, export_onnx, export_litert])
 def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, exporter):
     model = ViT("mu/8", image_size=16, num_classes=3)
-    export = (
-        (lambda target: export_saved_model(model, target))
-        if exporter == "saved_model"
-        else (lambda target: export_onnx(model, target))
-    )
+
+    def export(target):
+        return exporter(model, target)
+
     (tmp_path / "notes.txt").write_text("a file")
     under_file = str(tmp_path / "notes.txt" / "serving" / "model.onnx")
     with pytest.raises(
@@ -488,7 +536,7 @@ def test_corrupt_keras_file_is_not_reported_as_missing(tmp_path, keep):
     model.save(tmp_path / "m.keras")
     data = (tmp_path / "m.keras").read_bytes()
     (tmp_path / "m.keras").write_bytes(data[: int(len(data) * keep)])
-    for export in (export_saved_model, export_onnx):
+    for export in (export_saved_model, export_onnx, export_litert):
         with pytest.raises(ValueError, match=r"m\.keras'? is not a valid \.keras archive"):
             export(tmp_path / "m.keras", tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ import pytest
 
 from keras_vit import mpp
 from keras_vit.layers import PatchEncoder
+from keras_vit.models.config import ViTConfig
 from tests.helpers import check_config_complete, np_patches, to_numpy
 
 # ----------------------------------------------------------------------------- corruption
@@ -228,6 +229,22 @@ def test_loss_ignores_uncorrupted_patches(target):
     assert loss == pytest.approx(per_patch[:, :2].mean(), rel=1e-4)
 
 
+def test_loss_sample_weights_drop_padding():
+    """A padded evaluation batch (weights padded/real on real images, 0 on blanks) gives the loss
+    of the real images alone; weights of 1 change nothing (Keras' sum-over-batch-size)."""
+    model = mpp.build_mpp_model("mu/4", image_size=16, num_channels=1, seed=0)
+    x = np.random.default_rng(3).uniform(-1, 1, (6, 16, 16, 1)).astype("float32")
+    x[4:] = 0.0
+    y_pred = model(x)
+    real = {key: value[:4] for key, value in y_pred.items()}
+    alone = float(to_numpy(model.compute_loss(y_pred=real)))
+    weights = np.array([1.5] * 4 + [0.0] * 2, "float32")
+    padded = float(to_numpy(model.compute_loss(y_pred=y_pred, sample_weight=weights)))
+    assert padded == pytest.approx(alone, rel=1e-6)
+    ones = float(to_numpy(model.compute_loss(y_pred=y_pred, sample_weight=np.ones(6, "float32"))))
+    assert ones == pytest.approx(float(to_numpy(model.compute_loss(y_pred=y_pred))), rel=1e-6)
+
+
 # ----------------------------------------------------------------------------- model
 
 
@@ -277,6 +294,34 @@ def test_mpp_model_other_targets(target, shape):
     x = np.random.default_rng(0).uniform(-1, 1, (8, 16, 16, 3)).astype("float32")
     loss = model.fit(x, batch_size=8, epochs=1, verbose=0).history["loss"][0]
     assert np.isfinite(loss)
+
+
+def test_mpp_model_with_registers_and_timm_options_gives_its_encoder():
+    """Register / distillation tokens, no prefix position rows, pre-norm, qk-norm, QuickGELU."""
+    options = dict(
+        num_register_tokens=2,
+        distillation_token=True,
+        prefix_position_embedding=False,
+        pre_norm=True,
+        qk_norm=True,
+        activation="quick_gelu",
+    )
+    model = mpp.build_mpp_model("mu/4", image_size=16, num_layers=1, seed=0, **options)
+    assert model.output["predictions"].shape == (None, 16, 512)  # prefix tokens dropped
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
+    assert np.isfinite(to_numpy(model.compute_loss(y_pred=model(x))))
+    encoder = mpp.extract_encoder(model)
+    assert encoder.output_shape == (None, 4 + 16, 32)
+    assert ViTConfig.from_model(encoder).to_kwargs("encoder") == {
+        **ViTConfig.from_variant("mu/4", **options).to_kwargs("encoder"),
+        "class_token": True,
+    }
+    clean = mpp.build_mpp_model(
+        "mu/4", image_size=16, num_layers=1, corruption_rate=0.0, **options
+    )
+    clean.set_weights(model.get_weights())
+    tokens = keras.Model(clean.input, clean.get_layer("encoder_norm").output)(x)
+    np.testing.assert_allclose(to_numpy(encoder(x)), to_numpy(tokens), atol=1e-5)
 
 
 def test_mpp_model_errors():

@@ -4,7 +4,8 @@ Exit codes: 0 done; 2 a usage error or a user mistake (a bad flag or value, a
 missing or unreadable file, an output that exists without `--overwrite`, a
 missing optional extra); 1 a runtime failure; 130 interrupted. Errors print one
 paragraph `keras-vit COMMAND: error: ...` on stderr; a traceback only with
-`--debug` or `KERAS_VIT_DEBUG=1`.
+`--debug` or `KERAS_VIT_DEBUG=1`. A process of a multi-process run that fails
+alone exits at once (its peers' collectives then fail instead of waiting).
 """
 
 import argparse
@@ -30,7 +31,7 @@ USER_ERRORS = (
     C.MissingExtraError,
 )
 
-TRAINING = (F.run_flags, F.data_flags, F.model_flags, F.training_flags)
+TRAINING = (F.run_flags, F.data_flags, F.model_flags, F.training_flags, F.cluster_flags)
 TRAINING_NEEDS = ("tensorflow", "tensorboard")
 
 
@@ -91,13 +92,15 @@ COMMANDS = {
         "with network access, then copy $KERAS_HOME/keras_vit/ to an offline machine.",
     ),
     "export": Command(
-        "export a .keras classifier as a TF Serving SavedModel",
+        "export a .keras model as a TF Serving SavedModel, ONNX or LiteRT (.tflite) file",
         (C.export_flags,),
         C.run_export,
         needs=("tensorflow",),
-        description="Writes EXPORT_DIR[/VERSION] with the signatures serving_default (float32 "
-        "images in [-1, 1]), serve_uint8 and serve_bytes (encoded JPEG/PNG), each returning "
-        "logits and probabilities (and top-k outputs with --top-k / --class-names).",
+        description="saved_model writes OUT[/VERSION] with the signatures serving_default "
+        "(float32 images in [-1, 1]), serve_uint8 and serve_bytes (encoded JPEG/PNG), each "
+        "returning logits and probabilities (and top-k outputs with --top-k / --class-names). "
+        "onnx and litert write one file whose input is float32 images in [-1, 1] with a free "
+        "batch size; litert can quantize (--quantize).",
     ),
     "inspect": Command(
         "draw attention rollout, attention distance, position-embedding similarity and "
@@ -210,12 +213,12 @@ def main(argv=None):
         return command.run(args) or 0
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted.", file=sys.stderr)
-        return 130
+        return _exit_alone(130, None)
     except USER_ERRORS as error:
         if debug:
             traceback.print_exc()
         print(f"{prog}: error: {_message(error)}", file=sys.stderr)
-        return 2
+        return _exit_alone(2, error)
     except Exception as error:  # noqa: BLE001  (the policy: any other failure is exit 1)
         if debug:
             traceback.print_exc()
@@ -227,4 +230,22 @@ def main(argv=None):
             f"of its arguments.{hint}",
             file=sys.stderr,
         )
-        return 1
+        return _exit_alone(1, error)
+
+
+def _exit_alone(code, error):
+    """Returns `code`; a process of a multi-process run that failed alone exits at once instead.
+
+    At a normal exit JAX waits (up to --init-timeout) for every process at a shutdown barrier,
+    which peers blocked in a collective never reach. An error raised in every process at once
+    (marked by `keras_vit.training.multihost`) keeps the normal exit.
+    """
+    if "jax" not in sys.modules or getattr(error, "keras_vit_all_processes", False):
+        return code
+    from keras_vit.training import multihost
+
+    if multihost.process_count() > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -20,11 +20,14 @@ EXTRAS = {
     "matplotlib": "recipes",
     "PIL": "recipes",
     "tf2onnx": "onnx",
+    "onnx": "onnx",
+    "keras_cv": "cv",
 }
 PIP_NAMES = {
     "sklearn": "scikit-learn",
     "PIL": "pillow",
     "tensorflow_datasets": "tensorflow-datasets",
+    "keras_cv": "keras-cv",
 }
 
 
@@ -72,8 +75,16 @@ def _recipe_config(name, args):
 
         print(json.dumps(_jsonable(config), indent=2))
         return module, None
-    require(*_dataset_modules(config.get("dataset")))
+    require(*_dataset_modules(config.get("dataset")), *_augment_modules(config.get("augment")))
     return module, config
+
+
+def _augment_modules(specs):
+    """("keras_cv",) when an augmentation names a keras-cv layer (`keras_cv.GridMask`)."""
+    from keras_vit.training.cv_augment import is_keras_cv_spec
+
+    names = [s[0] if isinstance(s, (tuple, list)) and s else s for s in specs or ()]
+    return ("keras_cv",) if any(is_keras_cv_spec(name) for name in names) else ()
 
 
 def run_training(args):
@@ -313,46 +324,131 @@ def run_weights(args):
 # --- export, inspect --------------------------------------------------------------------------
 
 
+EXPORT_FORMATS = ("saved_model", "onnx", "litert")
+_SUFFIX_FORMATS = {".tflite": "litert", ".onnx": "onnx"}
+QUANTIZE_CHOICES = ("none", "float16", "dynamic_int8", "int8")
+# Flags that only one format reads: (dest, flag, format).
+_FORMAT_FLAGS = (
+    ("version", "--version", "saved_model"),
+    ("top_k", "--top-k", "saved_model"),
+    ("class_names", "--class-names", "saved_model"),
+    ("quantize", "--quantize", "litert"),
+    ("representative_data", "--representative-data", "litert"),
+    ("representative_samples", "--representative-samples", "litert"),
+)
+
+
 def export_flags(parser):
     parser.add_argument("model", metavar="MODEL.keras", help="a model saved with model.save()")
-    parser.add_argument("export_dir", metavar="EXPORT_DIR", help="TF Serving model folder")
     parser.add_argument(
+        "out",
+        metavar="OUT",
+        help="TF Serving model folder (saved_model), or the .onnx / .tflite file to write",
+    )
+    parser.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="saved_model (TF Serving), onnx or litert (.tflite). Default: litert for an OUT "
+        "ending in .tflite, onnx for .onnx, else saved_model",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing export at OUT"
+    )
+    group = parser.add_argument_group("saved_model")
+    group.add_argument(
         "--version",
         type=F.nonnegative_int,
         metavar="N",
-        help="write to EXPORT_DIR/N (TF Serving's MODEL_DIR/VERSION layout)",
+        help="write to OUT/N (TF Serving's MODEL_DIR/VERSION layout)",
     )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing SavedModel in the target"
-    )
-    parser.add_argument(
+    group.add_argument(
         "--top-k",
         type=F.positive_int,
         metavar="K",
         help="add top_k_indices and top_k_probabilities outputs (default 5 with --class-names)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--class-names",
         metavar="FILE",
         help="text file with one class name per line, in class-index order; adds top_k_classes",
     )
+    group = parser.add_argument_group("litert")
+    group.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        help="none (float32, the default), float16 (float16 weights), dynamic_int8 "
+        "(dynamic-range: int8 weights) or int8 (full integer; needs --representative-data)",
+    )
+    group.add_argument(
+        "--representative-data",
+        dest="representative_data",
+        metavar="DATA",
+        help="calibration images for --quantize int8: a dataset spec (digits, folder:PATH, "
+        "imagefolder:PATH, tfds:NAME) or a .npy/.npz file of (N, H, W, C) images (uint8 "
+        "0..255, or floats in [-1, 1])",
+    )
+    group.add_argument(
+        "--representative-samples",
+        dest="representative_samples",
+        type=F.positive_int,
+        metavar="N",
+        help="images drawn from a dataset spec for calibration (default: 200)",
+    )
+
+
+def export_format(args):
+    """`--format`, or the format OUT's suffix names (`.tflite`, `.onnx`), else saved_model."""
+    if args.format is not None:
+        return args.format
+    suffix = os.path.splitext(args.out.rstrip("/" + os.sep))[1].lower()
+    return _SUFFIX_FORMATS.get(suffix, "saved_model")
 
 
 def run_export(args):
-    from keras_vit.export import export_saved_model, read_class_names
+    from keras_vit import export
+    from keras_vit.export.litert import REPRESENTATIVE_SAMPLES
 
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
-    class_names = None if args.class_names is None else read_class_names(args.class_names)
-    export_saved_model(
-        args.model,
-        args.export_dir,
-        version=args.version,
-        overwrite=args.overwrite,
-        class_names=class_names,
-        top_k=args.top_k,
-        verbose=True,
-    )
+    fmt = export_format(args)
+    for dest, flag, only in _FORMAT_FLAGS:
+        if getattr(args, dest) is not None and fmt != only:
+            raise ValueError(
+                f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"
+            )
+    if fmt == "saved_model":
+        class_names = None if args.class_names is None else export.read_class_names(
+            args.class_names
+        )
+        export.export_saved_model(
+            args.model,
+            args.out,
+            version=args.version,
+            overwrite=args.overwrite,
+            class_names=class_names,
+            top_k=args.top_k,
+            verbose=True,
+        )
+    elif fmt == "onnx":
+        require("tf2onnx", "onnx")
+        export.export_onnx(args.model, args.out, overwrite=args.overwrite, verbose=True)
+    else:
+        quantize = None if args.quantize in (None, "none") else args.quantize
+        if quantize == "int8" and args.representative_data is None:
+            raise ValueError(
+                "--quantize int8 calibrates activation ranges on representative images: pass "
+                "--representative-data digits (for a digits model), folder:PATH, tfds:NAME or "
+                "a .npy/.npz file of images. Received: no --representative-data"
+            )
+        export.export_litert(
+            args.model,
+            args.out,
+            quantize=quantize,
+            representative_data=args.representative_data,
+            representative_samples=args.representative_samples or REPRESENTATIVE_SAMPLES,
+            overwrite=args.overwrite,
+            verbose=True,
+        )
     return 0
 
 

@@ -115,6 +115,37 @@ def str_list(text):
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def augment_list(text):
+    """`"randaugment,keras_cv.RandAugment(value_range=(0, 255), magnitude=0.3)"` -> two names.
+
+    Splits at the commas outside brackets, and checks the syntax of each keras-cv entry
+    (`keras_cv.NAME` or `keras_cv.NAME(literal arguments)`, parsed, never executed) without
+    importing keras-cv.
+    """
+    from keras_vit.training.cv_augment import is_keras_cv_spec, parse_keras_cv_spec
+
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    names = [p.strip() for p in parts if p.strip()]
+    if depth != 0 or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of augmentations with balanced brackets; received {text!r}"
+        )
+    for name in names:
+        if is_keras_cv_spec(name):
+            try:
+                parse_keras_cv_spec(name)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
+    return names
+
+
 def jit_compile(text):
     values = {"auto": "auto", "true": True, "false": False}
     if text.lower() not in values:
@@ -167,7 +198,10 @@ def data_flags(parser):
     """Where the images come from and how they are read."""
     group = parser.add_argument_group("data")
     group.add_argument(
-        "--dataset", help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT]"
+        "--dataset",
+        help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT] | "
+        "synthetic[:CLASSES[:IMAGES[:SIZE]]] (random images made in memory, offline; "
+        "default synthetic:10:1024:224)",
     )
     group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
     group.add_argument("--eval-split", dest="eval_split", help="evaluation split (default: test)")
@@ -238,10 +272,19 @@ def training_flags(parser):
         "TensorFlow and JAX, torch.compile on PyTorch) | false",
     )
     group.add_argument(
+        "--steps-per-execution",
+        dest="steps_per_execution",
+        type=positive_int,
+        help="training steps per call of the compiled train function (Keras' "
+        "steps_per_execution; default 1): more cuts per-step host overhead on a fast GPU",
+    )
+    group.add_argument(
         "--augment",
-        type=str_list,
+        type=augment_list,
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
-        "random_translation, random_zoom",
+        "random_translation, random_zoom, and keras-cv layers (the cv extra) by name: "
+        "keras_cv.GridMask, 'keras_cv.RandAugment(magnitude=0.3)' (literal arguments only; "
+        "images are in [0, 255] there, value_range defaults to (0, 255))",
     )
     crops = (
         ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),
@@ -261,3 +304,52 @@ def training_flags(parser):
         help="keras.distribution on JAX, tf.distribute on TensorFlow",
     )
     group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")
+
+
+def job_addresses(text):
+    """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
+    from keras_vit.training.multihost import parse_job_addresses
+
+    try:
+        return ",".join(parse_job_addresses(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT of process 0 (or every process's, comma-separated, process 0's "
+            f"first), e.g. 10.0.0.1:1234; received {text!r}"
+        ) from None
+
+
+def cluster_flags(parser):
+    """Several processes (machines) training one model: JAX's runtime via Keras."""
+    group = parser.add_argument_group(
+        "several machines (JAX)",
+        "Run the same command in every process; flags left out are read from Keras' "
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES and "
+        "KERAS_DISTRIBUTION_PROCESS_ID. Needs --distribution; --batch-size is the global batch.",
+    )
+    group.add_argument(
+        "--job-addresses",
+        dest="job_addresses",
+        type=job_addresses,
+        metavar="HOST:PORT",
+        help="the coordinator (process 0) address, reachable from every process",
+    )
+    group.add_argument("--num-processes", dest="num_processes", type=positive_int)
+    group.add_argument(
+        "--process-id", dest="process_id", type=nonnegative_int, help="0 .. num-processes - 1"
+    )
+    group.add_argument(
+        "--multi-host",
+        dest="multi_host",
+        action="store_true",
+        default=None,
+        help="join the processes JAX finds in the environment (Cloud TPU pod, SLURM, Open MPI, "
+        "Kubernetes) without the flags above",
+    )
+    group.add_argument(
+        "--init-timeout",
+        dest="init_timeout",
+        type=positive_int,
+        metavar="SECONDS",
+        help="longest wait for the coordinator and all processes to connect (default 300)",
+    )

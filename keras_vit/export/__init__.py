@@ -1,8 +1,10 @@
-"""Export a trained ViT for serving: TensorFlow SavedModel and ONNX.
+"""Export a trained ViT for serving: TensorFlow SavedModel, ONNX and LiteRT.
 
 - `saved_model`: `export_saved_model` (TF Serving signatures for float, uint8
   and encoded images), `ExportResult`, `read_class_names`;
 - `onnx`: `export_onnx`;
+- `litert`: `export_litert` (`.tflite`, optionally quantized) and
+  `representative_images` (calibration images for full integer quantization);
 - `_tf_subprocess`: the one helper every format goes through, which runs the
   writer under Keras' TensorFlow backend (in a subprocess when the model was
   built on JAX or PyTorch);
@@ -12,7 +14,15 @@
 Modules here import `keras_vit` submodules only, never the top-level package.
 """
 
+from keras_vit.export.litert import export_litert, representative_images
 from keras_vit.export.onnx import export_onnx
 from keras_vit.export.saved_model import ExportResult, export_saved_model, read_class_names
 
-__all__ = ["ExportResult", "export_onnx", "export_saved_model", "read_class_names"]
+__all__ = [
+    "ExportResult",
+    "export_litert",
+    "export_onnx",
+    "export_saved_model",
+    "read_class_names",
+    "representative_images",
+]

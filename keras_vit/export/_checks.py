@@ -51,20 +51,42 @@ def check_model_argument(model):
 load_model = saving.load_model
 
 
-def image_input_shape(model, exporter):
-    """The `(batch, H, W, C)` shape of the model's one image input; H, W and C must be known."""
+def image_input_shape(model, exporter, allow_dynamic=False):
+    """The `(batch, H, W, C)` shape of the model's one image input; H, W and C must be known.
+
+    With `allow_dynamic`, H and W may be None for a model whose patch encoder has
+    `dynamic_image_size` (C must be known).
+    """
     shapes = [tuple(i.shape) for i in model.inputs]
     if len(shapes) != 1 or len(shapes[0]) != 4:
         raise ValueError(
             f"{exporter} expects a model with one (batch, height, width, channels) image input. "
             f"Received: input shapes {shapes}"
         )
+    if allow_dynamic and shapes[0][3] is not None and is_dynamic_vit(model):
+        return shapes[0]
     if None in shapes[0][1:]:
         raise ValueError(
             f"{exporter} needs a model with a fixed image size and channel count. Build the "
             f"model with image_size=(H, W). Received: input shape {shapes[0]}"
         )
     return shapes[0]
+
+
+def is_dynamic_vit(model):
+    """Whether `model` holds a keras_vit `PatchEncoder` with `dynamic_image_size`."""
+    from keras_vit.layers.patch_encoder import PatchEncoder
+
+    return any(
+        isinstance(layer, PatchEncoder) and layer.dynamic_image_size for layer in model.layers
+    )
+
+
+def native_image_size(model):
+    """The image size a dynamic-size ViT's position embedding is made for, `(H, W)`."""
+    from keras_vit.models.config import config_from_model
+
+    return tuple(config_from_model(model).image_size)
 
 
 def check_writable_parent(target):
@@ -89,6 +111,9 @@ def check_file_target(path, overwrite):
     if os.path.isdir(path):
         raise FileExistsError(f"Export path {path!r} is a folder; give a file path.")
     if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"Export file {path!r} exists. Pass overwrite=True to replace it.")
+        raise FileExistsError(
+            f"Export file {path!r} exists. Pass overwrite=True (--overwrite on the command "
+            "line) to replace it."
+        )
     check_writable_parent(path)
 

@@ -12,6 +12,10 @@
   model's image size with `tf.image.resize(method="bilinear", antialias=False)`
   and scaled `x / 127.5 - 1`, all inside the graph.
 
+A model built with `dynamic_image_size=True` is exported with `(None, None, None, C)`
+image signatures (`serving_default`, `serve_uint8`: any size the patch divides, one size per
+request); `serve_bytes` resizes to the size its position embedding is made for.
+
 Every signature returns `logits` and `probabilities` (plus `top_k_indices`,
 `top_k_probabilities` and, with class names, `top_k_classes`).
 
@@ -59,7 +63,8 @@ class ExportResult:
         signatures: tuple of str. The signature names in the SavedModel.
         outputs: tuple of str. The output names of every signature (of the
             ONNX graph for `export_onnx`).
-        format: str. `"saved_model"` or `"onnx"`.
+        format: str. `"saved_model"`, `"onnx"` or `"litert"`.
+        quantize: optional str. The LiteRT quantization mode (`export_litert`).
     """
 
     path: str
@@ -68,6 +73,7 @@ class ExportResult:
     signatures: tuple
     outputs: tuple
     format: str = "saved_model"
+    quantize: str = None
 
     def describe(self):
         how = (
@@ -80,6 +86,12 @@ class ExportResult:
             return (
                 f"Exported ONNX model to {self.path} ({how}). "
                 f"Input: images. Outputs: {', '.join(self.outputs)}."
+            )
+        if self.format == "litert":
+            return (
+                f"Exported LiteRT model to {self.path} ({how}; quantize={self.quantize}). "
+                f"Signature: serving_default. Input: images. "
+                f"Outputs: {', '.join(self.outputs)}."
             )
         return (
             f"Exported SavedModel to {self.path} ({how}). "
@@ -195,6 +207,14 @@ def _check_class_names(class_names):
     return names
 
 
+def _final_activation(model):
+    """The `classifier_activation` layer after a distilled model's averaged heads, or None."""
+    try:
+        return model.get_layer("classifier_activation")
+    except ValueError:
+        return None
+
+
 def _activation_name(layer):
     activation = getattr(layer, "activation", None)
     if activation is None:
@@ -214,7 +234,8 @@ def serving_spec(model, class_names=None, top_k=None):
             when `class_names` is given, else no top-k outputs.
 
     Returns:
-        dict with `image_size` (H, W), `num_channels`, `num_classes`,
+        dict with `image_size` (H, W; None for a dynamic-size model), `resize_size`
+        (the size `serve_bytes` resizes to), `num_channels`, `num_classes`,
         `activation` (of the head: `"linear"`, `"softmax"` or `"sigmoid"`),
         `top_k`, `class_names`, `signatures` and `outputs`.
 
@@ -223,7 +244,11 @@ def serving_spec(model, class_names=None, top_k=None):
     """
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model. Received: {type(model).__name__}")
-    height, width, channels = _checks.image_input_shape(model, "export_saved_model")[1:]
+    height, width, channels = _checks.image_input_shape(
+        model, "export_saved_model", allow_dynamic=True
+    )[1:]
+    dynamic = height is None or width is None
+    resize_to = _checks.native_image_size(model) if dynamic else (height, width)
     try:
         head = model.get_layer("head")
     except ValueError:
@@ -239,7 +264,7 @@ def serving_spec(model, class_names=None, top_k=None):
             f"output shapes {[tuple(o.shape) for o in model.outputs]}"
         )
     num_classes = output_shape[-1]
-    activation = _activation_name(head)
+    activation = _activation_name(_final_activation(model) or head)
     if activation not in _HEAD_ACTIVATIONS:
         raise ValueError(
             f"The head's classifier_activation must be one of {_HEAD_ACTIVATIONS} "
@@ -269,6 +294,7 @@ def serving_spec(model, class_names=None, top_k=None):
         signatures.remove("serve_bytes")
     return dict(
         image_size=(height, width),
+        resize_size=resize_to,
         num_channels=channels,
         num_classes=num_classes,
         activation=activation,
@@ -284,11 +310,18 @@ def _write_archive(model, target, spec):
     tf = _checks.import_tensorflow()
     from keras_vit.preprocessing import preprocess_input
 
-    height, width = spec["image_size"]
+    height, width = spec["resize_size"]
     channels = spec["num_channels"]
     head = model.get_layer("head")
+    logits_model = None
     if spec["activation"] == "linear":
         features_model = None
+    elif _final_activation(model) is not None:
+        # A distilled model: the logits are the input of the activation after the heads.
+        features_model = None
+        logits_model = keras.Model(
+            model.inputs[0], _final_activation(model).input, name="logits"
+        )
     else:
         # Logits are the head's pre-activation: run the model up to the head,
         # then the head's own matmul + bias (the ops Dense uses).
@@ -296,7 +329,12 @@ def _write_archive(model, target, spec):
     class_table = None if spec["class_names"] is None else tf.constant(spec["class_names"])
 
     def heads(images):
-        if features_model is None:
+        if logits_model is not None:
+            logits = logits_model(images, training=False)
+            activation = _final_activation(model).activation
+            probabilities = tf.cast(activation(logits), tf.float32)
+            logits = tf.cast(logits, tf.float32)
+        elif features_model is None:
             logits = tf.cast(model(images, training=False), tf.float32)
             probabilities = tf.nn.softmax(logits, axis=-1)
         else:
@@ -334,7 +372,7 @@ def _write_archive(model, target, spec):
         )
         return heads(preprocess_input(images))
 
-    image_shape = (None, height, width, channels)
+    image_shape = (None, *spec["image_size"], channels)
     endpoints = {
         "serving_default": (serving_default, tf.TensorSpec(image_shape, tf.float32)),
         "serve_uint8": (serve_uint8, tf.TensorSpec(image_shape, tf.uint8)),
@@ -400,7 +438,8 @@ def export_saved_model(
 
     Args:
         model: a `keras.Model` classifier (built with `include_top=True`, with a
-            fixed image size), or a path to a `.keras` file of one.
+            fixed image size or `dynamic_image_size=True`), or a path to a `.keras`
+            file of one.
         export_dir: str or path. The model folder; with `version`, the SavedModel
             goes to `export_dir/version` (TF Serving's `MODEL_DIR/VERSION`
             layout), else to `export_dir` itself.
@@ -424,7 +463,8 @@ def export_saved_model(
         `"subprocess"`, `backend`, `signatures`, `outputs`).
 
     Raises:
-        ValueError: a model without a fixed image size or without a `head`
+        ValueError: a model without a fixed image size (other than a keras_vit
+            `dynamic_image_size` model) or without a `head`
             classifier, or bad `version`/`top_k`/`class_names`.
             Also a model file that is not a valid `.keras` archive, and a
             target under a file.

@@ -1,6 +1,9 @@
 """keras_vit layers: every one registered for `.keras` serialization."""
 
+from keras_vit.layers.activations import quick_gelu
+from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.pooling import TokenPooling
@@ -10,15 +13,20 @@ from keras_vit.layers.position_embedding import (
 )
 from keras_vit.layers.resnet import residual_unit, resnet_stem
 from keras_vit.layers.std_conv import StdConv2D
+from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "DropPath",
+    "MAPHead",
+    "MultiHeadSelfAttention",
     "PatchEncoder",
     "Patches",
     "StdConv2D",
+    "TokenGrid",
     "TokenPooling",
     "TransformerBlock",
+    "quick_gelu",
     "resample_position_embedding",
     "residual_unit",
     "resnet_stem",

@@ -26,7 +26,7 @@ def linear(x, kernel, bias):
     return F.linear(x, kernel.t(), bias)
 
 
-def self_attention(x, qkv_kernel, qkv_bias, out_kernel, out_bias, num_heads):
+def self_attention(x, qkv_kernel, qkv_bias, out_kernel, out_bias, num_heads, qk_norm=None):
     """Multi-head self-attention of `x` `(B, T, D)`.
 
     Args:
@@ -35,12 +35,20 @@ def self_attention(x, qkv_kernel, qkv_bias, out_kernel, out_bias, num_heads):
         qkv_bias: `(3 * D,)`, the three biases in the same order.
         out_kernel: `(D, D)`, the output kernel `(heads * head_dim, D)`.
         out_bias: `(D,)`.
+        qk_norm: optional `(query_gamma, query_beta, key_gamma, key_beta, epsilon)`: a
+            LayerNorm over the head width on the queries and on the keys.
     """
     batch, tokens, _ = x.shape
     qkv = linear(x, qkv_kernel, qkv_bias)  # (B, T, 3 * D)
     qkv = qkv.view(batch, tokens, 3, num_heads, -1).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
+    query, key, value = qkv[0], qkv[1], qkv[2]
+    if qk_norm is not None:
+        query_gamma, query_beta, key_gamma, key_beta, epsilon = qk_norm
+        width = (query.shape[-1],)
+        query = F.layer_norm(query, width, query_gamma, query_beta, epsilon)
+        key = F.layer_norm(key, width, key_gamma, key_beta, epsilon)
     # The default scale is 1 / sqrt(head_dim), as Keras' MultiHeadAttention uses.
-    out = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])  # (B, H, T, hd)
+    out = F.scaled_dot_product_attention(query, key, value)  # (B, H, T, hd)
     out = out.transpose(1, 2).reshape(batch, tokens, -1)
     return linear(out, out_kernel, out_bias)
 

@@ -1,9 +1,10 @@
-"""`PatchEncoder`: patch projection, class token, position embedding, mask embedding."""
+"""`PatchEncoder`: patch projection, prefix tokens, position embedding, mask embedding."""
 
 import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.layers import bicubic
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import (
     check_image_shape,
@@ -23,12 +24,26 @@ class PatchEncoder(keras.layers.Layer):
     (implemented as a strided convolution, which is the same function as
     `Patches` followed by a dense layer; the kernel has the official
     `embedding/kernel` layout `(ph, pw, C, D)`), optionally replaces masked
-    patch embeddings with a learnable mask embedding, prepends a class token,
-    adds a position embedding and applies dropout.
+    patch embeddings with a learnable mask embedding, prepends the prefix
+    tokens, adds a position embedding and applies dropout.
+
+    Prefix tokens, in timm's order: the class token (`class_embedding`
+    `(1, 1, D)`, timm `cls_token`), the distillation token
+    (`distillation_embedding` `(1, 1, D)`, DeiT's `dist_token`), then the
+    register tokens (`register_embeddings` `(1, R, D)`, timm `reg_token`).
+    The learned position embedding (`position_embeddings`) covers the prefix
+    tokens too, `(1, prefix + N, D)`, as in the original ViT; with
+    `prefix_position_embedding=False` it covers the patches only, `(1, N, D)`,
+    and the prefix tokens are prepended after it is added (timm's
+    `no_embed_class=True`: DeiT III, register models).
 
     The layer knows its patch grid once built and can resample its learned
     position embedding to another grid (`resampled_position_embedding`,
-    `load_position_embedding`) the way the official loader does.
+    `load_position_embedding`) the way the official loader (or timm) does.
+    With `dynamic_image_size=True` it takes any input size the patch divides
+    and resamples the table at every call to the input's grid, exactly as
+    timm's `dynamic_img_size=True` (PyTorch's antialiased bicubic, see
+    `keras_vit.layers.bicubic`; no resampling when the grids are equal).
 
     Args:
         hidden_dim: int. Width D of the token embeddings.
@@ -45,9 +60,22 @@ class PatchEncoder(keras.layers.Layer):
             Defaults to False.
         kernel_initializer: initializer for the projection kernel. Defaults to
             `"lecun_normal"` (Flax's default, as the official model).
+        num_register_tokens: int. Register tokens after the class (and
+            distillation) token. Defaults to 0.
+        distillation_token: bool. DeiT's distillation token after the class
+            token. Defaults to False.
+        prefix_position_embedding: bool. Whether the position embedding has
+            rows for the prefix tokens. Defaults to True.
+        dynamic_image_size: bool. Accept any image size the patch divides,
+            resampling the position embedding at call time. Defaults to False.
+        position_embedding_grid: optional (rows, columns) grid of the position
+            embedding table. None takes the grid of the input the layer is built
+            on; required with `dynamic_image_size` when that input has no static
+            height and width. Defaults to None.
 
     Call arguments:
-        images: `(B, H, W, C)`, H and W the sizes the layer was built for.
+        images: `(B, H, W, C)`, H and W the sizes the layer was built for (any
+            multiple of the patch with `dynamic_image_size`).
         patch_mask: optional boolean `(B, N)`; True marks a patch whose embedding
             is replaced by the mask embedding. Needs `use_mask_embedding=True`.
         patch_source: optional int `(B, N)`; position i takes the embedding of
@@ -58,7 +86,8 @@ class PatchEncoder(keras.layers.Layer):
         training: bool, whether dropout is active.
 
     Returns:
-        `(B, N + class_token, hidden_dim)` tokens, N = (H / ph) * (W / pw).
+        `(B, prefix + N, hidden_dim)` tokens, N = (H / ph) * (W / pw), prefix =
+        `num_prefix_tokens` (class + distillation + register tokens).
 
     Example:
 
@@ -79,6 +108,11 @@ class PatchEncoder(keras.layers.Layer):
         dropout_rate=0.0,
         use_mask_embedding=False,
         kernel_initializer="lecun_normal",
+        num_register_tokens=0,
+        distillation_token=False,
+        prefix_position_embedding=True,
+        dynamic_image_size=False,
+        position_embedding_grid=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -99,6 +133,31 @@ class PatchEncoder(keras.layers.Layer):
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
         self.use_mask_embedding = bool(use_mask_embedding)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        if (
+            isinstance(num_register_tokens, bool)
+            or not isinstance(num_register_tokens, int)
+            or (num_register_tokens < 0)
+        ):
+            raise ValueError(
+                "num_register_tokens must be a non-negative int. "
+                f"Received: num_register_tokens={num_register_tokens!r}"
+            )
+        self.num_register_tokens = num_register_tokens
+        for name, value in (
+            ("distillation_token", distillation_token),
+            ("prefix_position_embedding", prefix_position_embedding),
+            ("dynamic_image_size", dynamic_image_size),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be a bool. Received: {name}={value!r}")
+        self.distillation_token = distillation_token
+        self.prefix_position_embedding = prefix_position_embedding
+        self.dynamic_image_size = dynamic_image_size
+        if position_embedding_grid is not None:
+            position_embedding_grid = check_positive_int_pair(
+                position_embedding_grid, "position_embedding_grid"
+            )
+        self.position_embedding_grid = position_embedding_grid
         self.dropout = keras.layers.Dropout(
             self.dropout_rate, dtype=self.dtype_policy, name="dropout"
         )
@@ -108,24 +167,53 @@ class PatchEncoder(keras.layers.Layer):
 
     @property
     def num_prefix_tokens(self):
-        return int(self.class_token)
+        """Tokens before the patches: class + distillation + register tokens."""
+        return int(self.class_token) + int(self.distillation_token) + self.num_register_tokens
+
+    @property
+    def num_prefix_positions(self):
+        """Prefix rows of the position embedding: `num_prefix_tokens`, or 0 without prefix rows."""
+        return self.num_prefix_tokens if self.prefix_position_embedding else 0
 
     @property
     def num_patches(self):
+        """Patches of the layer's own grid (the position embedding's grid)."""
         return None if self.grid_size is None else self.grid_size[0] * self.grid_size[1]
+
+    def _built_grid(self, shape):
+        """The position-embedding grid for a build input `shape` (checked)."""
+        _, height, width, channels = shape
+        ph, pw = self.patch_size
+        static = height is not None and width is not None
+        grid = self.position_embedding_grid
+        if grid is None:
+            if not static:
+                raise ValueError(
+                    f"Layer '{self.name}' needs static image height and width to build its "
+                    "position embedding, or dynamic_image_size=True with "
+                    f"position_embedding_grid=(rows, columns). Received: input shape={shape}"
+                )
+            grid = (height // ph, width // pw)
+        elif static and not self.dynamic_image_size and grid != (height // ph, width // pw):
+            raise ValueError(
+                f"Layer '{self.name}' has position_embedding_grid={grid} but its input "
+                f"makes a grid of {(height // ph, width // pw)} (and dynamic_image_size is "
+                f"off). Received: input shape={shape}"
+            )
+        if channels is None:
+            raise ValueError(
+                f"Layer '{self.name}' needs a static channel count. Received: input shape={shape}"
+            )
+        return grid
 
     def build(self, input_shape):
         shape = check_image_shape(input_shape, self.patch_size, name=self.name)
-        _, height, width, channels = shape
-        if height is None or width is None or channels is None:
-            raise ValueError(
-                f"Layer '{self.name}' needs static image height, width and channels to "
-                f"build its position embedding. Received: input shape={shape}"
-            )
+        grid = self._built_grid(shape)
         ph, pw = self.patch_size
-        self.image_size = (height, width)
-        self.num_channels = channels
-        self.grid_size = (height // ph, width // pw)
+        self.image_size = (grid[0] * ph, grid[1] * pw)
+        self.num_channels = shape[3]
+        self.grid_size = tuple(grid)
+        channels = shape[3]
         self.kernel = self.add_weight(
             name="kernel",
             shape=(ph, pw, channels, self.hidden_dim),
@@ -136,40 +224,100 @@ class PatchEncoder(keras.layers.Layer):
             self.class_embedding = self.add_weight(
                 name="class_embedding", shape=(1, 1, self.hidden_dim), initializer="zeros"
             )
+        if self.distillation_token:
+            self.distillation_embedding = self.add_weight(
+                name="distillation_embedding",
+                shape=(1, 1, self.hidden_dim),
+                initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            )
+        if self.num_register_tokens:
+            self.register_embeddings = self.add_weight(
+                name="register_embeddings",
+                shape=(1, self.num_register_tokens, self.hidden_dim),
+                initializer=keras.initializers.RandomNormal(stddev=1e-6),
+            )
         if self.use_mask_embedding:
             self.mask_embedding = self.add_weight(
                 name="mask_embedding",
                 shape=(1, 1, self.hidden_dim),
                 initializer=keras.initializers.RandomNormal(stddev=0.02),
             )
-        num_tokens = self.num_patches + self.num_prefix_tokens
         if self.position_embedding == "learned":
             self.position_embeddings = self.add_weight(
                 name="position_embeddings",
-                shape=(1, num_tokens, self.hidden_dim),
+                shape=(1, self.num_prefix_positions + self.num_patches, self.hidden_dim),
                 initializer=keras.initializers.RandomNormal(stddev=0.02),
             )
         elif self.position_embedding == "sincos2d":
-            table = pe.sincos_2d_position_embedding(self.grid_size, self.hidden_dim)
-            prefix = np.zeros((1, self.num_prefix_tokens, self.hidden_dim), "float32")
-            self._sincos_table = np.concatenate([prefix, table], axis=1)
+            self._sincos_table = pe.sincos_2d_position_embedding(self.grid_size, self.hidden_dim)
+        num_tokens = None if self.dynamic_image_size else self.num_patches + self.num_prefix_tokens
         self.dropout.build((None, num_tokens, self.hidden_dim))
         self.built = True
+
+    def _project_grid(self, images):
+        """`(B, H, W, C)` -> `(B, H / ph, W / pw, D)` patch embeddings."""
+        x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
+        return x + ops.cast(self.bias, x.dtype)
 
     def project(self, images):
         """The linear patch projection alone: `(B, H, W, C)` -> `(B, N, D)`."""
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
-        x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
+        if self.dynamic_image_size:
+            x = ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_dim))
+        else:
+            x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
         return x + self.bias
 
     def _check_per_patch(self, value, name):
         """Checks that `value` (a patch_mask or patch_source) has shape (batch, num_patches)."""
         shape = tuple(value.shape)
-        if len(shape) != 2 or shape[1] not in (None, self.num_patches):
+        patches = None if self.dynamic_image_size else self.num_patches
+        if len(shape) != 2 or shape[1] not in (None, patches) and patches is not None:
             raise ValueError(
-                f"{name} must have shape (batch, {self.num_patches}). "
-                f"Received: {name}.shape={shape}"
+                f"{name} must have shape (batch, {patches}). Received: {name}.shape={shape}"
             )
+
+    def patch_position_embedding(self, grid_size=None):
+        """The position embedding of the patch tokens `(1, rows * columns, D)`, or None.
+
+        Args:
+            grid_size: optional `(rows, columns)` (ints or scalar tensors); the layer's own
+                grid when None. Another grid resamples the learned table as timm's
+                `dynamic_img_size` does (antialiased bicubic) and computes a new
+                `"sincos2d"` table.
+        """
+        if self.position_embedding is None:
+            return None
+        own = grid_size is None or all(
+            isinstance(g, int) and g == o for g, o in zip(grid_size, self.grid_size, strict=True)
+        )
+        if self.position_embedding == "sincos2d":
+            if own:
+                return ops.convert_to_tensor(self._sincos_table)
+            return pe.sincos_2d_position_embedding_ops(grid_size, self.hidden_dim)
+        table = self.position_embeddings[:, self.num_prefix_positions :]
+        if own:
+            return table
+        grid = ops.reshape(table, (self.grid_size[0], self.grid_size[1], self.hidden_dim))
+        grid = bicubic.resize_bicubic_ops(grid, grid_size)
+        return ops.reshape(grid, (1, -1, self.hidden_dim))
+
+    def _prefix_tokens(self, batch, dtype):
+        """`(B, prefix, D)`: class, distillation and register tokens (+ their positions)."""
+        parts = []
+        if self.class_token:
+            parts.append(self.class_embedding)
+        if self.distillation_token:
+            parts.append(self.distillation_embedding)
+        if self.num_register_tokens:
+            parts.append(self.register_embeddings)
+        prefix = ops.cast(ops.concatenate(parts, axis=1) if len(parts) > 1 else parts[0], dtype)
+        if self.prefix_position_embedding and self.position_embedding == "learned":
+            positions = self.position_embeddings[:, : self.num_prefix_tokens]
+            prefix = prefix + ops.cast(positions, dtype)
+        return ops.broadcast_to(
+            prefix, (ops.shape(batch)[0], self.num_prefix_tokens, self.hidden_dim)
+        )
 
     def call(self, images, patch_mask=None, patch_source=None, training=None):
         check_image_shape(
@@ -177,9 +325,16 @@ class PatchEncoder(keras.layers.Layer):
             self.patch_size,
             name=self.name,
             channels=self.num_channels,
-            image_size=self.image_size,
+            image_size=None if self.dynamic_image_size else self.image_size,
         )
-        x = self.project(images)
+        if self.dynamic_image_size:
+            x = self._project_grid(images)
+            shape = ops.shape(x)
+            grid = (shape[1], shape[2])
+            x = ops.reshape(x, (shape[0], -1, self.hidden_dim))
+        else:
+            x = self.project(images)
+            grid = None
         if patch_source is not None:
             self._check_per_patch(patch_source, "patch_source")
             index = ops.expand_dims(ops.cast(patch_source, "int32"), -1)
@@ -194,15 +349,11 @@ class PatchEncoder(keras.layers.Layer):
             self._check_per_patch(patch_mask, "patch_mask")
             mask = ops.expand_dims(ops.cast(patch_mask, "bool"), -1)
             x = ops.where(mask, ops.cast(self.mask_embedding, x.dtype), x)
-        if self.class_token:
-            cls = ops.broadcast_to(
-                ops.cast(self.class_embedding, x.dtype), (ops.shape(x)[0], 1, self.hidden_dim)
-            )
-            x = ops.concatenate([cls, x], axis=1)
-        if self.position_embedding == "learned":
-            x = x + ops.cast(self.position_embeddings, x.dtype)
-        elif self.position_embedding == "sincos2d":
-            x = x + ops.cast(self._sincos_table, x.dtype)
+        positions = self.patch_position_embedding(grid)
+        if positions is not None:
+            x = x + ops.cast(positions, x.dtype)
+        if self.num_prefix_tokens:
+            x = ops.concatenate([self._prefix_tokens(x, x.dtype), x], axis=1)
         return self.dropout(x, training=training)
 
     def compute_output_shape(self, input_shape):
@@ -214,23 +365,36 @@ class PatchEncoder(keras.layers.Layer):
             num += self.num_prefix_tokens
         return (shape[0], num, self.hidden_dim)
 
-    def resampled_position_embedding(self, grid_size):
-        """Returns this layer's learned position embedding resampled to `grid_size` (NumPy)."""
+    def resampled_position_embedding(self, grid_size, interpolation="linear"):
+        """Returns this layer's learned position embedding resampled to `grid_size` (NumPy).
+
+        Args:
+            grid_size: (rows, columns) target grid.
+            interpolation: `"linear"` (the official loader) or `"bicubic"` (timm). Defaults
+                to `"linear"`.
+
+        Returns:
+            float32 `(1, num_prefix_positions + rows * columns, D)`; the prefix rows are kept.
+        """
         self._require_learned()
         return pe.resample_position_embedding(
             keras.ops.convert_to_numpy(self.position_embeddings),
             grid_size,
-            num_prefix_tokens=self.num_prefix_tokens,
+            num_prefix_tokens=self.num_prefix_positions,
             old_grid=self.grid_size,
+            interpolation=interpolation,
         )
 
-    def load_position_embedding(self, posemb, source_grid=None):
+    def load_position_embedding(self, posemb, source_grid=None, interpolation="linear"):
         """Assigns a learned position embedding from another grid, resampling it.
 
         Args:
-            posemb: array `(1, prefix + gh * gw, D)` with the same number of prefix
-                (class-token) rows as this layer.
+            posemb: array `(1, prefix + gh * gw, D)` with as many prefix rows as this
+                layer's table (`num_prefix_positions`: 0 without prefix rows, 1 for a
+                class token, more with distillation or register tokens).
             source_grid: optional (gh, gw); a square grid is inferred when None.
+            interpolation: `"linear"` (the official loader) or `"bicubic"` (timm).
+                Defaults to `"linear"`.
         """
         self._require_learned()
         posemb = np.asarray(posemb)
@@ -240,7 +404,11 @@ class PatchEncoder(keras.layers.Layer):
                 f"Received: shape={posemb.shape}"
             )
         resampled = pe.resample_position_embedding(
-            posemb, self.grid_size, self.num_prefix_tokens, old_grid=source_grid
+            posemb,
+            self.grid_size,
+            self.num_prefix_positions,
+            old_grid=source_grid,
+            interpolation=interpolation,
         )
         self.position_embeddings.assign(resampled)
 
@@ -262,6 +430,11 @@ class PatchEncoder(keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "use_mask_embedding": self.use_mask_embedding,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "num_register_tokens": self.num_register_tokens,
+                "distillation_token": self.distillation_token,
+                "prefix_position_embedding": self.prefix_position_embedding,
+                "dynamic_image_size": self.dynamic_image_size,
+                "position_embedding_grid": self.position_embedding_grid,
             }
         )
         return config

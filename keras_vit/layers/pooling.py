@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_positive_int
 
-POOLINGS = ("token", "gap")
+POOLINGS = ("token", "gap", "distillation", "token_distillation")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -14,9 +14,12 @@ class TokenPooling(keras.layers.Layer):
 
     Args:
         pooling: `"token"` takes the first (class) token; `"gap"` averages the
-            patch tokens (those after the `num_prefix_tokens` prefix tokens).
-        num_prefix_tokens: int. Tokens before the patch tokens (1 with a class
-            token, else 0). Defaults to 1.
+            patch tokens (those after the `num_prefix_tokens` prefix tokens);
+            `"distillation"` takes the second token (DeiT's distillation
+            token); `"token_distillation"` averages the first two,
+            `(x[:, 0] + x[:, 1]) / 2` (a distilled DeiT's pre-logits in timm).
+        num_prefix_tokens: int. Tokens before the patch tokens (class,
+            distillation and register tokens). Defaults to 1.
 
     Call arguments:
         inputs: `(B, T, D)`.
@@ -42,12 +45,21 @@ class TokenPooling(keras.layers.Layer):
             )
         if pooling == "token":
             check_positive_int(num_prefix_tokens, "num_prefix_tokens")
+        if pooling in ("distillation", "token_distillation") and num_prefix_tokens < 2:
+            raise ValueError(
+                f"pooling={pooling!r} reads the class and distillation tokens and needs "
+                f"num_prefix_tokens >= 2. Received: num_prefix_tokens={num_prefix_tokens}"
+            )
         self.pooling = pooling
         self.num_prefix_tokens = num_prefix_tokens
 
     def call(self, inputs):
         if self.pooling == "token":
             return inputs[:, 0]
+        if self.pooling == "distillation":
+            return inputs[:, 1]
+        if self.pooling == "token_distillation":
+            return (inputs[:, 0] + inputs[:, 1]) / 2
         return ops.mean(inputs[:, self.num_prefix_tokens :], axis=1)
 
     def compute_output_shape(self, input_shape):

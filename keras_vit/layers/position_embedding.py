@@ -1,11 +1,19 @@
-"""Position-embedding helpers: the official grid resampling and 2-D sin-cos tables (NumPy)."""
+"""Position-embedding helpers: grid resampling (official and timm) and 2-D sin-cos tables.
+
+The NumPy functions serve checkpoint loading; `sincos_2d_position_embedding_ops` computes a table
+for a grid known only at run time (`dynamic_image_size`).
+"""
 
 import math
 
 import numpy as np
 import scipy.ndimage
+from keras import ops
 
+from keras_vit.layers import bicubic
 from keras_vit.layers._checks import check_positive_int_pair
+
+INTERPOLATIONS = ("linear", "bicubic")
 
 
 def infer_grid(num_tokens, grid_size=None):
@@ -30,21 +38,29 @@ def infer_grid(num_tokens, grid_size=None):
     return (side, side)
 
 
-def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=None):
+def resample_position_embedding(
+    posemb, new_grid, num_prefix_tokens=1, old_grid=None, interpolation="linear"
+):
     """Resamples a learned position embedding to another patch grid.
 
-    Does exactly what the official `vit_jax` checkpoint loader does: the prefix rows
-    (class token) are split off and kept, the remaining rows are reshaped to their
-    grid and resized with `scipy.ndimage.zoom(..., order=1)`, and the prefix rows are
-    put back. Non-square grids use a zoom factor per axis.
+    The prefix rows (class token, and distillation or register tokens where the table
+    covers them) are split off and kept, the remaining rows are reshaped to their grid
+    and resized, and the prefix rows are put back. With `interpolation="linear"` this is
+    exactly the official `vit_jax` checkpoint loader: `scipy.ndimage.zoom(..., order=1)`,
+    one zoom factor per axis. With `"bicubic"` it is timm's `resample_abs_pos_embed`:
+    PyTorch's `F.interpolate(mode="bicubic", antialias=True, align_corners=False)`
+    (see `keras_vit.layers.bicubic`). Equal grids are returned unchanged.
 
     Args:
         posemb: array `(1, num_prefix_tokens + gh * gw, D)` (or without the leading 1).
         new_grid: int or (height, width). Target patch grid.
-        num_prefix_tokens: int. Rows before the grid (1 for a class token, else 0).
-            Defaults to 1.
+        num_prefix_tokens: int. Rows before the grid (1 for a class token, 0 for
+            none or for a table that covers the patches only, more with distillation
+            or register tokens). Defaults to 1.
         old_grid: optional (height, width) of the source grid; inferred as a square
             when None.
+        interpolation: `"linear"` (official loader) or `"bicubic"` (timm). Defaults to
+            `"linear"`.
 
     Returns:
         float32 NumPy array `(1, num_prefix_tokens + new_h * new_w, D)`.
@@ -54,7 +70,22 @@ def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=
     >>> posemb = np.zeros((1, 1 + 4 * 4, 8), "float32")  # class token + a 4x4 grid
     >>> resample_position_embedding(posemb, (6, 8)).shape
     (1, 49, 8)
+    >>> resample_position_embedding(posemb, (2, 3), interpolation="bicubic").shape
+    (1, 7, 8)
     """
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(
+            f"interpolation must be one of {INTERPOLATIONS}. "
+            f"Received: interpolation={interpolation!r}"
+        )
+    if isinstance(num_prefix_tokens, bool) or not isinstance(
+        num_prefix_tokens, (int, np.integer)
+    ) or num_prefix_tokens < 0:
+        raise ValueError(
+            "num_prefix_tokens must be a non-negative int. "
+            f"Received: num_prefix_tokens={num_prefix_tokens!r}"
+        )
+    num_prefix_tokens = int(num_prefix_tokens)
     posemb = np.asarray(posemb)
     if posemb.ndim == 2:
         posemb = posemb[None]
@@ -69,8 +100,11 @@ def resample_position_embedding(posemb, new_grid, num_prefix_tokens=1, old_grid=
     if tuple(old_grid) == tuple(new_grid):
         return posemb.astype("float32")
     grid = grid.reshape(old_grid[0], old_grid[1], -1)
-    zoom = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
-    grid = scipy.ndimage.zoom(grid, zoom, order=1)
+    if interpolation == "bicubic":
+        grid = bicubic.resize_bicubic(grid, new_grid)
+    else:
+        zoom = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
+        grid = scipy.ndimage.zoom(grid, zoom, order=1)
     if grid.shape[:2] != tuple(new_grid):  # guard against float rounding in zoom
         raise ValueError(
             f"Resampling produced a grid of {grid.shape[:2]}, expected {tuple(new_grid)}."
@@ -105,3 +139,29 @@ def sincos_2d_position_embedding(grid_size, hidden_dim, temperature=10_000.0):
     x = np.einsum("m,d->md", x.reshape(-1).astype("float64"), omega)
     pe = np.concatenate([np.sin(x), np.cos(x), np.sin(y), np.cos(y)], axis=1)
     return pe[None].astype("float32")
+
+
+def sincos_2d_position_embedding_ops(grid_size, hidden_dim, temperature=10_000.0, dtype="float32"):
+    """`sincos_2d_position_embedding` with `keras.ops`, for a grid known only at run time.
+
+    Args:
+        grid_size: `(rows, columns)`, Python ints or scalar tensors.
+        hidden_dim: int, divisible by 4.
+        temperature: float. Defaults to 10000.
+        dtype: str. Defaults to `"float32"`.
+
+    Returns:
+        `(1, rows * columns, hidden_dim)` tensor, equal to the NumPy table.
+    """
+    rows, cols = grid_size
+    quarter = hidden_dim // 4
+    omega = np.arange(quarter, dtype="float64") / max(quarter - 1, 1)
+    omega = ops.convert_to_tensor((1.0 / temperature**omega).astype("float32"), dtype=dtype)
+    y = ops.expand_dims(ops.cast(ops.arange(rows), dtype), 1) * omega  # (rows, quarter)
+    x = ops.expand_dims(ops.cast(ops.arange(cols), dtype), 1) * omega  # (cols, quarter)
+    zero = ops.expand_dims(ops.zeros_like(y[:, :1]), 1)
+    zero = zero + ops.expand_dims(ops.zeros_like(x[:, :1]), 0)  # (rows, cols, 1)
+    x = ops.expand_dims(x, 0) + zero  # (rows, cols, quarter)
+    y = ops.expand_dims(y, 1) + zero
+    table = ops.concatenate([ops.sin(x), ops.cos(x), ops.sin(y), ops.cos(y)], axis=-1)
+    return ops.reshape(table, (1, -1, hidden_dim))

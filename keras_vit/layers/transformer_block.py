@@ -8,6 +8,8 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_rate
+from keras_vit.layers.activations import check_activation, mlp_activation
+from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
 
 # On PyTorch the block runs its linear layers and attention through torch's fused kernels
@@ -22,11 +24,14 @@ class TransformerBlock(keras.layers.Layer):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
-    `keras.layers.MultiHeadAttention` whose query/key/value kernels are
-    `(D, heads, D / heads)` and output kernel `(heads, D / heads, D)`. Sublayer
-    names map one to one to the official ones: `attention_norm` (LayerNorm_0),
-    `attention` (MultiHeadDotProductAttention_1), `mlp_norm` (LayerNorm_2),
-    `mlp_dense_1` / `mlp_dense_2` (MlpBlock_3/Dense_0, Dense_1).
+    `keras_vit.layers.MultiHeadSelfAttention` (the layout and attribute names of
+    `keras.layers.MultiHeadAttention`, which earlier versions used: their `.keras`
+    files load unchanged) whose query/key/value kernels are `(D, heads, D / heads)`
+    and output kernel `(heads, D / heads, D)`. Sublayer names map one to one to the
+    official ones: `attention_norm` (LayerNorm_0), `attention`
+    (MultiHeadDotProductAttention_1), `mlp_norm` (LayerNorm_2), `mlp_dense_1` /
+    `mlp_dense_2` (MlpBlock_3/Dense_0, Dense_1). With `qk_norm`, `attention` also
+    holds `query_norm` and `key_norm` (timm's `attn.q_norm`, `attn.k_norm`).
 
     The sublayers are created in `build()` rather than `__init__()` because the
     attention's per-head width depends on the input width D.
@@ -67,6 +72,11 @@ class TransformerBlock(keras.layers.Layer):
             ("The precision 'F16_F16_F32' is not supported by dot_general on
             CPU"; Keras' own `MultiHeadAttention` under `keras.remat` fails the
             same way): use `mixed_bfloat16` there. Defaults to False.
+        qk_norm: bool. LayerNorm (epsilon `layer_norm_epsilon`) over the head width
+            on the queries and keys before the dot product, as timm's
+            `qk_norm=True`. Defaults to False.
+        activation: `"gelu"` (tanh or exact as `approximate_gelu` says) or
+            `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -99,6 +109,8 @@ class TransformerBlock(keras.layers.Layer):
         approximate_gelu=True,
         layer_scale_init_value=None,
         remat=False,
+        qk_norm=False,
+        activation="gelu",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -107,12 +119,7 @@ class TransformerBlock(keras.layers.Layer):
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
-        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(
-                "layer_norm_epsilon must be positive. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
-            )
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.approximate_gelu = bool(approximate_gelu)
         if layer_scale_init_value is not None and (
             isinstance(layer_scale_init_value, bool)
@@ -131,6 +138,10 @@ class TransformerBlock(keras.layers.Layer):
                 f"Received: Keras {keras.__version__}"
             )
         self.remat = remat
+        if not isinstance(qk_norm, bool):
+            raise ValueError(f"qk_norm must be a bool. Received: qk_norm={qk_norm!r}")
+        self.qk_norm = qk_norm
+        self.activation = check_activation(activation)
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -150,11 +161,11 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=eps, dtype=dtype, name="attention_norm"
         )
-        self.attention = keras.layers.MultiHeadAttention(
+        self.attention = MultiHeadSelfAttention(
             num_heads=self.num_heads,
-            key_dim=hidden_dim // self.num_heads,
-            dropout=self.attention_dropout_rate,
-            kernel_initializer="glorot_uniform",
+            attention_dropout_rate=self.attention_dropout_rate,
+            qk_norm=self.qk_norm,
+            layer_norm_epsilon=eps,
             dtype=dtype,
             name="attention",
         )
@@ -175,7 +186,7 @@ class TransformerBlock(keras.layers.Layer):
 
         shape = tuple(input_shape)
         self.attention_norm.build(shape)
-        self.attention.build(shape, shape)
+        self.attention.build(shape)
         self.mlp_norm.build(shape)
         self.mlp_dense_1.build(shape)
         self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
@@ -257,11 +268,9 @@ class TransformerBlock(keras.layers.Layer):
         if torch_kernels:
             x = self._torch_attention(x)
         elif return_attention_scores:
-            x, scores = self.attention(
-                x, x, training=training, return_attention_scores=True
-            )
+            x, scores = self.attention(x, training=training, return_attention_scores=True)
         else:
-            x = self.attention(x, x, training=training)
+            x = self.attention(x, training=training)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale
@@ -275,7 +284,7 @@ class TransformerBlock(keras.layers.Layer):
         flat = keras.backend.backend() == "jax"
         y = self.mlp_norm(ops.reshape(x, (-1, shape[-1])) if flat else x)
         y = self._dense(self.mlp_dense_1, y, torch_kernels)
-        y = ops.gelu(y, approximate=self.approximate_gelu)
+        y = mlp_activation(y, self.activation, self.approximate_gelu)
         y = self.mlp_dropout_1(y, training=training)
         y = self._dense(self.mlp_dense_2, y, torch_kernels)
         y = self.mlp_dropout_2(y, training=training)
@@ -294,7 +303,7 @@ class TransformerBlock(keras.layers.Layer):
         if not _TORCH_KERNELS or return_attention_scores:
             return False
         if training and self.attention_dropout_rate:
-            return False  # dropout on the attention weights: MultiHeadAttention's own path
+            return False  # dropout on the attention weights: the attention layer's own path
         a = self.attention
         layers = (a.query_dense, a.key_dense, a.value_dense, a.output_dense)
         layers += (self.mlp_dense_1, self.mlp_dense_2)
@@ -329,8 +338,13 @@ class TransformerBlock(keras.layers.Layer):
         qkv_bias = ops.concatenate([self._weight(p.bias, (-1,)) for p in projections], axis=0)
         out_kernel = self._weight(a.output_dense.kernel, (-1, width))
         out_bias = self._weight(a.output_dense.bias)
+        qk_norm = None
+        if self.qk_norm:
+            qk_norm = tuple(
+                self._weight(v) for n in (a.query_norm, a.key_norm) for v in (n.gamma, n.beta)
+            ) + (self.layer_norm_epsilon,)
         return kernels.self_attention(
-            x, qkv_kernel, qkv_bias, out_kernel, out_bias, self.num_heads
+            x, qkv_kernel, qkv_bias, out_kernel, out_bias, self.num_heads, qk_norm=qk_norm
         )
 
     def compute_output_shape(self, input_shape):
@@ -349,6 +363,8 @@ class TransformerBlock(keras.layers.Layer):
                 "approximate_gelu": self.approximate_gelu,
                 "layer_scale_init_value": self.layer_scale_init_value,
                 "remat": self.remat,
+                "qk_norm": self.qk_norm,
+                "activation": self.activation,
             }
         )
         return config

@@ -1,6 +1,7 @@
 """keras_vit models: the builders, their one `ViTConfig`, and the variant table."""
 
 from keras_vit.models.config import ViTConfig, config_from_model
+from keras_vit.models.features import feature_extractor
 from keras_vit.models.hybrid import (
     StdConv2D,
     ViTHybrid,
@@ -46,5 +47,6 @@ __all__ = [
     "ViTS32",
     "ViTTi16",
     "config_from_model",
+    "feature_extractor",
     "parse_variant",
 ]

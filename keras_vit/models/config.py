@@ -6,11 +6,12 @@ grouped (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder 
 "the hybrid arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
-- `"input"`: `image_size`, `num_channels`;
+- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`;
 - `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
-  `classifier_activation`;
+  `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
-  `layer_norm_epsilon`, `layer_scale_init_value`, `remat`;
+  `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
+  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, `backbone` (the stem);
 - `"name"`: the Keras model name.
 """
@@ -20,11 +21,20 @@ import functools
 
 import keras
 
-from keras_vit.layers import PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
+from keras_vit.layers import MAPHead, PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
+from keras_vit.layers.activations import check_activation
 from keras_vit.models import variants
 
-POOLINGS = ("token", "gap", None)
+POOLINGS = ("token", "gap", "map", None)
+BOOLS = (
+    "dynamic_image_size",
+    "fc_norm",
+    "distillation_token",
+    "prefix_position_embedding",
+    "pre_norm",
+    "qk_norm",
+)
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
@@ -64,7 +74,7 @@ class ViTConfig:
 
     Frozen: derive a changed copy with `dataclasses.replace(config, num_layers=6)` (validated
     again). `image_size` and `patch_size` are stored as `(height, width)` pairs,
-    `resnet_units` as a tuple, and `class_token=None` becomes `pooling != "gap"`.
+    `resnet_units` as a tuple, and `class_token=None` becomes `pooling in ("token", None)`.
     Every field means what the argument of the same name of `keras_vit.ViT` means; build a
     model with `keras_vit.models.encoder.build_model(config)`.
 
@@ -72,14 +82,17 @@ class ViTConfig:
         patch_size, num_layers, hidden_dim, mlp_dim, num_heads: the sizes (required; see
             `ViTConfig.from_variant` to take them from a code like `"B/16"`). For hybrids
             `patch_size` applies to the stem's feature map.
-        image_size: int or (height, width). Defaults to 224.
+        image_size: int or (height, width). Defaults to 224 (with
+            `dynamic_image_size`, the size the position embedding is made for).
         num_channels: int. Defaults to 3.
+        dynamic_image_size: bool. Defaults to False.
         num_classes: int. Defaults to 1000.
         include_top: bool. Defaults to True.
-        pooling: `"token"`, `"gap"` or None. Defaults to `"token"`.
+        pooling: `"token"`, `"gap"`, `"map"` or None. Defaults to `"token"`.
         representation_size: optional int. Defaults to None.
         classifier_activation: optional activation. Defaults to None.
-        class_token: optional bool. Defaults to None (`pooling != "gap"`).
+        fc_norm: bool. Defaults to False.
+        class_token: optional bool. Defaults to None (`pooling in ("token", None)`).
         position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
         dropout_rate, attention_dropout_rate, drop_path_rate: floats in [0, 1).
             Default to 0.
@@ -87,6 +100,12 @@ class ViTConfig:
         layer_norm_epsilon: float. Defaults to 1e-6.
         layer_scale_init_value: optional float. Defaults to None.
         remat: bool. Defaults to False.
+        num_register_tokens: int. Defaults to 0.
+        distillation_token: bool. Defaults to False.
+        prefix_position_embedding: bool. Defaults to True.
+        pre_norm: bool. Defaults to False.
+        qk_norm: bool. Defaults to False.
+        activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -112,11 +131,13 @@ class ViTConfig:
     num_heads: int = _field("size")
     image_size: object = _field("input", 224)
     num_channels: int = _field("input", 3)
+    dynamic_image_size: bool = _field("input", False)
     num_classes: int = _field("head", 1000)
     include_top: bool = _field("head", True)
     pooling: object = _field("head", "token")
     representation_size: object = _field("head", None)
     classifier_activation: object = _field("head", None)
+    fc_norm: bool = _field("head", False)
     class_token: object = _field("encoder", None)
     position_embedding: object = _field("encoder", "learned")
     dropout_rate: float = _field("encoder", 0.0)
@@ -126,6 +147,12 @@ class ViTConfig:
     layer_norm_epsilon: float = _field("encoder", 1e-6)
     layer_scale_init_value: object = _field("encoder", None)
     remat: bool = _field("encoder", False)
+    num_register_tokens: int = _field("encoder", 0)
+    distillation_token: bool = _field("encoder", False)
+    prefix_position_embedding: bool = _field("encoder", True)
+    pre_norm: bool = _field("encoder", False)
+    qk_norm: bool = _field("encoder", False)
+    activation: str = _field("encoder", "gelu")
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -156,17 +183,53 @@ class ViTConfig:
                 f"Received: pooling=None, include_top={self.include_top}"
             )
         if self.class_token is None:
-            normalize("class_token", self.pooling != "gap")
+            normalize("class_token", self.pooling in ("token", None))
         if self.pooling == "token" and not self.class_token:
             raise ValueError(
                 "pooling='token' needs a class token. Received: pooling='token', class_token=False"
             )
         for name in RATES:
             check_rate(getattr(self, name), name)
+        for name in BOOLS:
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool. Received: {name}={getattr(self, name)!r}")
+        registers = self.num_register_tokens
+        if isinstance(registers, bool) or not isinstance(registers, int) or registers < 0:
+            raise ValueError(
+                f"num_register_tokens must be a non-negative int. "
+                f"Received: num_register_tokens={registers!r}"
+            )
+        check_activation(self.activation)
+        self._check_distillation()
         self._check_stem(normalize)
+
+    def _check_distillation(self):
+        if not self.distillation_token:
+            return
+        problems = []
+        if not self.class_token:
+            problems.append("class_token=False")
+        if self.pooling not in ("token", None):
+            problems.append(f"pooling={self.pooling!r}")
+        if self.representation_size is not None:
+            problems.append(f"representation_size={self.representation_size!r}")
+        if self.fc_norm:
+            problems.append("fc_norm=True")
+        if problems:
+            raise ValueError(
+                "distillation_token=True (DeiT) needs a class token, pooling='token' (or None) "
+                "and no representation_size or fc_norm: the heads read the class and "
+                f"distillation tokens. Received: {', '.join(problems)}"
+            )
 
     def _check_stem(self, normalize):
         if self.backbone is not None:
+            if self.dynamic_image_size:
+                raise ValueError(
+                    "dynamic_image_size is not supported with a backbone stem (its feature-map "
+                    "grid is only known at a fixed input size); use a plain or ResNet hybrid "
+                    "ViT. Received: dynamic_image_size=True with a backbone"
+                )
             if self.resnet_units is not None:
                 raise ValueError(
                     "Pass either a backbone or resnet_units, not both: the backbone replaces the "
@@ -370,10 +433,16 @@ def config_from_model(model, cls=ViTConfig):
             "config_from_model needs a ViT with transformer blocks. "
             f"Received: model {model.name!r} without a TransformerBlock"
         )
-    pooling = [layer for layer in model.layers if isinstance(layer, TokenPooling)]
     head, pre_logits = layers.get("head"), layers.get("pre_logits")
     activation = head.get_config()["activation"] if head is not None else None
+    if "classifier_activation" in layers:  # distilled heads: the activation after the average
+        activation = layers["classifier_activation"].get_config()["activation"]
     _, height, width, channels = model.input_shape
+    stem = _stem_fields(model, encoder)
+    if encoder.dynamic_image_size:  # the size the position embedding is made for
+        units = stem.get("resnet_units")
+        stride = 1 if units is None else variants.resnet_stride(units)
+        height, width = (stride * size for size in encoder.image_size)
     first, last = blocks[0], blocks[-1]
     return cls(
         patch_size=encoder.patch_size,
@@ -383,10 +452,12 @@ def config_from_model(model, cls=ViTConfig):
         num_heads=first.num_heads,
         image_size=(height, width),
         num_channels=channels,
+        dynamic_image_size=encoder.dynamic_image_size,
         include_top=head is not None,
-        pooling=pooling[0].pooling if pooling else None,
+        pooling=_pooling_of(model, layers),
         representation_size=pre_logits.units if pre_logits is not None else None,
         classifier_activation=None if activation == "linear" else activation,
+        fc_norm="fc_norm" in layers or "encoder_norm" not in layers,
         class_token=encoder.class_token,
         position_embedding=encoder.position_embedding,
         dropout_rate=encoder.dropout_rate,
@@ -396,7 +467,26 @@ def config_from_model(model, cls=ViTConfig):
         layer_norm_epsilon=first.layer_norm_epsilon,
         layer_scale_init_value=first.layer_scale_init_value,
         remat=first.remat,
+        num_register_tokens=encoder.num_register_tokens,
+        distillation_token=encoder.distillation_token,
+        prefix_position_embedding=encoder.prefix_position_embedding,
+        pre_norm="pre_norm" in layers,
+        qk_norm=first.qk_norm,
+        activation=first.activation,
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
-        **_stem_fields(model, encoder),
+        **stem,
     )
+
+
+def _pooling_of(model, layers):
+    """The `pooling` field of a built model: its pooling layer's kind, or None."""
+    pooling = layers.get("pooling")
+    if not isinstance(pooling, (TokenPooling, MAPHead)):
+        found = [layer for layer in model.layers if isinstance(layer, (TokenPooling, MAPHead))]
+        pooling = found[0] if found else None
+    if pooling is None:
+        return None
+    if isinstance(pooling, MAPHead):
+        return "map"
+    return "gap" if pooling.pooling == "gap" else "token"

@@ -49,6 +49,14 @@ def ViT(
     remat=False,
     position_embedding="learned",
     class_token=None,
+    num_register_tokens=0,
+    distillation_token=False,
+    prefix_position_embedding=True,
+    pre_norm=False,
+    qk_norm=False,
+    fc_norm=False,
+    activation="gelu",
+    dynamic_image_size=False,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -83,9 +91,10 @@ def ViT(
             another image size, the position embedding is resampled.
             Defaults to None.
         num_channels: int. Input channels. Defaults to 3.
-        pooling: `"token"` (class token), `"gap"` (mean of patch tokens) or None
-            (only with `include_top=False`: returns the `(B, T, D)` tokens).
-            Defaults to `"token"`.
+        pooling: `"token"` (class token), `"gap"` (mean of patch tokens),
+            `"map"` (attention pooling with a learned query, SigLIP's MAP head:
+            `keras_vit.layers.MAPHead`) or None (only with `include_top=False`:
+            returns the `(B, T, D)` tokens). Defaults to `"token"`.
         representation_size: optional int. Adds the pre-logits layer
             (Dense + tanh) used in pre-training. Defaults to None.
         classifier_activation: optional activation of the classifier (e.g.
@@ -107,8 +116,34 @@ def ViT(
             `TransformerBlock`).
             Defaults to False.
         position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
-        class_token: optional bool; defaults to True unless `pooling="gap"`
-            (the official GAP models have no class token).
+        class_token: optional bool; defaults to True unless `pooling` is `"gap"`
+            or `"map"` (the official GAP models and SigLIP have no class token).
+        num_register_tokens: int. Learned register tokens after the class
+            (and distillation) token (Darcet et al., 2024; timm `reg_tokens`).
+            Defaults to 0.
+        distillation_token: bool. DeiT's distillation token after the class
+            token; with `include_top` a second classifier `head_dist` reads it
+            and the model returns `(head(cls) + head_dist(dist)) / 2`; with
+            `include_top=False, pooling="token"` it returns
+            `(cls + dist) / 2`. Defaults to False.
+        prefix_position_embedding: bool. Whether the learned position
+            embedding has rows for the prefix (class, distillation, register)
+            tokens, as the original ViT; False adds it to the patch tokens only
+            and prepends the prefix tokens afterwards (timm's
+            `no_embed_class=True`: DeiT III, register models). Defaults to True.
+        pre_norm: bool. A LayerNorm (`pre_norm`) after the position embedding,
+            before the blocks (CLIP's `norm_pre`). Defaults to False.
+        qk_norm: bool. LayerNorm over the head width on queries and keys in
+            every block (timm `qk_norm=True`). Defaults to False.
+        fc_norm: bool. Apply the final LayerNorm (`fc_norm`) to the pooled
+            vector instead of the token sequence (no `encoder_norm` then);
+            timm's GAP models. Defaults to False.
+        activation: `"gelu"` (tanh or exact as `approximate_gelu` says) or
+            `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
+        dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
+            size the patch divides (input shape `(None, None, C)`), resampling
+            the learned position embedding (made for `image_size`) at every
+            call as timm's `dynamic_img_size=True`. Defaults to False.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

@@ -5,6 +5,9 @@ Every artefact is written to a temporary file in the same folder and moved into 
 half of one. `AtomicBackupAndRestore` keeps the previous backup and records each backup's SHA-256,
 so a rerun resumes from the newest consistent backup (`find_backup`), and `trim_csv_log` drops the
 CSV rows of epochs a resume repeats. Used by the recipe runner (`keras_vit.recipes.common`).
+
+With several processes (`keras_vit.training.multihost`) every process runs these callbacks (saving
+may gather weights sharded over processes, which takes all of them) and process 0 alone writes.
 """
 
 import hashlib
@@ -15,6 +18,7 @@ import warnings
 import keras
 
 from keras_vit.saving import atomic_write
+from keras_vit.training import multihost
 
 
 def write_json(path, value):
@@ -128,6 +132,11 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self.model._initial_epoch = epoch
 
     def _save_model(self):
+        with multihost.saving(self.model) as writer:
+            if writer:
+                self._write_backup()
+
+    def _write_backup(self):
         os.makedirs(self.backup_dir, exist_ok=True)
         latest, previous = (os.path.join(self.backup_dir, n) for n in BACKUP_WEIGHTS)
         meta, previous_meta = (os.path.join(self.backup_dir, n) for n in BACKUP_METADATA)
@@ -160,6 +169,11 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         return os.path.join(folder, f".tmp-{name}")
 
     def _save_model(self, epoch, batch, logs):
+        with multihost.saving(self.model) as writer:
+            if writer:
+                self._write_checkpoint(epoch, batch, logs)
+
+    def _write_checkpoint(self, epoch, batch, logs):
         tmp = self._get_file_path(epoch, batch, logs)
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -27,6 +27,7 @@ import numpy as np
 
 from keras_vit import saving
 from keras_vit.recipes import backup, common, pretrain
+from keras_vit.training import multihost
 from keras_vit.training.fewshot import fewshot_accuracy
 
 DEFAULTS = dict(
@@ -89,6 +90,12 @@ def run(config, pretrain_config=None):
     Without `model_path`, first runs the pretrain recipe (`pretrain_config`, default: its digits
     preset) into `out/pretrain` and evaluates that model (a finished one there is reused).
     """
+    if multihost.asked_by_environment():
+        raise ValueError(
+            "Few-shot evaluation runs in one process, but Keras' KERAS_DISTRIBUTION_* variables "
+            "ask for several: unset them (and run `keras-vit pretrain` on several processes "
+            "first if needed, then give its model with --model-path)."
+        )
     out = common.prepare_out(config)
     keras.utils.set_random_seed(config["seed"])
     path = config["model_path"]

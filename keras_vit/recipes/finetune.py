@@ -36,6 +36,7 @@ from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
 from keras_vit.recipes import common, pretrain
+from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger("keras_vit.recipes")
 
@@ -111,6 +112,16 @@ def init_kwargs(source, config):
     return kwargs
 
 
+# The PatchEncoder weights copied as they are (the position embedding is resampled).
+PATCH_ENCODER_WEIGHTS = (
+    "kernel",
+    "bias",
+    "class_embedding",
+    "distillation_embedding",
+    "register_embeddings",
+)
+
+
 def transfer_weights(source, target):
     """Copies `source`'s weights into `target` layer by layer (matched by name).
 
@@ -127,10 +138,9 @@ def transfer_weights(source, target):
             raise ValueError(f"The --init model has no layer {layer.name!r} to copy.") from None
         if isinstance(layer, PatchEncoder):
             # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
-            layer.kernel.assign(keras.ops.convert_to_numpy(src.kernel))
-            layer.bias.assign(keras.ops.convert_to_numpy(src.bias))
-            if layer.class_token:
-                layer.class_embedding.assign(keras.ops.convert_to_numpy(src.class_embedding))
+            for attr in PATCH_ENCODER_WEIGHTS:
+                if hasattr(layer, attr):
+                    getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
             if layer.position_embedding == "learned":
                 layer.load_position_embedding(
                     keras.ops.convert_to_numpy(src.position_embeddings), source_grid=src.grid_size
@@ -159,7 +169,10 @@ def build_model(num_classes, config):
     if config["init"] and config["weights"]:
         raise ValueError("Give either --init (a .keras model) or --weights (an .npz), not both.")
     if config["init"]:
-        source = saving.load_model(config["init"])
+        # A local copy, read only to copy from: under ModelParallel over several processes its
+        # weights would be sharded over processes and unreadable here.
+        with without_distribution():
+            source = saving.load_model(config["init"])
         arch = init_kwargs(source, config)
         model = ViT(
             config["model"], image_size=config["image_size"], num_classes=num_classes, **arch

@@ -33,6 +33,9 @@ import os
 
 from keras_vit import mpp
 from keras_vit.recipes import backup, common, pretrain
+from keras_vit.saving import load_model
+from keras_vit.training import multihost
+from keras_vit.training.distribution import without_distribution
 
 # Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
 # flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
@@ -96,20 +99,32 @@ def build_model(num_classes, config):
 def compile_mpp(model, config, setup):
     """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
     optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
-    model.compile(optimizer=optimizer, jit_compile=config.get("jit_compile", "auto"))
+    model.compile(optimizer=optimizer, **common.compile_kwargs(config))
     # The untrained model's held-out loss: the reference the final loss must beat.
-    initial = None if setup.start_epoch else float(model.evaluate(setup.eval_ds, verbose=0))
+    initial = None
+    if not setup.start_epoch:
+        initial = float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))
     return {"initial_eval_loss": initial}
 
 
 def evaluate_mpp(model, setup):
-    return {"eval_loss": float(model.evaluate(setup.eval_ds, verbose=0))}
+    return {"eval_loss": float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))}
 
 
 def save_encoder(model, setup):
-    """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`."""
-    encoder = mpp.extract_encoder(model)
+    """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`.
+
+    With several processes, process 0 extracts it from the `model.keras` it has just written
+    (read outside the distribution: the trained model's weights may be sharded over processes);
+    the other processes write nothing.
+    """
     path = os.path.join(setup.out, "encoder.keras")
+    if setup.num_processes > 1:
+        if not multihost.is_chief():
+            return {"encoder_path": path}
+        with without_distribution():
+            model = load_model(os.path.join(setup.out, "model.keras"))
+    encoder = mpp.extract_encoder(model)
     backup.atomic_write(path, encoder.save)
     return {"encoder_params": int(encoder.count_params()), "encoder_path": path}
 

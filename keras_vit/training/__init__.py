@@ -1,5 +1,6 @@
 """Training library: schedules, optimizers, augmentation, data pipelines, few-shot evaluation,
-distribution. `data` (tf.data) and `distribution` import TensorFlow/JAX lazily."""
+distribution, several processes (`multihost`). `data` (tf.data), `distribution` and `multihost`
+import TensorFlow/JAX lazily."""
 
 from keras_vit.training.augment import RandomResizedCrop, build_augmenters
 from keras_vit.training.fewshot import LinearProbe, fewshot_accuracy, sample_shots, solve_ridge

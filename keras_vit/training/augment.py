@@ -5,16 +5,19 @@ inside `tf.data`), so they are the default. Keras has no inception-style random-
 so `RandomResizedCrop` below is ours (the `tf.data` pipeline uses the equivalent stateless op
 `keras_vit.training.data.random_resized_crop`).
 
-keras-cv hook: `build_augmenters` also accepts any callable `Layer` instance, so a keras-cv layer
-(`pip install keras-vit[keras-cv]`) plugs into the same place, e.g.
-`build_augmenters(["randaugment", keras_cv.layers.GridMask()])`. keras-cv is not a default: version
-0.9 pulls in the obsolete keras-core 0.1.7 and has no random-resized-crop layer either.
+keras-cv: `build_augmenters` also takes keras-cv layers by name (`"keras_cv.GridMask"`,
+`"keras_cv.RandAugment(magnitude=0.3)"`; see `keras_vit.training.cv_augment`, the `cv` extra) and
+any callable `Layer` instance, e.g. `build_augmenters(["randaugment", keras_cv.layers.GridMask()])`.
+keras-cv stays optional: version 0.9 also installs the obsolete keras-core 0.1.7 package (unused
+under Keras 3) and has no random-resized-crop layer.
 """
 
 import math
 
 import keras
 from keras import ops
+
+from keras_vit.training import cv_augment
 
 # name -> (Keras class name, default kwargs, acts on labels too)
 AUGMENTERS = {
@@ -35,16 +38,20 @@ AUGMENTERS = {
 }
 
 
-def build_augmenters(specs, seed=None):
+def build_augmenters(specs, seed=None, image_size=None):
     """Builds batch augmentation layers from names (or passes layer instances through).
 
     Args:
         specs: iterable of names (`"randaugment"`, `"random_erasing"`, `"mixup"`, `"cutmix"`,
             `"random_rotation"` (+-12 degrees), `"random_translation"` (+-10%), `"random_zoom"`
-            (+-10%); see `AUGMENTERS` for the defaults), `(name, kwargs)` pairs to override
-            Keras' defaults, or ready `Layer`/callable instances (e.g. a keras-cv layer). Image
-            layers see batches with values in [0, 255].
-        seed: optional int passed to the Keras layers.
+            (+-10%); see `AUGMENTERS` for the defaults), keras-cv layers by name
+            (`"keras_cv.GridMask"`, `"keras_cv.RandAugment(magnitude=0.3)"`: see
+            `keras_vit.training.cv_augment`), `(name, kwargs)` pairs to override the defaults,
+            or ready `Layer`/callable instances (e.g. a keras-cv layer). Image layers see
+            batches with values in [0, 255].
+        seed: optional int passed to the Keras (and keras-cv) layers.
+        image_size: optional int or (height, width): the `target_size` of keras-cv layers that
+            resize (JitteredResize) unless given.
 
     Returns:
         list of `(layer, mixes_labels)`; `mixes_labels` layers are called on
@@ -59,10 +66,21 @@ def build_augmenters(specs, seed=None):
     for spec in specs or ():
         if isinstance(spec, str) or (isinstance(spec, (tuple, list)) and len(spec) == 2):
             name, kwargs = (spec, {}) if isinstance(spec, str) else spec
+            if cv_augment.is_keras_cv_spec(name):
+                if not isinstance(kwargs, dict):
+                    raise ValueError(
+                        f"A (name, kwargs) augmentation needs a dict of kwargs. Received: {spec!r}"
+                    )
+                built.append(
+                    cv_augment.build_keras_cv_layer(
+                        name, kwargs, seed=seed, image_size=image_size
+                    )
+                )
+                continue
             if name not in AUGMENTERS:
                 raise ValueError(
-                    f"Unknown augmentation {name!r}. Expected one of {sorted(AUGMENTERS)} "
-                    "or a Layer instance."
+                    f"Unknown augmentation {name!r}. Expected one of {sorted(AUGMENTERS)}, "
+                    "keras_cv.NAME (a keras-cv layer) or a Layer instance."
                 )
             cls_name, defaults, mixes = AUGMENTERS[name]
             layer = getattr(keras.layers, cls_name)(**{**defaults, "seed": seed, **kwargs})

@@ -1,4 +1,5 @@
-"""Input pipelines (`tf.data`, TensorFlow-only; imported lazily): `digits`, `folder:`, `tfds:`.
+"""Input pipelines (`tf.data`, TensorFlow-only; imported lazily): `digits`, `folder:`, `tfds:`,
+`synthetic`.
 
 Dataset specs:
     - `digits`: scikit-learn's 8x8 handwritten digits (offline, the default). 30% is held out as
@@ -16,6 +17,14 @@ Dataset specs:
       hang for minutes before failing). With `download=True`, the hosts in the dataset's URL list
       are probed first (a TCP connection each, in parallel, `PROBE_TIMEOUT` seconds in all): with
       no network the same instructions come within seconds, not after minutes of retries.
+    - `synthetic[:CLASSES[:IMAGES[:SIZE]]]`: random images made in memory, for speed measurements
+      and offline runs on any machine (defaults: 10 classes, 1,024 training images, 224 px;
+      e.g. `synthetic:1000:8192:224`). The `test` split holds a quarter as many images. Each
+      image is a fixed function of (split, index): its class's pattern (a random 4x4 colour grid,
+      enlarged to SIZE) plus uniform noise (one of 16 fixed noise fields, shifted by an
+      index-dependent offset), so a model can learn the classes. Images are made inside the
+      `tf.data` graph from stateless random draws (parallel, no Python per element, only the
+      16 noise fields held in memory), so the same spec gives the same images in every run.
 
 Mistakes end in one clear error naming the received value and what to do: `ValueError` for a
 malformed spec, an unknown scheme, tfds name or split, a path that is a file, fewer than two
@@ -52,8 +61,19 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 TEST_FRACTION = 0.3
 SPLIT_SEED = 0
 CORRUPT_MODES = ("error", "skip")
-SCHEMES = {"folder": "folder:PATH", "imagefolder": "imagefolder:PATH", "tfds": "tfds:NAME[:SPLIT]"}
-EXPECTED_SPECS = "'digits', 'folder:PATH', 'imagefolder:PATH' or 'tfds:NAME[:SPLIT]'"
+SCHEMES = {
+    "folder": "folder:PATH",
+    "imagefolder": "imagefolder:PATH",
+    "tfds": "tfds:NAME[:SPLIT]",
+    "synthetic": "synthetic[:CLASSES[:IMAGES[:SIZE]]]",
+}
+EXPECTED_SPECS = (
+    "'digits', 'folder:PATH', 'imagefolder:PATH', 'tfds:NAME[:SPLIT]' or "
+    "'synthetic[:CLASSES[:IMAGES[:SIZE]]]'"
+)
+# `synthetic` defaults: classes, training images, image size; the test split has IMAGES // 4.
+SYNTHETIC_DEFAULTS = (10, 1024, 224)
+SYNTHETIC_SEED = 0
 # tfds ImageFolder reads only these (tensorflow_datasets/core/folder_dataset/image_folder.py).
 TFDS_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 # Offline check before a tfds download: connect to every host the download would use.
@@ -92,6 +112,9 @@ class Source:
         name: str. The spec it came from.
         default_flip: bool. Whether horizontal flips suit the data (False for digits).
         image_shape: optional (H, W, C) when all images share one shape.
+        make_example: optional callable, index (int64 tensor) -> `(image, label)`, for sources
+            that can make any example from its index (`synthetic`): the training pipeline then
+            shuffles indices, a buffer that fills at once, instead of whole images.
     """
 
     dataset: object
@@ -100,6 +123,7 @@ class Source:
     name: str
     default_flip: bool = True
     image_shape: tuple = None
+    make_example: object = None
 
 
 def parse_spec(spec):
@@ -110,14 +134,17 @@ def parse_spec(spec):
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"dataset must be a non-empty string. Received: dataset={spec!r}")
-    if spec == "digits":
-        return "digits", None
+    if spec in ("digits", "synthetic"):
+        return spec, None
     kind, sep, arg = spec.partition(":")
     if kind not in SCHEMES or not sep:
         raise ValueError(
             f"dataset must be {EXPECTED_SPECS}. Unknown dataset scheme {kind!r}. "
             f"Received: dataset={spec!r}"
         )
+    if kind == "synthetic":
+        parse_synthetic(arg, spec)
+        return kind, arg
     what = "a dataset name" if kind == "tfds" else "a folder path"
     if not arg.strip() or (kind == "tfds" and not arg.partition(":")[0].strip()):
         raise ValueError(
@@ -125,6 +152,37 @@ def parse_spec(spec):
             f"Received: dataset={spec!r}"
         )
     return kind, arg
+
+
+def parse_synthetic(arg, spec=None):
+    """`(classes, images, size)` of a `synthetic[:CLASSES[:IMAGES[:SIZE]]]` spec's argument.
+
+    `arg` is what follows `synthetic:` (None or `""` for the defaults `SYNTHETIC_DEFAULTS`).
+    Raises a `ValueError` naming the expected form and the received spec.
+    """
+    spec = spec if spec is not None else f"synthetic:{arg}" if arg else "synthetic"
+    parts = [p.strip() for p in arg.split(":")] if arg else []
+    names = ("CLASSES", "IMAGES", "SIZE")
+    expected = (
+        f"expected {SCHEMES['synthetic']!r} with positive integers (CLASSES >= 2), "
+        "e.g. 'synthetic:1000:8192:224'"
+    )
+    if len(parts) > len(names):
+        raise ValueError(f"dataset {spec!r} has {len(parts)} fields: {expected}. "
+                         f"Received: dataset={spec!r}")
+    values = list(SYNTHETIC_DEFAULTS)
+    for i, part in enumerate(parts):
+        try:
+            values[i] = int(part)
+        except ValueError:
+            values[i] = 0
+        if values[i] < (2 if i == 0 else 1):
+            raise ValueError(
+                f"dataset {spec!r}: {names[i]} must be "
+                f"{'an integer >= 2' if i == 0 else 'a positive integer'}, got {part!r}; "
+                f"{expected}. Received: dataset={spec!r}"
+            )
+    return tuple(values)
 
 
 def load_source(
@@ -139,8 +197,9 @@ def load_source(
     """Loads one split of a dataset spec (see the module docstring).
 
     Args:
-        spec: str. `"digits"`, `"folder:PATH"`, `"imagefolder:PATH"` or `"tfds:NAME[:SPLIT]"`.
-        split: str. `"train"` or `"test"` for digits/folders; any split name for tfds (for
+        spec: str. `"digits"`, `"folder:PATH"`, `"imagefolder:PATH"`, `"tfds:NAME[:SPLIT]"` or
+            `"synthetic[:CLASSES[:IMAGES[:SIZE]]]"`.
+        split: str. `"train"` or `"test"` for digits/folders/synthetic; any split name for tfds (for
             `tfds:NAME:SPLIT` and `split="train"`, SPLIT wins). Defaults to `"train"`.
         data_dir: optional str. TensorFlow Datasets directory. Defaults to tfds' default.
         num_channels: 1 or 3. Gray images are replicated to 3 channels, colour images averaged
@@ -168,6 +227,8 @@ def load_source(
     kind, arg = parse_spec(spec)
     if kind == "digits":
         source = _digits(split)
+    elif kind == "synthetic":
+        source = _synthetic(arg, split, spec)
     elif kind == "folder":
         source = _folder(arg, split, num_channels, on_corrupt)
     elif kind == "imagefolder":
@@ -182,6 +243,14 @@ def load_source(
     source.dataset = source.dataset.map(
         lambda image, label: (_to_channels(image, num_channels), label)
     )
+    if source.make_example is not None:
+        make = source.make_example
+
+        def make_example(index):
+            image, label = make(index)
+            return _to_channels(image, num_channels), label
+
+        source.make_example = make_example
     if source.image_shape is not None:
         source.image_shape = (*source.image_shape[:2], num_channels)
     return source
@@ -226,6 +295,41 @@ def _digits(split):
         name="digits",
         default_flip=False,
         image_shape=(8, 8, 1),
+    )
+
+
+def _synthetic(arg, split, spec):
+    """Random class-patterned images, made inside the `tf.data` graph (see the module docstring)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"synthetic has splits 'train' and 'test'. Received: split={split!r}")
+    tf = _tf()
+    classes, images, size = parse_synthetic(arg, spec)
+    count = images if split == "train" else max(1, images // 4)
+    stream = 0 if split == "train" else 1
+    # One 4x4 colour grid per class (the same for both splits): what a model can learn.
+    patterns = tf.random.stateless_uniform(
+        (classes, 4, 4, 3), seed=[SYNTHETIC_SEED, 7], minval=32.0, maxval=224.0
+    )
+    rows = tf.range(size) * 4 // size  # nearest-neighbour enlargement of the 4x4 grid
+    # Noise: one of a bank of 16 fields, rolled by an index-dependent offset (cheaper than a
+    # fresh random field per image, which cost more than the training crop).
+    bank = tf.random.stateless_uniform(
+        (16, size, size, 3), seed=[2 * SYNTHETIC_SEED + stream, 11], minval=-32.0, maxval=32.0
+    )
+
+    def make(index):
+        label = index % classes
+        pattern = tf.gather(tf.gather(tf.gather(patterns, label), rows, axis=0), rows, axis=1)
+        turn = index // 16
+        shift = tf.stack([turn * 7 % size, turn * 13 % size])
+        noise = tf.roll(tf.gather(bank, index % 16), shift, axis=[0, 1])
+        image = tf.cast(tf.clip_by_value(pattern + noise, 0.0, 255.0), "uint8")
+        return image, label
+
+    ds = tf.data.Dataset.range(count).map(make, num_parallel_calls=tf.data.AUTOTUNE)
+    return Source(
+        ds, count, classes, spec, default_flip=True, image_shape=(size, size, 3),
+        make_example=make,
     )
 
 
@@ -712,7 +816,9 @@ def train_pipeline(
     `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
     [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
     the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
-    their own seed generators).
+    their own seed generators). A source with `make_example` (`synthetic`) is shuffled by index
+    over the whole set, and each example made after the shuffle, so that no epoch waits for a
+    shuffle buffer of images to fill.
 
     Returns:
         `tf.data.Dataset` of `(images float32 (B, H, W, C), one-hot labels (B, K))`.
@@ -728,10 +834,14 @@ def train_pipeline(
     rotation = float(rotation)
     buffer = max(1, min(shuffle_buffer, source.num_examples))
     base = source.dataset
+    make = source.make_example
+    if make is not None:  # shuffle indices (the whole set: 8 bytes each), make examples after
+        base = tf.data.Dataset.range(source.num_examples)
+        buffer = source.num_examples
 
     def one_epoch(epoch):
         def preprocess(index, example):
-            image, label = example
+            image, label = example if make is None else make(example)
             key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
             image = random_resized_crop(image, size, key, crop_scale, crop_ratio, rotation)
             if flip:
@@ -750,22 +860,73 @@ def train_pipeline(
     ds = one_epoch(start_epoch)
     for epoch in range(start_epoch + 1, epochs):
         ds = ds.concatenate(one_epoch(epoch))
+    batch_shape = (batch_size, *size, None)
     for layer, mixes_labels in augmenters:
-        if mixes_labels:
-            ds = ds.map(lambda x, y, layer=layer: _mix(layer, x, y))
-        else:
-            ds = ds.map(lambda x, y, layer=layer: (layer(x, training=True), y))
+        ds = _augment(ds, layer, mixes_labels, batch_shape)
     ds = ds.map(lambda x, y: (_scale(x), y), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _mix(layer, images, labels):
-    out = layer({"images": images, "labels": labels}, training=True)
-    return out["images"], out["labels"]
+def _layer_name(layer):
+    cls = type(layer)
+    module = cls.__module__.split(".")[0]
+    return f"{module}.{cls.__name__}" if module in ("keras", "keras_cv") else cls.__name__
 
 
-def eval_pipeline(source, *, image_size, batch_size):
-    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order."""
+def _augment(ds, layer, mixes_labels, batch_shape):
+    """`ds` mapped through one augmentation layer; an error names the layer and the backend.
+
+    The layer is traced into the `tf.data` graph here, so a layer that cannot run in it (on
+    this Keras backend) fails now, with its own message. Its images must keep the batch shape
+    (a resizing layer must resize back to the model's image size).
+    """
+    import keras
+
+    tf = _tf()
+    if mixes_labels:
+
+        def apply(x, y):
+            out = layer({"images": x, "labels": y}, training=True)
+            return out["images"], out["labels"]
+
+    else:
+
+        def apply(x, y):
+            return layer(x, training=True), y
+
+    name = _layer_name(layer)
+    try:
+        ds = ds.map(apply)
+    except Exception as error:  # noqa: BLE001  (any failure of a third-party layer)
+        raise RuntimeError(
+            f"The augmentation layer {name} failed in the tf.data input pipeline under the "
+            f"{keras.backend.backend()!r} Keras backend ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:800]}). Drop it from --augment (augment=[...]), or "
+            "try another Keras backend."
+        ) from error
+    shape = ds.element_spec[0].shape
+    expected = tf.TensorShape(batch_shape)
+    if shape.rank is not None and not shape.is_compatible_with(expected):
+        raise ValueError(
+            f"The augmentation layer {name} changed the image batch shape: expected "
+            f"{tuple(expected.as_list())} (batch, height, width, channels). Received: "
+            f"{tuple(shape.as_list())}. A resizing layer must output the model's image size."
+        )
+    return ds
+
+
+def eval_pipeline(source, *, image_size, batch_size, pad=False):
+    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order.
+
+    With `pad=True` (several processes: each must get equal, full batches) the last batch is
+    filled up to `batch_size` with blank images of weight 0, and every real image gets the weight
+    `padded count / real count`: Keras' loss (the weighted sum over a batch divided by its size)
+    and weighted metrics then average over the real images, each counted once.
+
+    Returns:
+        `tf.data.Dataset` of `(images, one-hot labels)`, or `(images, one-hot labels, weights)`
+        with `pad=True` (`ceil(n / batch_size)` batches).
+    """
     tf = _tf()
     size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
     num_classes = source.num_classes
@@ -775,7 +936,20 @@ def eval_pipeline(source, *, image_size, batch_size):
         return _scale(image), tf.one_hot(label, num_classes)
 
     ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    if not pad:
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    real = int(source.num_examples)
+    padded = math.ceil(real / batch_size) * batch_size
+    weight = tf.constant(padded / real, "float32")
+    ds = ds.map(lambda x, y: (x, y, weight))
+    image_spec, label_spec, _ = ds.element_spec
+    blank = (
+        tf.zeros(image_spec.shape, image_spec.dtype),
+        tf.zeros(label_spec.shape, label_spec.dtype),
+        tf.constant(0.0, "float32"),
+    )
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(padded - real))
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def numpy_arrays(dataset):

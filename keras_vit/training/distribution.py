@@ -8,6 +8,9 @@
   on TensorFlow (use JAX) or PyTorch: a clear error.
 
 `None`/`"none"` is a no-op on every backend.
+
+On JAX the devices are those of every process once `keras_vit.training.multihost.initialize` has
+joined several processes (machines): the same modes then train across all of them.
 """
 
 import contextlib
@@ -79,6 +82,69 @@ def distribution_scope(mode=None, *, model_parallel_size=None, tpu=None):
         "PyTorch device. Use KERAS_BACKEND=jax (keras.distribution) or tensorflow "
         "(tf.distribute) for several devices, or drop --distribution."
     )
+
+
+def batch_shards(mode=None, *, model_parallel_size=None):
+    """How many parts Keras splits each global batch into under `mode` (1 off JAX or for None).
+
+    `"data_parallel"`: one per device (of every process); `"model_parallel"`: one per model
+    replica (devices / `model_parallel_size`; 1 with the default of all devices).
+
+    Example:
+
+    >>> batch_shards(None)
+    1
+    """
+    if mode in (None, "none") or keras.backend.backend() != "jax":
+        return 1
+    devices = len(keras.distribution.list_devices())
+    if mode == "data_parallel":
+        return devices
+    return devices // (model_parallel_size or devices)
+
+
+def num_devices(mode=None, *, model_parallel_size=None):
+    """Devices a model trains on under `mode`: all of them (of every process) on JAX or with a
+    `tf.distribute` strategy, 1 for None.
+
+    Example:
+
+    >>> num_devices(None)
+    1
+    """
+    if mode in (None, "none"):
+        return 1
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return len(keras.distribution.list_devices())
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.distribute.get_strategy().num_replicas_in_sync
+    return 1
+
+
+@contextlib.contextmanager
+def without_distribution():
+    """Inside, new variables are plain local ones (no `keras.distribution` layout, JAX).
+
+    For a model read only to copy its weights (fine-tuning's `--init`): with several processes a
+    model built under `ModelParallel` keeps shards in other processes, which cannot be read.
+
+    Example:
+
+    >>> with without_distribution():
+    ...     layer = keras.layers.Dense(2)
+    """
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    current = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(current)
 
 
 def _jax_distribution(mode, model_parallel_size):

@@ -271,13 +271,12 @@ def _is_group_norm(name):
     return any(part in name for part in _GROUP_NORM_LEAVES) and name.endswith(("/scale", "/bias"))
 
 
-def _grid_of(model, variable):
-    """(grid, prefix tokens) of the patch encoder owning the position-embedding `variable`."""
+def _encoder_of(model, variable):
+    """The patch encoder owning the position-embedding `variable` (None if not found)."""
     for layer in _walk_layers(model):
         if getattr(layer, "position_embeddings", None) is variable:
-            grid = getattr(layer, "grid_size", None)
-            return (tuple(grid) if grid else None), getattr(layer, "num_prefix_tokens", 1)
-    return None, None
+            return layer
+    return None
 
 
 def _resample(name, value, variable, model, source_grid, has_class_token, notes):
@@ -285,9 +284,17 @@ def _resample(name, value, variable, model, source_grid, has_class_token, notes)
     expected = _shape(variable)
     if value.ndim != 3 or value.shape[0] != 1 or value.shape[2] != expected[2]:
         return None, f"found {_shape(value)}"
-    grid, model_prefix = _grid_of(model, variable)
+    encoder = _encoder_of(model, variable)
+    grid = getattr(encoder, "grid_size", None)
     if grid is None:
         return None, f"found {_shape(value)}, but the model's patch encoder has no known grid"
+    grid = tuple(grid)
+    # Rows of the model's table before the grid: 0 (no prefix rows), 1 (class token), or more
+    # (distillation / register tokens after it).
+    model_prefix = getattr(encoder, "num_prefix_positions", None)
+    if model_prefix is None:
+        model_prefix = getattr(encoder, "num_prefix_tokens", 1)
+    class_row = bool(model_prefix and getattr(encoder, "class_token", True))
     file_prefix = 1 if has_class_token else 0  # the official split: 1 row for token, 0 for gap
     prefix_rows, grid_rows = value[:, :file_prefix], value[:, file_prefix:]
     num_rows = grid_rows.shape[1]
@@ -313,12 +320,25 @@ def _resample(name, value, variable, model, source_grid, has_class_token, notes)
         grid_rows = pe.resample_position_embedding(
             grid_rows, grid, num_prefix_tokens=0, old_grid=source
         )
-    if file_prefix > model_prefix:  # token checkpoint, model without class token
-        notes.append(f"dropped the class-token row of {name} (the model has no class token)")
-        prefix_rows = prefix_rows[:, :0]
-    elif file_prefix < model_prefix:  # gap checkpoint, model with class token: keep its row
-        prefix_rows = keras.ops.convert_to_numpy(variable)[:, :model_prefix]
-        notes.append(f"kept the model's class-token row of {name} (the checkpoint has none)")
+    own_rows = keras.ops.convert_to_numpy(variable)[:, :model_prefix]
+    if file_prefix and not class_row:  # token checkpoint, model table without a class row
+        notes.append(
+            f"dropped the class-token row of {name} (the model's position embedding has no "
+            "class-token row)"
+        )
+        prefix_rows = own_rows
+    elif file_prefix:  # the file's class row, the model's own rows after it (dist, registers)
+        prefix_rows = np.concatenate([prefix_rows, own_rows[:, 1:]], axis=1)
+        if model_prefix > 1:
+            notes.append(
+                f"kept the model's own {model_prefix - 1} distillation/register rows of {name} "
+                "(the checkpoint has none)"
+            )
+    elif model_prefix:  # gap checkpoint, model with prefix rows: keep them
+        prefix_rows = own_rows
+        one_class_row = model_prefix == 1 and class_row
+        what = "class-token row" if one_class_row else f"{model_prefix} prefix rows"
+        notes.append(f"kept the model's {what} of {name} (the checkpoint has none)")
     return np.concatenate([prefix_rows.astype("float32"), grid_rows.astype("float32")], 1), None
 
 

@@ -4,6 +4,7 @@ import pytest
 import scipy.ndimage
 
 from keras_vit.layers import PatchEncoder, Patches
+from keras_vit.layers.bicubic import resize_bicubic
 from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
@@ -22,12 +23,23 @@ def _images(b=2, h=16, w=24, c=3):
         (dict(class_token=True), 4, 7 * 32 + 32),
         (dict(position_embedding="sincos2d", dropout_rate=0.1, kernel_initializer="zeros"), 3, 32),
         (dict(class_token=False, position_embedding=None, patch_size=(8, 4)), 2, 0),
+        # cls, dist, 2 registers: 4 prefix rows in the table (1 + 1 + 2 + 6 + 4) * 32.
+        (dict(distillation_token=True, num_register_tokens=2), 6, 14 * 32),
+        # Registers, no class token, a table of the patches only (timm no_embed_class).
+        (
+            dict(class_token=False, num_register_tokens=3, prefix_position_embedding=False),
+            4,
+            (3 + 6) * 32,
+        ),
+        # Any image size: a (2, 3) table resampled at call time.
+        (dict(dynamic_image_size=True, num_register_tokens=1), 5, (2 + 2 + 6) * 32),
     ],
 )
 def test_layer(kwargs, num_weights, extra_params):
     kwargs = {"hidden_dim": 32, "patch_size": 8, **kwargs}
     ph, pw = (8, 8) if kwargs["patch_size"] == 8 else kwargs["patch_size"]
-    tokens = (16 // ph) * (24 // pw) + int(kwargs.get("class_token", True))
+    prefix = int(kwargs.get("class_token", True)) + int(kwargs.get("distillation_token", False))
+    tokens = (16 // ph) * (24 // pw) + prefix + kwargs.get("num_register_tokens", 0)
     layer = run_layer_test(
         PatchEncoder,
         kwargs,
@@ -165,3 +177,103 @@ def test_call_time_shape_errors():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PatchEncoder(**kwargs)
+
+
+def _randomized(layer, shape):
+    layer.build(shape)
+    rng = np.random.default_rng(0)
+    for w in layer.weights:
+        w.assign(rng.normal(size=tuple(w.shape)).astype("float32"))
+    return layer
+
+
+@pytest.mark.parametrize("prefix_position_embedding", [True, False])
+def test_prefix_token_order_and_positions(prefix_position_embedding):
+    """[cls, dist, registers..., patches] as timm; positions on the prefix rows or not."""
+    layer = PatchEncoder(
+        8,
+        4,
+        distillation_token=True,
+        num_register_tokens=2,
+        prefix_position_embedding=prefix_position_embedding,
+    )
+    images = _images(h=8, w=12)
+    _randomized(layer, images.shape)
+    n = to_numpy
+    patches = n(Patches(4)(images)) @ n(layer.kernel).reshape(-1, 8) + n(layer.bias)
+    prefix = np.concatenate(
+        [n(layer.class_embedding), n(layer.distillation_embedding), n(layer.register_embeddings)], 1
+    )
+    table = n(layer.position_embeddings)
+    assert table.shape == (1, (4 if prefix_position_embedding else 0) + 6, 8)
+    rows = 4 if prefix_position_embedding else 0
+    if rows:
+        prefix = prefix + table[:, :rows]
+    expected = np.concatenate([np.broadcast_to(prefix, (2, 4, 8)), patches + table[:, rows:]], 1)
+    np.testing.assert_allclose(n(layer(images)), expected, rtol=1e-5, atol=1e-5)
+    assert layer.num_prefix_tokens == 4 and layer.num_prefix_positions == rows
+
+
+def test_dynamic_image_size_resamples_the_table():
+    """Any multiple of the patch; the stored (2, 3) grid is resampled bicubically (timm)."""
+    layer = PatchEncoder(8, 4, num_register_tokens=1, dynamic_image_size=True,
+                         position_embedding_grid=(2, 3))
+    _randomized(layer, (None, None, None, 3))
+    assert layer.grid_size == (2, 3) and layer.image_size == (8, 12)
+    n = to_numpy
+    table = n(layer.position_embeddings)
+    for height, width in ((8, 12), (12, 8), (20, 16)):
+        images = _images(h=height, w=width)
+        grid = (height // 4, width // 4)
+        patches = n(Patches(4)(images)) @ n(layer.kernel).reshape(-1, 8) + n(layer.bias)
+        positions = resize_bicubic(table[0, 2:].reshape(2, 3, 8), grid).reshape(1, -1, 8)
+        prefix = np.concatenate([n(layer.class_embedding), n(layer.register_embeddings)], 1)
+        expected = np.concatenate(
+            [np.broadcast_to(prefix + table[:, :2], (2, 2, 8)), patches + positions], 1
+        )
+        np.testing.assert_allclose(n(layer(images)), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="width must be divisible by the patch size"):
+        layer(_images(h=8, w=10))
+
+
+def test_dynamic_sincos_matches_the_numpy_table():
+    layer = PatchEncoder(16, 4, class_token=False, position_embedding="sincos2d",
+                         dynamic_image_size=True, position_embedding_grid=(2, 2))
+    layer.build((None, None, None, 3))
+    images = _images(h=12, w=20)
+    expected = to_numpy(layer.project(images)) + sincos_2d_position_embedding((3, 5), 16)
+    np.testing.assert_allclose(to_numpy(layer(images)), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs,rows",
+    [
+        (dict(class_token=False), 0),
+        (dict(distillation_token=True, num_register_tokens=2), 4),
+        (dict(num_register_tokens=2, prefix_position_embedding=False), 0),
+    ],
+)
+def test_resample_and_load_keep_every_prefix_row(kwargs, rows):
+    small = _randomized(PatchEncoder(8, 4, **kwargs), (None, 12, 12, 3))
+    big = PatchEncoder(8, 4, **kwargs)
+    big.build((None, 16, 20, 3))
+    table = to_numpy(small.position_embeddings)
+    for interpolation in ("linear", "bicubic"):
+        resampled = small.resampled_position_embedding((4, 5), interpolation=interpolation)
+        assert resampled.shape == (1, rows + 20, 8)
+        np.testing.assert_array_equal(resampled[:, :rows], table[:, :rows])
+        big.load_position_embedding(table, interpolation=interpolation)
+        np.testing.assert_allclose(to_numpy(big.position_embeddings), resampled, rtol=1e-6)
+    expected = resize_bicubic(table[0, rows:].reshape(3, 3, 8), (4, 5)).reshape(1, 20, 8)
+    np.testing.assert_allclose(resampled[:, rows:], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_position_embedding_grid_errors():
+    with pytest.raises(ValueError, match="position_embedding_grid"):
+        PatchEncoder(8, 4, dynamic_image_size=True).build((None, None, None, 3))
+    with pytest.raises(ValueError, match=r"position_embedding_grid=\(3, 3\).*\(2, 2\)"):
+        PatchEncoder(8, 4, position_embedding_grid=(3, 3)).build((None, 8, 8, 3))
+    with pytest.raises(ValueError, match="num_register_tokens"):
+        PatchEncoder(8, 4, num_register_tokens=-1)
+    with pytest.raises(ValueError, match="distillation_token must be a bool"):
+        PatchEncoder(8, 4, distillation_token=1)

@@ -6,7 +6,9 @@ from tests.helpers import to_numpy
 from tests.layer_harness import run_layer_test
 
 
-@pytest.mark.parametrize("pooling,num_prefix_tokens", [("token", 1), ("gap", 0)])
+@pytest.mark.parametrize(
+    "pooling,num_prefix_tokens", [("token", 1), ("gap", 0), ("token_distillation", 2)]
+)
 def test_layer(pooling, num_prefix_tokens):
     run_layer_test(
         TokenPooling,
@@ -22,6 +24,11 @@ def test_matches_numpy():
     np.testing.assert_allclose(to_numpy(TokenPooling("token")(x)), x[:, 0])
     np.testing.assert_allclose(to_numpy(TokenPooling("gap", 1)(x)), x[:, 1:].mean(1), rtol=1e-6)
     np.testing.assert_allclose(to_numpy(TokenPooling("gap", 0)(x)), x.mean(1), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(TokenPooling("gap", 3)(x)), x[:, 3:].mean(1), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(TokenPooling("distillation", 2)(x)), x[:, 1])
+    np.testing.assert_allclose(
+        to_numpy(TokenPooling("token_distillation", 4)(x)), (x[:, 0] + x[:, 1]) / 2, rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -30,6 +37,7 @@ def test_matches_numpy():
         (dict(pooling="max"), "pooling must be one of"),
         (dict(pooling="token", num_prefix_tokens=0), "num_prefix_tokens"),
         (dict(pooling="gap", num_prefix_tokens=-1), "num_prefix_tokens"),
+        (dict(pooling="distillation", num_prefix_tokens=1), "num_prefix_tokens >= 2"),
     ],
 )
 def test_bad_arguments(kwargs, match):

@@ -47,6 +47,8 @@ NUM_PARAMS = 2 * 2 * D + 4 * (D * D + D) + (D * M + M) + (M * D + D)
             NUM_PARAMS + 2 * D,
         ),
         (dict(remat=True), 16, NUM_PARAMS),
+        # timm qk_norm: a LayerNorm over the head width (8) on queries and keys.
+        (dict(qk_norm=True, activation="quick_gelu"), 20, NUM_PARAMS + 4 * (D // 2)),
     ],
 )
 def test_layer(kwargs, num_weights, num_params):
@@ -84,6 +86,37 @@ def test_matches_numpy_equations(approximate):
     np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-4, atol=1e-6)
     # The fused path (no scores requested) gives the same output.
     np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(qk_norm=True),
+        dict(activation="quick_gelu", approximate_gelu=False),
+        dict(qk_norm=True, activation="quick_gelu", layer_norm_epsilon=1e-5),
+    ],
+)
+def test_qk_norm_and_quick_gelu_match_numpy(kwargs):
+    x = _tokens()
+    block = _randomized(TransformerBlock(num_heads=2, mlp_dim=24, **kwargs), x)
+    params = {k: v.astype("float64") for k, v in block_params(block).items()}
+    expected, weights = np_block(
+        x.astype("float64"),
+        params,
+        eps=kwargs.get("layer_norm_epsilon", 1e-6),
+        approximate_gelu=kwargs.get("approximate_gelu", True),
+        activation=kwargs.get("activation", "gelu"),
+    )
+    out, scores = block(x, return_attention_scores=True)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-5, atol=1e-5 * scale)
+    np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-5, atol=1e-5 * scale)
+
+
+def test_activation_must_be_known():
+    with pytest.raises(ValueError, match=r"activation must be one of \('gelu', 'quick_gelu'\)"):
+        TransformerBlock(2, 24, activation="relu")
 
 
 def test_gelu_switch_changes_output():
@@ -242,12 +275,13 @@ def test_remat_mixed_precision_with_dropout_tiny():
 @pytest.mark.skipif(
     keras.backend.backend() != "torch", reason="tests the PyTorch-only kernels adapter"
 )
-def test_torch_kernels_match_keras_ops_path(monkeypatch):
+@pytest.mark.parametrize("options", [{}, dict(qk_norm=True, activation="quick_gelu")])
+def test_torch_kernels_match_keras_ops_path(monkeypatch, options):
     """On PyTorch the fused kernels give the keras.ops path's outputs and gradients."""
     from keras_vit.layers import transformer_block
 
     x = _tokens()
-    model = _block_model(False, drop_path_rate=0.0)
+    model = _block_model(False, drop_path_rate=0.0, **options)
     rng = np.random.default_rng(1)
     model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.weights])
     monkeypatch.setattr(transformer_block, "_TORCH_KERNELS", True)

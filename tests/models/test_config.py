@@ -61,7 +61,7 @@ def test_hybrid_config():
     [
         (dict(num_heads=3), r"num_heads must divide hidden_dim\. .*hidden_dim=32, num_heads=3"),
         (dict(image_size=30), r"height must be divisible.*image_size=\(30, 30\), patch_size=\(8"),
-        (dict(pooling="max"), r"pooling must be one of \('token', 'gap', None\).*'max'"),
+        (dict(pooling="max"), r"pooling must be one of \('token', 'gap', 'map', None\).*'max'"),
         (dict(pooling=None), "pooling=None.*Received: pooling=None, include_top=True"),
         (dict(class_token=False), "pooling='token' needs a class token"),
         (dict(num_layers=0), "num_layers must be a positive integer. Received: num_layers=0"),
@@ -102,9 +102,11 @@ def test_to_kwargs_and_field_groups():
         "mlp_dim",
         "num_heads",
     }
-    # MPP's encoder arguments are the size and encoder groups (the 14 keys it always took).
+    # MPP's encoder arguments are the size and encoder groups (the 14 keys it always took, and
+    # the 6 architecture options of timm's families: registers, distillation token, prefix
+    # position rows, pre-norm, qk-norm, activation).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 14
+    assert len(mpp.ENCODER_KEYS) == 20
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

@@ -169,3 +169,20 @@ def test_experiment_file_runs_through_the_cli(tmp_path):
     assert config["rotation"] == 12.0 and config["label_smoothing"] == 0.1  # the file
     assert config["out"] == out and config["jit_compile"] is False  # the flags
     assert config["steps_per_epoch"] == 16
+
+
+def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
+    out = str(tmp_path / "synthetic")
+    argv = ["--smoke", "--dataset", "synthetic:4:256:16", "--out", out, "--verbose", "0"]
+    steps_per_execution = 4
+    if keras.backend.backend() == "torch":  # Keras runs PyTorch one step per call
+        assert cli("finetune", *argv, "--steps-per-execution", "4") == 2
+        assert "steps_per_execution (--steps-per-execution) must be 1" in capsys.readouterr().err
+        steps_per_execution = 1
+    code = cli("finetune", *argv, "--steps-per-execution", str(steps_per_execution))
+    assert code == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    assert (metrics["num_train_examples"], metrics["num_eval_examples"]) == (256, 64)
+    assert metrics["num_classes"] == 4 and metrics["steps_per_epoch"] == 8
+    assert metrics["config"]["steps_per_execution"] == steps_per_execution
+    assert metrics["throughput"]["images_per_second"] > 0

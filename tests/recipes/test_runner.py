@@ -138,6 +138,7 @@ def test_backup_damaged_beyond_repair_restarts_with_a_warning(tmp_path):
         (dict(dropout_rate=1.0), r"dropout_rate \(--dropout\) must be in \[0, 1\)"),
         (dict(label_smoothing=1.0), r"label_smoothing .* \[0, 1\)"),
         (dict(dropout_rate=-0.1), r"dropout_rate .* \[0, 1\)"),
+        (dict(steps_per_execution=0), r"steps_per_execution \(--steps-per-execution\)"),
     ],
 )
 def test_bad_values_fail_before_loading_data(tmp_path, overrides, match):
@@ -240,3 +241,18 @@ def test_a_recipe_run_prints_no_spurious_warning(tmp_path):
     assert result.returncode == 0, output
     for notice in ("Warning:", "Unable to locate the source code", "will be ignored"):
         assert notice not in output, output
+
+
+def test_runner_callbacks_let_fit_dispatch_asynchronously(tmp_path):
+    """No per-step sync from the runner's callbacks: Keras runs their batch hooks off-thread."""
+    setup = common.RunSetup(
+        out=str(tmp_path), train_source=None, eval_source=None, epochs=2, steps_per_epoch=4,
+        total_steps=8, warmup_steps=0, backup_dir=str(tmp_path / "backup"), start_epoch=0,
+        train_ds=None, eval_ds=None, throughput=common.ThroughputLogger(8, 4),
+    )
+    config = smoke_config(tmp_path)
+    callbacks = common.training_callbacks(setup, config, validation=True)
+    assert len(callbacks) == 6 and all(c.async_safe for c in callbacks)
+    dispatch = keras.callbacks.CallbackList(callbacks, add_progbar=True, add_history=True)
+    # Keras' rule: asynchronous only where the backend is thread safe (not TensorFlow).
+    assert dispatch._async_train == (keras.backend.backend() != "tensorflow")

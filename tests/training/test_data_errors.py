@@ -149,6 +149,11 @@ def test_unknown_split_names_expected_and_received(tmp_path):
         ("folder:", "needs a folder path"),
         ("imagefolder:  ", "needs a folder path"),
         ("", "non-empty string"),
+        ("synthetic:1", "CLASSES must be an integer >= 2, got '1'"),
+        ("synthetic:ten", "CLASSES must be an integer >= 2, got 'ten'"),
+        ("synthetic:10:0", "IMAGES must be a positive integer, got '0'"),
+        ("synthetic:10:64:-8", "SIZE must be a positive integer"),
+        ("synthetic:10:64:32:1", "has 4 fields"),
     ],
 )
 def test_bad_specs(spec, match):

@@ -8,7 +8,12 @@ import textwrap
 import keras
 import pytest
 
-from keras_vit.training.distribution import distribution_scope
+from keras_vit.training.distribution import (
+    batch_shards,
+    distribution_scope,
+    num_devices,
+    without_distribution,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -110,3 +115,20 @@ def test_errors_and_no_op():
     if keras.backend.backend() == "tensorflow":
         with pytest.raises(ValueError, match="JAX only"):
             distribution_scope("model_parallel")
+
+
+def test_batch_shards_devices_and_leaving_the_distribution():
+    assert batch_shards(None) == 1 and num_devices(None) == 1
+    with without_distribution():  # a no-op without a distribution, on every backend
+        pass
+    if keras.backend.backend() != "jax":
+        return
+    devices = len(keras.distribution.list_devices())
+    assert batch_shards("data_parallel") == devices
+    assert batch_shards("model_parallel") == 1  # one replica over all devices
+    with distribution_scope("data_parallel"):
+        assert num_devices("data_parallel") == devices
+        with without_distribution():
+            assert keras.distribution.distribution() is None
+        assert keras.distribution.distribution() is not None
+    assert keras.distribution.distribution() is None

@@ -1,0 +1,430 @@
+"""LiteRT (`.tflite`) export of a ViT's forward pass, for phones and other edge devices.
+
+`export_litert` traces the model with Keras' TensorFlow backend (in a
+subprocess when the model was built on JAX or PyTorch, as the SavedModel and
+ONNX exports do), writes a temporary SavedModel with one `serving_default`
+signature whose batch size is free, and converts it with
+`tf.lite.TFLiteConverter.from_saved_model` using TFLite builtin operators only
+(no `SELECT_TF_OPS`: LayerNorm, tanh-GELU, softmax attention, the patch
+convolution and the ResNet stem of the hybrids all have builtin kernels, so the
+file runs in the plain LiteRT interpreter, `ai-edge-litert`, and on phones).
+
+Quantization (`quantize=`):
+
+- `None`: float32 weights and arithmetic;
+- `"float16"`: float16 weights, dequantized to float32 when the model is
+  loaded (half the size, float32 arithmetic);
+- `"dynamic_int8"`: dynamic-range quantization: int8 weights, activations
+  quantized on the fly by the kernels that support it;
+- `"int8"`: full integer quantization: int8 weights and activations, with
+  activation ranges calibrated on `representative_data`. The interface stays
+  float32 (a QUANTIZE op at the input, DEQUANTIZE at the output), so the same
+  preprocessing feeds every mode.
+
+Calibration images (`representative_images`) come from an array, a `.npy` /
+`.npz` file, or any dataset spec the recipes read (`"digits"`,
+`"folder:PATH"`, `"imagefolder:PATH"`, `"tfds:NAME"`), resized and scaled to
+[-1, 1] as the recipes' evaluation pipeline does.
+
+A model trained with a mixed-precision policy is traced as a float32 copy (same
+weights): TFLite's builtin kernels have no bfloat16.
+"""
+
+import dataclasses
+import os
+import tempfile
+import warnings
+
+import keras
+import numpy as np
+
+from keras_vit.export import _checks
+from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.saved_model import ExportResult
+from keras_vit.saving import atomic_write
+
+QUANTIZE_MODES = (None, "float16", "dynamic_int8", "int8")
+SIGNATURE = "serving_default"
+INPUT_NAME = "images"
+REPRESENTATIVE_SAMPLES = 200
+_RANGE_TOLERANCE = 1e-3
+_NPZ_KEYS = ("images", "x")
+_INTERPRETER_WARNING = r"(?s).*tf\.lite\.Interpreter is deprecated"
+
+
+def _check_quantize(quantize, representative_data):
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(
+            f"quantize must be one of {QUANTIZE_MODES}. Received: quantize={quantize!r}"
+        )
+    if quantize == "int8" and representative_data is None:
+        raise ValueError(
+            "quantize='int8' (full integer quantization) calibrates the activation ranges on "
+            "representative images: pass representative_data (an array of images, a .npy/.npz "
+            "file, or a dataset spec such as 'digits' or 'folder:PATH'). Received: "
+            "representative_data=None"
+        )
+    if quantize != "int8" and representative_data is not None:
+        raise ValueError(
+            "representative_data is only used by quantize='int8'. Received: "
+            f"quantize={quantize!r} with representative_data"
+        )
+
+
+def _load_array_file(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Representative data file not found: {path!r}")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise ValueError(
+            f"Representative data file {path!r} is not a readable .npy/.npz array file "
+            f"({error})."
+        ) from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return loaded
+    with loaded:
+        keys = list(loaded.keys())
+        key = next((k for k in _NPZ_KEYS if k in keys), keys[0] if len(keys) == 1 else None)
+        if key is None:
+            raise ValueError(
+                f"Representative data file {path!r} holds several arrays: expected one named "
+                f"{' or '.join(repr(k) for k in _NPZ_KEYS)}, or a single array. "
+                f"Received: {keys}"
+            )
+        return loaded[key]
+
+
+def _from_dataset(spec, image_shape, num_samples, seed):
+    """`num_samples` training images of a dataset spec, resized and scaled as for evaluation.
+
+    Example `i` is kept when a stateless uniform draw keyed by `(seed, i)` falls under
+    `2 * num_samples / num_examples`, until `num_samples` are kept: the same images whatever
+    TensorFlow's global seed, spread over (about the first half of) the split, and never more
+    than one image in memory (no shuffle buffer of the whole dataset).
+    """
+    from keras_vit.training import data
+
+    tf = _checks.import_tensorflow()
+    height, width, channels = image_shape
+    if channels not in (1, 3):
+        raise ValueError(
+            "Representative images from a dataset spec need a model with 1 or 3 channels. "
+            f"Received: {channels} channels; pass an array instead."
+        )
+    source = data.load_source(spec, "train", num_channels=channels)
+    rate = min(1.0, 2.0 * num_samples / max(1, source.num_examples))
+
+    def keep(index, example):
+        draw = tf.random.stateless_uniform([], seed=tf.stack([tf.constant(seed, "int64"), index]))
+        return draw < rate
+
+    picked = source.dataset.enumerate().filter(keep).map(lambda index, example: example)
+    source = dataclasses.replace(
+        source,
+        dataset=picked.take(num_samples),
+        num_examples=min(num_samples, source.num_examples),
+    )
+    images, _ = data.numpy_arrays(
+        data.eval_pipeline(source, image_size=(height, width), batch_size=64)
+    )
+    return images.astype("float32")
+
+
+def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPLES, seed=0):
+    """Calibration images for `quantize="int8"`: float32 `(N, H, W, C)` in [-1, 1].
+
+    Args:
+        data: one of
+            - an array `(N, H, W, C)` of the model's image size: uint8 pixels
+              (0..255, scaled `x / 127.5 - 1` as `keras_vit.preprocess_input`)
+              or floats already in [-1, 1]; all N images are used;
+            - the path of a `.npy` file, or of a `.npz` file holding one array
+              (or one named `images` or `x`), read with `allow_pickle=False`;
+            - a dataset spec (`"digits"`, `"folder:PATH"`,
+              `"imagefolder:PATH"`, `"tfds:NAME[:SPLIT]"`): `num_samples`
+              training images picked at random (stateless, keyed by `seed`)
+              from about the first half of the split, resized to `(H, W)` and
+              scaled as the recipes' evaluation pipeline does (needs
+              TensorFlow). It reads about half the split: for a large dataset
+              give a folder or a `.npz` of calibration images instead.
+        image_shape: `(H, W, C)`, the model's input without the batch.
+        num_samples: int. Images drawn from a dataset spec. Defaults to 200.
+        seed: int. Picks the images of a dataset spec. Defaults to 0.
+
+    Returns:
+        float32 NumPy array `(N, H, W, C)` with values in [-1, 1].
+
+    Raises:
+        ValueError: a wrong shape or dtype, float values outside [-1, 1]
+            (pixels in 0..255 must be uint8 or preprocessed), no images, or an
+            unreadable file or unknown spec.
+        FileNotFoundError: a missing file or folder.
+
+    Example:
+
+    >>> import numpy as np
+    >>> pixels = np.full((2, 8, 8, 3), 255, dtype="uint8")
+    >>> images = representative_images(pixels, (8, 8, 3))
+    >>> images.shape, float(images.max())
+    ((2, 8, 8, 3), 1.0)
+    """
+    image_shape = tuple(int(d) for d in image_shape)
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(
+            f"num_samples must be a positive int. Received: num_samples={num_samples!r}"
+        )
+    if isinstance(data, (str, os.PathLike)):
+        text = os.fspath(data)
+        if text.lower().endswith((".npy", ".npz")):
+            data = _load_array_file(text)
+        else:
+            return _from_dataset(text, image_shape, num_samples, seed)
+    array = np.asarray(data)
+    if array.ndim != 4 or array.shape[1:] != image_shape or array.shape[0] == 0:
+        raise ValueError(
+            "Representative images must be an array (N, H, W, C) of the model's image shape "
+            f"with N >= 1: expected (N, {', '.join(map(str, image_shape))}). "
+            f"Received: shape {array.shape}"
+        )
+    if array.dtype == np.uint8:
+        return array.astype("float32") / 127.5 - 1.0
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(
+            "Representative images must be uint8 pixels (0..255) or floats in [-1, 1]. "
+            f"Received: dtype {array.dtype}"
+        )
+    low, high = float(np.min(array)), float(np.max(array))
+    if not (np.isfinite(low) and np.isfinite(high)) or low < -1 - _RANGE_TOLERANCE or (
+        high > 1 + _RANGE_TOLERANCE
+    ):
+        raise ValueError(
+            "Representative float images must be preprocessed to the model's input range "
+            "[-1, 1] (keras_vit.preprocess_input), or given as uint8 pixels. Received: values "
+            f"in [{low:g}, {high:g}]"
+        )
+    return array.astype("float32")
+
+
+def _output_name(model):
+    """`logits` / `probabilities` for a classifier `head`, `outputs` for anything else."""
+    try:
+        head = model.get_layer("head")
+    except ValueError:
+        return "outputs"
+    activation = getattr(getattr(head, "activation", None), "__name__", "linear")
+    if activation == "linear":
+        return "logits"
+    return "probabilities" if activation in ("softmax", "sigmoid") else "outputs"
+
+
+def _check_model(model):
+    shape = _checks.image_input_shape(model, "export_litert")
+    if len(model.outputs) != 1:
+        raise ValueError(
+            "export_litert expects a model with one output. Received: output shapes "
+            f"{[tuple(o.shape) for o in model.outputs]}"
+        )
+    return shape
+
+
+def _float32_model(model):
+    """`model` itself, or a float32 clone of a mixed-precision one (same weights).
+
+    TFLite's builtin kernels have no bfloat16, and float16 arithmetic is the
+    converter's job (`quantize="float16"`): a model trained with a mixed policy
+    is traced in float32, from its float32 variables.
+    """
+    if all(layer.compute_dtype == "float32" for layer in model._flatten_layers()):
+        return model
+
+    def float32_layer(layer):
+        config = layer.get_config()
+        if "dtype" in config:
+            config["dtype"] = "float32"
+        return layer.__class__.from_config(config)
+
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        clone = keras.models.clone_model(model, clone_function=float32_layer, recursive=True)
+    finally:
+        keras.config.set_dtype_policy(policy)
+    clone.set_weights([np.asarray(w, dtype="float32") for w in model.get_weights()])
+    return clone
+
+
+def _converter(saved_model_dir, quantize, representative):
+    tf = _checks.import_tensorflow()
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, [SIGNATURE])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize is not None:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantize == "int8":
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+
+        def dataset():
+            for image in representative:
+                yield {INPUT_NAME: image[None]}
+
+        converter.representative_dataset = dataset
+    return converter
+
+
+def _write_litert(model, path, *, overwrite, quantize, representative_path):
+    """Traces `model` (TensorFlow backend) and writes the `.tflite` file; returns JSON facts."""
+    tf = _checks.import_tensorflow()
+    _checks.check_file_target(path, overwrite)
+    shape = _check_model(model)
+    name = _output_name(model)
+    model = _float32_model(model)
+    representative = None
+    if representative_path is not None:
+        representative = np.load(representative_path, allow_pickle=False)
+
+    def serve(images):
+        return {name: tf.cast(model(images, training=False), tf.float32)}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        SIGNATURE,
+        serve,
+        input_signature=[tf.TensorSpec((None, *shape[1:]), tf.float32, name=INPUT_NAME)],
+    )
+    with tempfile.TemporaryDirectory(prefix="keras_vit_litert_") as folder:
+        archive.write_out(folder, verbose=False)
+        try:
+            with warnings.catch_warnings():  # int8 calibration runs TF's deprecated interpreter
+                warnings.filterwarnings("ignore", message=_INTERPRETER_WARNING)
+                flatbuffer = _converter(folder, quantize, representative).convert()
+        except Exception as error:  # the converter's own error types (ConverterError, ...)
+            raise RuntimeError(
+                f"The LiteRT converter failed for quantize={quantize!r} with TFLite builtin "
+                f"operators only: {error}"
+            ) from None
+
+    def write(staged):
+        with open(staged, "wb") as f:
+            f.write(flatbuffer)
+
+    atomic_write(path, write)
+    return dict(outputs=[name], size=len(flatbuffer))
+
+
+def export_litert(
+    model,
+    path,
+    *,
+    quantize=None,
+    representative_data=None,
+    representative_samples=REPRESENTATIVE_SAMPLES,
+    overwrite=False,
+    method="auto",
+    verbose=True,
+):
+    """Exports a ViT's forward pass to a LiteRT (TensorFlow Lite) `.tflite` file.
+
+    The file has one signature, `serving_default`, with input `images`
+    (float32 `(batch, H, W, C)` in [-1, 1], as `keras_vit.preprocess_input`
+    makes them; the batch size is free: the interpreter's
+    `resize_tensor_input`, or a signature runner, take any batch) and one
+    float32 output: `logits` for a classifier with a linear `head`,
+    `probabilities` for a softmax or sigmoid head, `outputs` otherwise (a
+    feature extractor). Only TFLite builtin operators are used.
+
+    The graph is traced by Keras' TensorFlow backend: in this process under
+    the TensorFlow backend, in a subprocess with `KERAS_BACKEND=tensorflow`
+    otherwise (the model goes there as a temporary `.keras` file).
+
+    Args:
+        model: a `keras.Model` with one image input of fixed size and one
+            output, or the path of a `.keras` file of one.
+        path: str or path. The `.tflite` file to write.
+        quantize: None (float32), `"float16"` (float16 weights),
+            `"dynamic_int8"` (dynamic-range: int8 weights) or `"int8"` (full
+            integer: int8 weights and activations calibrated on
+            `representative_data`; the input and output stay float32).
+            Defaults to None.
+        representative_data: calibration images for `quantize="int8"` (and
+            only then): an array, a `.npy`/`.npz` path or a dataset spec such
+            as `"digits"` or `"folder:PATH"`; see `representative_images`.
+        representative_samples: int. Images drawn from a dataset spec.
+            Defaults to 200.
+        overwrite: bool. Replace an existing file. Defaults to False.
+        method: `"auto"` or `"subprocess"` (see `export_saved_model`).
+            Defaults to `"auto"`.
+        verbose: bool. Print where and how the model was exported. Defaults
+            to True.
+
+    Returns:
+        An `ExportResult` with `format="litert"`, `signatures=
+        ("serving_default",)`, `outputs` (the output's name) and `quantize`.
+
+    Raises:
+        ValueError: a model without one fixed-size image input or with
+            several outputs, an unknown `quantize`, `"int8"` without
+            representative data (or representative data for another mode),
+            representative images of the wrong shape or range, a model file
+            that is not a valid `.keras` archive, or a path under a file.
+        FileExistsError: `path` exists and `overwrite` is False, or is a folder.
+        FileNotFoundError: a model or representative-data path that does not
+            exist.
+        PermissionError: the folder of `path` is not writable.
+        ImportError: TensorFlow is missing.
+        RuntimeError: the converter failed (its message is included).
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=32, num_classes=10)
+    >>> export_litert(model, "/tmp/vit.tflite", quantize="dynamic_int8",
+    ...               overwrite=True)  # doctest: +SKIP
+
+    Reference:
+        LiteRT post-training quantization,
+        https://ai.google.dev/edge/litert/models/post_training_quantization
+    """
+    _checks.check_method(method)
+    _check_quantize(quantize, representative_data)
+    _checks.import_tensorflow()
+    path = os.path.abspath(os.fspath(path))
+    _checks.check_file_target(path, overwrite)
+    model = _checks.check_model_argument(model)
+    if isinstance(model, keras.Model):
+        shape = _check_model(model)  # fail fast, before saving
+    else:
+        shape = None
+    with tempfile.TemporaryDirectory(prefix="keras_vit_litert_data_") as folder:
+        representative_path = None
+        if representative_data is not None:
+            if shape is None:  # a .keras path: its input shape decides the images' shape
+                shape = _check_model(_checks.load_model(model))
+            images = representative_images(
+                representative_data, shape[1:], num_samples=representative_samples
+            )
+            representative_path = os.path.join(folder, "representative.npy")
+            np.save(representative_path, images)
+        how, reply = run_with_tensorflow(
+            model,
+            _write_litert,
+            dict(
+                path=path,
+                overwrite=overwrite,
+                quantize=quantize,
+                representative_path=representative_path,
+            ),
+            method=method,
+        )
+    return ExportResult(
+        path=path,
+        method=how,
+        backend=keras.backend.backend(),
+        signatures=(SIGNATURE,),
+        outputs=tuple(reply["outputs"]),
+        format="litert",
+        quantize=quantize,
+    ).announce(verbose)

@@ -1,0 +1,178 @@
+"""`MultiHeadSelfAttention`: the ViT's attention, optionally with query-key normalisation."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_vit.layers._checks import check_positive_int, check_rate
+
+
+def check_epsilon(value, name="layer_norm_epsilon"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{name} must be positive. Received: {name}={value!r}")
+    return float(value)
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention with the official weight layout and optional QK-norm.
+
+    The same function and weights as `keras.layers.MultiHeadAttention` used for self-attention
+    (and as the official `MultiHeadDotProductAttention`): `query`, `key` and `value` are
+    `EinsumDense` layers with kernels `(D, heads, D / heads)` and biases `(heads, D / heads)`,
+    `attention_output` has kernel `(heads, D / heads, D)` and bias `(D,)`; the sublayers are
+    reachable as `query_dense`, `key_dense`, `value_dense`, `output_dense`, the attributes of
+    Keras' layer, so `.keras` files saved with that layer load into this one.
+
+    With `qk_norm=True`, the per-head queries and keys go through a LayerNorm over the head
+    width (`query_norm`, `key_norm`, each with `(D / heads,)` scale and bias) before the dot
+    product, as timm's `Attention(qk_norm=True)` (`q_norm`, `k_norm`).
+
+    The attention itself is `keras.ops.dot_product_attention` (the backend's fused kernel)
+    unless the weights are asked for or attention dropout is active (training with
+    `attention_dropout_rate > 0`), which compute them explicitly.
+
+    Args:
+        num_heads: int. Number of heads; must divide the input width.
+        attention_dropout_rate: float in [0, 1). Dropout on the attention weights.
+            Defaults to 0.
+        qk_norm: bool. LayerNorm on per-head queries and keys. Defaults to False.
+        layer_norm_epsilon: float. Epsilon of the QK-norm LayerNorms. Defaults to 1e-6.
+
+    Call arguments:
+        inputs: `(B, T, D)` tokens.
+        training: bool, whether attention dropout is active.
+        return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
+            (before dropout). Defaults to False.
+
+    Returns:
+        `(B, T, D)`, or `((B, T, D), (B, heads, T, T))`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = MultiHeadSelfAttention(num_heads=2, qk_norm=True)
+    >>> out, scores = layer(np.zeros((1, 5, 8), "float32"), return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((1, 5, 8), (1, 2, 5, 5))
+
+    Reference:
+        Vaswani et al., 2017, Sec. 3.2; Dehghani et al., 2023 (ViT-22B), Sec. 2 (QK-norm).
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        attention_dropout_rate=0.0,
+        qk_norm=False,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
+        if not isinstance(qk_norm, bool):
+            raise ValueError(f"qk_norm must be a bool. Received: qk_norm={qk_norm!r}")
+        self.qk_norm = qk_norm
+        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        self.supports_masking = False
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                f"Layer '{self.name}' expects tokens of shape (batch, tokens, hidden_dim) "
+                f"with a known hidden_dim. Received: input shape={tuple(input_shape)}"
+            )
+        hidden_dim = int(input_shape[-1])
+        if hidden_dim % self.num_heads:
+            raise ValueError(
+                "num_heads must divide hidden_dim. "
+                f"Received: hidden_dim={hidden_dim}, num_heads={self.num_heads}"
+            )
+        head_dim = hidden_dim // self.num_heads
+        self.head_dim = head_dim
+        self._scale = 1.0 / math.sqrt(head_dim)
+        dtype = self.dtype_policy
+
+        def projection(name):
+            return keras.layers.EinsumDense(
+                "abc,cde->abde",
+                output_shape=(None, self.num_heads, head_dim),
+                bias_axes="de",
+                kernel_initializer="glorot_uniform",
+                bias_initializer="zeros",
+                dtype=dtype,
+                name=name,
+            )
+
+        shape = tuple(input_shape)
+        self.query_dense = projection("query")
+        self.key_dense = projection("key")
+        self.value_dense = projection("value")
+        self.output_dense = keras.layers.EinsumDense(
+            "abcd,cde->abe",
+            output_shape=(None, hidden_dim),
+            bias_axes="e",
+            kernel_initializer="glorot_uniform",
+            bias_initializer="zeros",
+            dtype=dtype,
+            name="attention_output",
+        )
+        for layer in (self.query_dense, self.key_dense, self.value_dense):
+            layer.build(shape)
+        head_shape = shape[:-1] + (self.num_heads, head_dim)
+        self.output_dense.build(head_shape)
+        if self.qk_norm:
+            eps = self.layer_norm_epsilon
+            self.query_norm = keras.layers.LayerNormalization(
+                epsilon=eps, dtype=dtype, name="query_norm"
+            )
+            self.key_norm = keras.layers.LayerNormalization(
+                epsilon=eps, dtype=dtype, name="key_norm"
+            )
+            self.query_norm.build(head_shape)
+            self.key_norm.build(head_shape)
+        self.dropout = keras.layers.Dropout(
+            self.attention_dropout_rate, dtype=dtype, name="dropout"
+        )
+        self.built = True
+
+    def project(self, inputs):
+        """The per-head queries, keys and values `(B, T, heads, D / heads)`, QK-normed if set."""
+        query = self.query_dense(inputs)
+        key = self.key_dense(inputs)
+        value = self.value_dense(inputs)
+        if self.qk_norm:
+            query = self.query_norm(query)
+            key = self.key_norm(key)
+        return query, key, value
+
+    def call(self, inputs, training=None, return_attention_scores=False):
+        query, key, value = self.project(inputs)
+        dropout = bool(training) and self.attention_dropout_rate > 0
+        if not return_attention_scores and not dropout:
+            out = ops.dot_product_attention(query, key, value, scale=self._scale)
+            return self.output_dense(out)
+        query = query * ops.cast(self._scale, query.dtype)
+        weights = ops.softmax(ops.einsum("bqhd,bkhd->bhqk", query, key), axis=-1)
+        dropped = self.dropout(weights, training=training)
+        out = self.output_dense(ops.einsum("bhqk,bkhd->bqhd", dropped, value))
+        if return_attention_scores:
+            return out, weights
+        return out
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "qk_norm": self.qk_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config

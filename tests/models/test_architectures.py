@@ -1,0 +1,222 @@
+"""The architecture options of timm's and Hugging Face's ViT families, on keras_vit.ViT.
+
+Every option set is checked against timm's forward pass written in NumPy
+(`tests.helpers.np_vit_forward`), round-trips through `.keras` and `ViTConfig.from_model`.
+"""
+
+import dataclasses
+import os
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit.models.config import ViTConfig
+from tests.helpers import np_vit_forward, randomize_weights, to_numpy
+
+TINY = dict(image_size=(16, 24), num_classes=5, num_layers=1)
+HYBRID_STEM = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4)
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+
+# One tiny model per family of options (all built from "mu/8": width 32, 2 heads, MLP 64).
+FEATURES = {
+    # DeiT distilled with registers and timm's no_embed_class: [cls, dist, reg, reg, patches].
+    "distilled_registers_no_embed_class": dict(
+        num_register_tokens=2, distillation_token=True, prefix_position_embedding=False
+    ),
+    # CLIP: norm_pre, QuickGELU, LayerNorm eps 1e-5 (and a pre-logits layer).
+    "clip": dict(
+        pre_norm=True, activation="quick_gelu", layer_norm_epsilon=1e-5, representation_size=8
+    ),
+    # SigLIP: MAP head, no class token; with qk-norm and exact GELU.
+    "map_qk_norm": dict(pooling="map", qk_norm=True, approximate_gelu=False),
+    # timm GAP models: fc_norm on the pooled vector (no encoder_norm), with LayerScale.
+    "gap_fc_norm": dict(
+        pooling="gap", fc_norm=True, num_register_tokens=1, layer_scale_init_value=0.5
+    ),
+    # A distilled DeiT's pre-logits, (cls + dist) / 2, with registers in the position embedding.
+    "distilled_pre_logits_registers": dict(
+        distillation_token=True, num_register_tokens=3, include_top=False
+    ),
+    # MAP with a class token and registers left out of the pooling, fc_norm after it.
+    "map_fc_norm_prefix": dict(
+        pooling="map", class_token=True, num_register_tokens=2, fc_norm=True, include_top=False
+    ),
+    # Tokens without any final norm (timm fc_norm model, global_pool='').
+    "tokens_fc_norm": dict(pooling=None, include_top=False, fc_norm=True),
+    # Everything together, two blocks, any image size.
+    "everything_dynamic": dict(
+        num_register_tokens=2,
+        distillation_token=True,
+        prefix_position_embedding=False,
+        pre_norm=True,
+        qk_norm=True,
+        activation="quick_gelu",
+        dynamic_image_size=True,
+        num_layers=2,
+    ),
+}
+
+
+def _images(b=2, h=16, w=24, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (b, h, w, 3)).astype("float32")
+
+
+def _build(options, **extra):
+    kwargs = dict(TINY, **options, **extra)
+    model = keras_vit.ViT("mu/8", **kwargs)
+    randomize_weights(model, seed=1)
+    return model, kwargs
+
+
+@pytest.fixture(scope="module", params=sorted(FEATURES))
+def built(request):
+    model, kwargs = _build(FEATURES[request.param])
+    return request.param, model, kwargs
+
+
+def _close(got, expected):
+    scale = np.abs(expected).max()
+    assert scale > 0.1  # not a comparison between zeros
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * scale)
+
+
+def test_matches_numpy_forward(built):
+    _, model, kwargs = built
+    x = _images()
+    _close(to_numpy(model(x)), np_vit_forward(model, x, **kwargs))
+
+
+def test_config_round_trip_and_keras_file(built, tmp_path):
+    name, model, kwargs = built
+    config = ViTConfig.from_variant("mu/8", **kwargs)
+    if not config.include_top:  # no head: the class count is not in the model
+        config = dataclasses.replace(config, num_classes=1000)
+    assert ViTConfig.from_model(model) == config
+    path = str(tmp_path / f"{name}.keras")
+    model.save(path)
+    loaded = keras_vit.load_model(path)
+    x = _images()
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    assert ViTConfig.from_model(loaded) == config
+
+
+def test_weight_paths_for_converters():
+    """The variable paths a timm / HF converter maps (every option at once)."""
+    model, _ = _build(
+        dict(num_register_tokens=2, distillation_token=True, pre_norm=True, qk_norm=True)
+    )
+    paths = {w.path: tuple(w.shape) for w in model.weights}
+    expected = {
+        "patch_encoder/class_embedding": (1, 1, 32),
+        "patch_encoder/distillation_embedding": (1, 1, 32),
+        "patch_encoder/register_embeddings": (1, 2, 32),
+        "patch_encoder/position_embeddings": (1, 4 + 6, 32),
+        "pre_norm/gamma": (32,),
+        "encoderblock_0/attention/query/kernel": (32, 2, 16),
+        "encoderblock_0/attention/query_norm/gamma": (16,),
+        "encoderblock_0/attention/key_norm/beta": (16,),
+        "encoderblock_0/attention/attention_output/kernel": (2, 16, 32),
+        "head/kernel": (32, 5),
+        "head_dist/kernel": (32, 5),
+    }
+    assert {k: paths.get(k) for k in expected} == expected
+    gap, _ = _build(dict(pooling="map", fc_norm=True))
+    names = {w.path for w in gap.weights}
+    assert {"pooling/latent", "pooling/kv/kernel", "fc_norm/gamma"} <= names
+    assert not any(name.startswith("encoder_norm") for name in names)
+
+
+def test_distilled_head_averages_both_classifiers():
+    model, kwargs = _build(dict(distillation_token=True, classifier_activation="softmax"))
+    x = _images()
+    logits = np_vit_forward(model, x, **kwargs)
+    expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    _close(to_numpy(model(x)), expected)
+    assert ViTConfig.from_model(model).classifier_activation == "softmax"
+
+
+def test_fit_step_and_int8_quantization():
+    options = dict(FEATURES["everything_dynamic"], num_layers=1)
+    model, _ = _build(options, dropout_rate=0.1, attention_dropout_rate=0.1, drop_path_rate=0.1)
+    model.compile(
+        keras.optimizers.Adam(1e-3),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    x, y = _images(b=4), np.arange(4) % 5
+    history = model.fit(x, y, batch_size=2, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    map_model, _ = _build(dict(pooling="map", qk_norm=True, pre_norm=True))
+    before = to_numpy(map_model(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Layer ... does not have a `quantize` method"
+        map_model.quantize("int8")
+    attention = map_model.get_layer("encoderblock_0").attention
+    assert attention.query_dense.quantization_mode == "int8"
+    assert map_model.get_layer("pooling").kv.quantization_mode == "int8"
+    after = to_numpy(map_model(x))
+    assert after.shape == before.shape and np.isfinite(after).all()
+    assert np.abs(after - before).max() < 0.1 * np.abs(before).max()
+
+
+def test_keras_file_of_main_before_the_attention_layer_loads_identically():
+    """A .keras file saved by main at 602138d (Keras' MultiHeadAttention inside the blocks).
+
+    Made with `tests/data/README.md`'s script: ViT("mu/8", image_size=16, num_layers=1,
+    num_classes=3, representation_size=8, attention_dropout_rate=0.1,
+    layer_scale_init_value=0.5), random weights, under JAX.
+    """
+    model = keras_vit.load_model(os.path.join(DATA, "vit_main_602138d.keras"))
+    with np.load(os.path.join(DATA, "vit_main_602138d.npz")) as data:
+        images, logits, tokens = data["images"], data["logits"], data["tokens"]
+    np.testing.assert_allclose(to_numpy(model(images)), logits, rtol=1e-6, atol=1e-6)
+    features = keras.Model(model.input, model.get_layer("encoder_norm").output)
+    np.testing.assert_allclose(to_numpy(features(images)), tokens, rtol=1e-6, atol=1e-6)
+    attention = model.get_layer("encoderblock_0").attention
+    assert isinstance(attention, keras_vit.MultiHeadSelfAttention)
+
+
+def test_committed_all_options_file_loads_on_this_backend():
+    """A .keras file with every option (MAP head too) saved under JAX: the same outputs here."""
+    model = keras_vit.load_model(os.path.join(DATA, "vit_all_options.keras"))
+    with np.load(os.path.join(DATA, "vit_all_options.npz")) as data:
+        for key in ("small", "large"):
+            images, expected = data[f"images_{key}"], data[f"outputs_{key}"]
+            np.testing.assert_allclose(to_numpy(model(images)), expected, rtol=1e-5, atol=1e-5)
+    config = ViTConfig.from_model(model)
+    assert config.dynamic_image_size and config.pooling == "map" and config.qk_norm
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(distillation_token=True, pooling="gap"), "distillation_token=True"),
+        (dict(distillation_token=True, class_token=False), "class_token=False"),
+        (dict(distillation_token=True, representation_size=8), "representation_size"),
+        (dict(distillation_token=True, fc_norm=True), "fc_norm=True"),
+        (dict(num_register_tokens=-1), "num_register_tokens"),
+        (dict(activation="relu"), "activation must be one of"),
+        (dict(qk_norm=1), "qk_norm must be a bool"),
+        (dict(dynamic_image_size="yes"), "dynamic_image_size must be a bool"),
+        (dict(pooling="map", class_token=False, include_top=True), None),
+    ],
+)
+def test_argument_checks(kwargs, match):
+    if match is None:
+        assert keras_vit.ViT("mu/8", **dict(TINY, **kwargs)).output_shape == (None, 5)
+        return
+    with pytest.raises(ValueError, match=match):
+        keras_vit.ViT("mu/8", **dict(TINY, **kwargs))
+
+
+def test_map_pooling_defaults_to_no_class_token():
+    assert not ViTConfig.from_variant("mu/8", pooling="map").class_token
+    assert ViTConfig.from_variant("mu/8", pooling=None, include_top=False).class_token
+
+
+def test_dynamic_with_backbone_is_refused():
+    cnn = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(8, 3, strides=4)])
+    with pytest.raises(ValueError, match="dynamic_image_size is not supported with a backbone"):
+        keras_vit.ViT("mu/1", backbone=cnn, dynamic_image_size=True, image_size=32)
