@@ -477,6 +477,12 @@ def build_parser():
         "--shots", default="1,5,10,25", help="Few-shot sizes per class ('' to skip)."
     )
     parser.add_argument("--out", default="runs/bench_mpp")
+    parser.add_argument(
+        "--summarise", nargs="+", metavar="RESULTS_JSON",
+        help="Train nothing: merge the runs of these results.json files (one run per seed, "
+        "e.g. seeds run as separate processes) and print the tables; with --out, write the "
+        "merged results.json there.",
+    )
     return parser
 
 
@@ -725,8 +731,59 @@ def format_tables(summary, arm_list, shots):
     return "\n".join(lines)
 
 
+def merge_results(paths):
+    """One results dict from several `results.json` (runs merged, sorted by seed).
+
+    The files must share the arms and every setting but the seeds (and `out`); a seed in two
+    files is an error. Runs are independent per seed (pre-training included), so seeds run in
+    separate processes merge into what one process would have written.
+    """
+    results = []
+    for path in paths:
+        with open(path) as f:
+            results.append(json.load(f))
+    first = results[0]
+
+    def key(result):
+        settings = {k: v for k, v in result["settings"].items() if k not in ("seeds", "out")}
+        return json.dumps([settings, result["arms"], result["backend"]], sort_keys=True)
+
+    for path, result in zip(paths[1:], results[1:], strict=True):
+        if key(result) != key(first):
+            raise ValueError(
+                f"{path} has other settings or arms than {paths[0]}; only the seeds may differ."
+            )
+    runs = sorted((run for r in results for run in r["runs"]), key=lambda run: run["seed"])
+    seeds = [run["seed"] for run in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"A seed appears in more than one file. Seeds: {seeds}")
+    shots = parse_shots(first["settings"]["shots"])
+    return dict(
+        first,
+        command=[r["command"] for r in results],
+        date=[r["date"] for r in results],
+        settings=dict(first["settings"], seeds=seeds, out=None),
+        runs=runs,
+        summary=summarise(runs, first["arms"], shots),
+        seconds=dict(
+            wall=round(sum(r["seconds"]["wall"] for r in results), 1),
+            cpu=round(sum(r["seconds"]["cpu"] for r in results), 1),
+        ),
+    )
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.summarise:
+        result = merge_results(args.summarise)
+        print(f"seeds {result['settings']['seeds']} from {len(args.summarise)} file(s)")
+        print(format_tables(result["summary"], result["arms"],
+                            parse_shots(result["settings"]["shots"])))
+        if args.out != build_parser().get_default("out"):
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "results.json"), "w") as f:
+                json.dump(result, f, indent=1)
+        return result
     seeds, targets, lrs, lengths, shots = check_args(args)
     arm_list = arm_names(targets, args.supervised)
     clock = _Clock()

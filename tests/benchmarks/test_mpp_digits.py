@@ -197,6 +197,39 @@ def test_summarise_and_tables(bench):
     assert "- scratch: 0.001 x 500, 0.001 x 1000, 0.001 x 1500" in text
 
 
+def _results_file(tmp_path, name, bench, runs, arms, shots, **settings):
+    result = dict(
+        backend="jax", command=f"python benchmarks/mpp_digits.py --out {name}",
+        date="2026-11-24", arms=arms, runs=runs,
+        settings=dict(seeds=[r["seed"] for r in runs], shots="1,5", out=name, **settings),
+        summary=bench.summarise(runs, arms, shots), seconds=dict(wall=10.0, cpu=8.0),
+    )
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(result))
+    return str(path)
+
+
+def test_summarise_merges_seeds_run_in_separate_processes(bench, tmp_path):
+    arms = bench.arm_names(("color",), supervised=False)
+    runs = _fake_runs(bench, arms, [1, 5])
+    a = _results_file(tmp_path, "a", bench, [runs[2], runs[0]], arms, [1, 5], targets=["color"])
+    b = _results_file(tmp_path, "b", bench, [runs[1]], arms, [1, 5], targets=["color"])
+    merged = bench.merge_results([a, b])
+    assert [r["seed"] for r in merged["runs"]] == [0, 1, 2]
+    assert merged["settings"]["seeds"] == [0, 1, 2]
+    whole = bench.summarise(runs, arms, [1, 5])
+    assert merged["summary"]["gain_over_scratch"] == whole["gain_over_scratch"]
+    assert merged["seconds"] == dict(wall=20.0, cpu=16.0)
+    out = tmp_path / "merged"
+    bench.main(["--summarise", a, b, "--out", str(out)])
+    assert json.loads((out / "results.json").read_text())["settings"]["seeds"] == [0, 1, 2]
+    other = _results_file(tmp_path, "c", bench, [runs[1]], arms, [1, 5], targets=["pixels"])
+    with pytest.raises(ValueError, match="other settings or arms"):
+        bench.merge_results([a, other])
+    with pytest.raises(ValueError, match="more than one file"):
+        bench.merge_results([a, a])
+
+
 @pytest.fixture(scope="module")
 def tiny_bench(bench):
     """The benchmark with a 1-layer width-16 model, so a whole run compiles quickly."""
