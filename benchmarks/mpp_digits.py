@@ -33,8 +33,8 @@ and writes everything (settings, every grid point, the summary with mean, std, p
 over scratch and paired tests from scipy, timings) to `--out`/results.json after every seed.
 
 Default protocol (5 seeds, scratch vs MPP with the colour target, learning rates {1e-3, 3e-3}
-x lengths {1000, 4000} steps, few-shot; about 19 minutes on 2 quiet CPU cores with JAX, see
-benchmarks/RESULTS.md):
+x lengths {1000, 4000} steps, few-shot; 24 minutes measured on 2 loaded CPU cores with JAX,
+about 19-20 estimated on quiet ones, see benchmarks/RESULTS.md):
 
     KERAS_BACKEND=jax python benchmarks/mpp_digits.py --out runs/bench_mpp
 
