@@ -18,6 +18,7 @@ JAX_CPU_FLOAT16 = "The precision 'F16_F16_F32' is not supported by dot_general o
 def test_mixed_precision_tiny_model_trains_with_float32_variables_and_logits(policy):
     # bf16 / fp16 matmuls are ~140x slower than fp32 on these CPUs: one layer, width 16, 8 px.
     keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(0)
     model = ViT("mu/4", image_size=8, num_classes=3, num_layers=1, hidden_dim=16, mlp_dim=16)
     model.compile(
         build_optimizer("adamw", WarmupDecay(1e-2, 8, 1), weight_decay=0.1), build_loss(0.1)
@@ -41,7 +42,11 @@ def test_mixed_precision_tiny_model_trains_with_float32_variables_and_logits(pol
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.1, losses
     assert all(v.dtype == "float32" for v in model.trainable_variables)
-    if scaled:  # no step was skipped for an overflow, and the scale stayed finite
-        inner = keras.ops.convert_to_numpy(model.optimizer.inner_optimizer.iterations)
-        assert int(inner) == 8
-        assert np.isfinite(keras.ops.convert_to_numpy(model.optimizer.dynamic_scale))
+    if scaled:
+        # Dynamic loss scaling starts at 2**15 and halves the scale on an overflowing step,
+        # which it skips: one or two skipped steps at the start are its normal behaviour (seen
+        # on TensorFlow), more would mean the float16 gradients keep overflowing.
+        inner = int(keras.ops.convert_to_numpy(model.optimizer.inner_optimizer.iterations))
+        assert 6 <= inner <= 8, inner
+        scale = float(keras.ops.convert_to_numpy(model.optimizer.dynamic_scale))
+        assert np.isfinite(scale) and scale >= 2.0 ** (15 - (8 - inner)), scale
