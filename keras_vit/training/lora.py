@@ -25,6 +25,7 @@ Reference:
     Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
 """
 
+import contextlib
 import inspect
 import os
 
@@ -115,6 +116,21 @@ def _check_alpha(alpha):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or alpha <= 0:
         raise ValueError(f"alpha must be a positive number or None. Received: alpha={alpha!r}")
     return float(alpha)
+
+
+def check_settings(rank, targets=DEFAULT_TARGETS, alpha=None):
+    """Checks LoRA settings as `enable_lora` does; returns `(rank, targets, alpha)`.
+
+    Raises:
+        ValueError: a rank that is not a positive integer, targets not from `TARGETS` (the
+            message lists them), a non-positive alpha.
+
+    Example:
+
+    >>> check_settings(4, ["value", "query"])
+    (4, ('query', 'value'), None)
+    """
+    return _check_rank(rank), _check_targets(targets), _check_alpha(alpha)
 
 
 def _keras_has_lora_alpha():
@@ -267,9 +283,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     Reference:
         Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
     """
-    rank = _check_rank(rank)
-    targets = _check_targets(targets)
-    alpha = _check_alpha(alpha)
+    rank, targets, alpha = check_settings(rank, targets, alpha)
     blocks = _check_model(model, "enable_lora")
     if lora_config(model) is not None or _lora_layers(model):
         raise ValueError(
@@ -381,6 +395,57 @@ def merged_copy(model):
         src.save_own_variables(store)
         dst.load_own_variables(store)
     return merge_lora(clone)
+
+
+def _save_exact(layer, store):
+    for i, variable in enumerate(layer.weights):
+        store[str(i)] = variable
+
+
+def _load_exact(layer, store):
+    if len(store.keys()) != len(layer.weights):
+        raise ValueError(
+            f"Layer {layer.path!r} has LoRA, and its {len(layer.weights)} variables were not "
+            f"saved with exact_lora_variables: the file holds {len(store.keys())}."
+        )
+    for i, variable in enumerate(layer.weights):
+        variable.assign(store[str(i)])
+
+
+@contextlib.contextmanager
+def exact_lora_variables(model):
+    """Within it, `model.save_weights` / `load_weights` keep the LoRA layers as they are.
+
+    Keras writes a LoRA layer's merged kernel (`W + scale * A @ B`) and no adapters, and
+    loading sets the adapters to zero: the outputs survive, the split into frozen `W` and
+    trained `A`, `B` does not. Within this context each LoRA layer of `model` writes and reads
+    its variables as they are (`W`, bias, `A`, `B`). The recipe runner's resumable backups use
+    it, so that a resumed LoRA run's adapters (`save_lora_weights`) still fit the base model.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> model = enable_lora(ViT("mu/8", image_size=16, num_classes=3), rank=2)
+    >>> path = os.path.join(tempfile.mkdtemp(), "backup.weights.h5")
+    >>> with exact_lora_variables(model):
+    ...     model.save_weights(path)
+    ...     model.load_weights(path)
+    """
+    layers = _lora_layers(model)
+    for layer in layers:  # instance attributes: saving_lib calls them instead of the class's
+        object.__setattr__(
+            layer, "save_own_variables", lambda store, la=layer: _save_exact(la, store)
+        )
+        object.__setattr__(
+            layer, "load_own_variables", lambda store, la=layer: _load_exact(la, store)
+        )
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            object.__delattr__(layer, "save_own_variables")
+            object.__delattr__(layer, "load_own_variables")
 
 
 def _variable_keys(model):
