@@ -88,16 +88,6 @@ def weight_bytes(model):
     return int(sum(np.prod(w.shape) * np.dtype(w.dtype).itemsize for w in model.weights))
 
 
-def median_seconds(call, repeats):
-    call()  # warm-up (compilation)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pretrain-epochs", type=int, default=30)
