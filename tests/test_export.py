@@ -622,3 +622,12 @@ def test_saved_model_of_int8_and_lora_models_matches_keras(kind, tmp_path):
     np.testing.assert_allclose(outputs["logits"].numpy(), to_numpy(model(images)), atol=ATOL)
     if kind == "lora":
         assert lora_config(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
+
+
+def test_onnx_refuses_float8_before_any_work(tmp_path):
+    from keras_vit.training.quantization import quantize
+
+    model = quantize(ViT("mu/8", image_size=16, num_classes=3), "float8")
+    with pytest.raises(ValueError, match="tf2onnx has no float8 type.*Received: a float8 model"):
+        export_onnx(model, tmp_path / "m.onnx")
+    assert not os.listdir(tmp_path)
