@@ -57,6 +57,8 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.huggingface import from_huggingface
+from keras_vit.weights.timm import from_timm
 
 __all__ = [
     "DropPath",
@@ -95,6 +97,8 @@ __all__ = [
     "export_onnx",
     "export_saved_model",
     "feature_extractor",
+    "from_huggingface",
+    "from_timm",
     "get_weights_file",
     "imagenet_classes",
     "inspect",

@@ -358,19 +358,21 @@ cases = np.load(sys.argv[1])
 out = {}
 for key in cases.files:
     grid, size = cases[key], tuple(int(s) for s in key.split("_to_")[1].split("x"))
+    antialias = key.split("_")[1] == "antialias"
     x = torch.tensor(grid, dtype=torch.float32).permute(2, 0, 1)[None]
-    y = F.interpolate(x, size=size, mode="bicubic", antialias=True, align_corners=False)
+    y = F.interpolate(x, size=size, mode="bicubic", antialias=antialias, align_corners=False)
     out[key] = y[0].permute(1, 2, 0).numpy()
 np.savez(sys.argv[2], **out)
 """
 
 
 def torch_bicubic(grids, tmp_dir):
-    """PyTorch's `F.interpolate(bicubic, antialias=True, align_corners=False)` of NumPy grids.
+    """PyTorch's `F.interpolate(bicubic, antialias=..., align_corners=False)` of NumPy grids.
 
     Args:
-        grids: dict {(out_h, out_w): list of (h, w, C) float32 arrays}... given as a list of
-            `(grid, (out_h, out_w))` pairs.
+        grids: a list of `(grid, (out_h, out_w))` pairs, `grid` a (h, w, C) array (antialiased,
+            timm's resampling), or of `(grid, (out_h, out_w), antialias)` triples (False: the
+            plain bicubic of Hugging Face's ViT).
         tmp_dir: a folder for the exchange files.
 
     Runs in a subprocess that imports torch before anything else (torch after TensorFlow can
@@ -380,7 +382,10 @@ def torch_bicubic(grids, tmp_dir):
     import subprocess
     import sys
 
-    cases = {f"{i}_to_{h}x{w}": np.asarray(g, "float32") for i, (g, (h, w)) in enumerate(grids)}
+    cases = {}
+    for i, (g, (h, w), *antialias) in enumerate(grids):
+        mode = "antialias" if (antialias or [True])[0] else "plain"
+        cases[f"{i}_{mode}_to_{h}x{w}"] = np.asarray(g, "float32")
     source, target = os.path.join(tmp_dir, "grids.npz"), os.path.join(tmp_dir, "torch.npz")
     np.savez(source, **cases)
     proc = subprocess.run(

@@ -169,6 +169,24 @@ def test_targets_match_numpy(target, channels):
     np.testing.assert_array_equal(layer_out, got)
 
 
+def test_color_target_is_the_top_three_bits_of_8_bit_pixels():
+    """App. B.1.2's "3-bit colour": for 0..255 images preprocessed to [-1, 1] (x / 127.5 - 1)
+    the level of every value is its top three bits, `p >> 5`, for all 256 values."""
+    values = np.arange(256)
+    gray = (values.reshape(1, 16, 16, 1) / 127.5 - 1.0).astype("float32")
+    levels = to_numpy(mpp.patch_targets(gray, 1))  # 1 px patches: the mean is the pixel
+    np.testing.assert_array_equal(levels.reshape(-1), values >> 5)
+    # 4x4 cells of a 4 px patch are its pixels: the "downsampled" target is per-pixel levels.
+    cells = to_numpy(mpp.patch_targets(gray, 4, "downsampled"))
+    np.testing.assert_array_equal(cells.reshape(4, 4, 4, 4).transpose(0, 2, 1, 3).reshape(16, 16),
+                                  (values >> 5).reshape(16, 16))
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (2, 4, 4, 3))
+    classes = to_numpy(mpp.patch_targets((rgb / 127.5 - 1.0).astype("float32"), 1))
+    top = rgb.reshape(2, 16, 3) >> 5
+    np.testing.assert_array_equal(classes, top[..., 0] * 64 + top[..., 1] * 8 + top[..., 2])
+
+
 def test_color_target_class_layout():
     image = np.zeros((1, 4, 4, 3), "float32")
     image[..., 0], image[..., 1], image[..., 2] = 1.0, -1.0, 0.0  # levels 7, 0, 4

@@ -78,10 +78,12 @@ COMMANDS = {
         C.mpp_flags,
     ),
     "convert": Command(
-        "convert an official ViT .npz checkpoint into a .keras model",
+        "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model",
         (C.convert_flags,),
         C.run_convert,
-        description="Options left out are read from the checkpoint (image size, classes, "
+        description="keras-vit convert CHECKPOINT.npz OUT.keras --model B/16; keras-vit convert "
+        "--from timm NAME CHECKPOINT OUT.keras; keras-vit convert --from huggingface FOLDER "
+        "OUT.keras. Options left out are read from the checkpoint (image size, classes, "
         "pre_logits, pooling).",
     ),
     "weights": Command(

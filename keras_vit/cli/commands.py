@@ -210,10 +210,36 @@ def run_quickstart(args):
 # --- convert, weights -------------------------------------------------------------------------
 
 
+# What `convert` reads, its positional arguments, and the flags only it takes.
+CONVERT_SOURCES = {
+    "npz": (
+        ("CHECKPOINT", "OUTPUT"),
+        ("model", "representation_size", "pooling", "source_grid", "no_strict"),
+    ),
+    "timm": (("NAME", "CHECKPOINT", "OUTPUT"), ()),
+    "huggingface": (("FOLDER", "OUTPUT"), ()),
+}
+_FLAG_NAMES = {"no_strict": "--no-strict", "source_grid": "--source-grid"}
+
+
 def convert_flags(parser):
-    parser.add_argument("checkpoint", help="official .npz checkpoint (e.g. ViT-B_16.npz)")
-    parser.add_argument("output", help="the .keras file to write")
-    parser.add_argument("--model", required=True, help="variant code, e.g. B/16, L/32, R50+B/16")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="ARG",
+        help="CHECKPOINT OUTPUT (an official .npz, e.g. ViT-B_16.npz); with --from timm: NAME "
+        "CHECKPOINT OUTPUT (a timm model name and its .safetensors/.pth); with --from "
+        "huggingface: FOLDER OUTPUT (a transformers save_pretrained folder). OUTPUT is the "
+        ".keras file to write",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        choices=tuple(CONVERT_SOURCES),
+        default="npz",
+        help="what the checkpoint is: npz (official, default), timm, huggingface",
+    )
+    parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
     parser.add_argument(
         "--image-size",
         type=F.image_size,
@@ -258,31 +284,70 @@ def _show_loader_log():
         def emit(self, record):
             print(self.format(record), file=sys.stderr)
 
-    log = logging.getLogger("keras_vit.checkpoints")
-    if not any(type(h).__name__ == "_Stderr" for h in log.handlers):
-        log.addHandler(_Stderr())
-        log.setLevel(logging.INFO)
+    for name in ("keras_vit.checkpoints", "keras_vit.timm", "keras_vit.huggingface"):
+        log = logging.getLogger(name)
+        if not any(type(h).__name__ == "_Stderr" for h in log.handlers):
+            log.addHandler(_Stderr())
+            log.setLevel(logging.INFO)
+
+
+def _convert_arguments(args):
+    """The positional arguments of `convert` for its `--from`, checked (ValueError: exit 2)."""
+    names, own_flags = CONVERT_SOURCES[args.source]
+    if len(args.paths) != len(names):
+        raise ValueError(
+            f"convert --from {args.source} expects {len(names)} arguments, "
+            f"{' '.join(names)}; received {len(args.paths)}: {' '.join(args.paths)}"
+        )
+    for source, (_, flags) in CONVERT_SOURCES.items():
+        for flag in flags:
+            value = getattr(args, flag)
+            if source != args.source and value is not None and value is not False:
+                raise ValueError(
+                    f"{_FLAG_NAMES.get(flag, '--' + flag.replace('_', '-'))} applies to "
+                    f"--from {source} only; received it with --from {args.source}"
+                )
+    if args.source == "npz" and not args.model:
+        raise ValueError(
+            "convert --from npz needs --model (the variant code, e.g. --model B/16); "
+            "received none"
+        )
+    return dict(zip(names, args.paths, strict=True))
 
 
 def run_convert(args):
-    from keras_vit.weights.convert import convert_checkpoint
+    from keras_vit.weights import convert
 
+    paths = _convert_arguments(args)
     _show_loader_log()
-    model = convert_checkpoint(
-        args.checkpoint,
-        args.output,
-        model=args.model,
+    common = dict(
         image_size=args.image_size,
         num_classes=args.num_classes,
-        representation_size=args.representation_size,
-        pooling=args.pooling,
-        include_top=not args.no_top,
-        strict=not args.no_strict,
-        source_grid=args.source_grid,
         overwrite=args.overwrite,
     )
+    if args.source == "npz":
+        model = convert.convert_checkpoint(
+            paths["CHECKPOINT"],
+            paths["OUTPUT"],
+            model=args.model,
+            representation_size=args.representation_size,
+            pooling=args.pooling,
+            include_top=not args.no_top,
+            strict=not args.no_strict,
+            source_grid=args.source_grid,
+            **common,
+        )
+    else:
+        if args.no_top:
+            common["include_top"] = False
+        if args.source == "timm":
+            model = convert.convert_timm(
+                paths["NAME"], paths["CHECKPOINT"], paths["OUTPUT"], **common
+            )
+        else:
+            model = convert.convert_huggingface(paths["FOLDER"], paths["OUTPUT"], **common)
     print(
-        f"Wrote {args.output}: {model.name}, input {model.input_shape[1:]}, "
+        f"Wrote {paths['OUTPUT']}: {model.name}, input {model.input_shape[1:]}, "
         f"output {model.output_shape[1:]}, {model.count_params():,} parameters"
     )
     return 0

@@ -1,4 +1,4 @@
-"""PyTorch's antialiased bicubic resize (timm's position-embedding resampling), as matrices.
+"""PyTorch's bicubic resize (timm's and Hugging Face's position-embedding resampling), as matrices.
 
 timm resamples a learned position embedding with
 `F.interpolate(grid, size, mode="bicubic", antialias=True, align_corners=False)`, at load time
@@ -8,20 +8,25 @@ separable and PIL-style: output index `i` of an axis of `n_in -> n_out` samples 
 `cubic((j + 0.5 - center) / max(scale, 1))` (support widened by `scale` when shrinking: the
 antialiasing), the window is clipped to the input and each output's weights are normalised to
 sum to 1 (so the borders differ from plain bicubic, which repeats the edge, even when
-enlarging). The cubic is Keys' with `A = -0.5` (PyTorch uses -0.5 for `antialias=True`, as PIL;
-its non-antialiased bicubic uses -0.75; checked against `F.interpolate` in the tests).
+enlarging). The cubic is Keys' with `A = -0.5` (PyTorch uses -0.5 for `antialias=True`, as PIL).
+
+Hugging Face's ViT (`interpolate_pos_encoding=True`) uses the plain kernel, `antialias=False`:
+output `i` samples the input at `(i + 0.5) * scale - 0.5` with Keys' cubic, `A = -0.75`, on the
+4 nearest inputs, indices outside the input repeating the edge (NumPy only: it is needed at load
+time). Both kernels are checked against `F.interpolate` in the tests.
 
 A resize is then two matrix products, `W_h @ grid @ W_w^T`. `resize_matrix` builds one matrix in
-NumPy (float64, for load-time conversion) and `resize_matrix_ops` with `keras.ops` from a
-runtime output size (a Python int or a scalar tensor), so that a model resamples its position
-embedding inside `fit`, `predict`, a JAX `jit` or a TensorFlow SavedModel whose image size is
-unknown when it is traced.
+NumPy (float64, for load-time conversion) and `resize_matrix_ops` (antialiased) with
+`keras.ops` from a runtime output size (a Python int or a scalar tensor), so that a model
+resamples its position embedding inside `fit`, `predict`, a JAX `jit` or a TensorFlow
+SavedModel whose image size is unknown when it is traced.
 """
 
 import numpy as np
 from keras import ops
 
 CUBIC_A = -0.5  # PyTorch's (and PIL's) coefficient for antialiased bicubic
+PLAIN_CUBIC_A = -0.75  # PyTorch's coefficient for bicubic without antialiasing
 
 
 def _cubic(x, a=CUBIC_A, backend=np):
@@ -31,12 +36,14 @@ def _cubic(x, a=CUBIC_A, backend=np):
     return backend.where(x <= 1.0, near, backend.where(x < 2.0, far, 0.0 * x))
 
 
-def resize_matrix(in_size, out_size):
-    """The `(out_size, in_size)` matrix of PyTorch's antialiased bicubic resize along one axis.
+def resize_matrix(in_size, out_size, antialias=True):
+    """The `(out_size, in_size)` matrix of PyTorch's bicubic resize along one axis.
 
     Args:
         in_size: int. Input length.
         out_size: int. Output length.
+        antialias: bool. PyTorch's `antialias` argument: True for timm, False for Hugging
+            Face's ViT. Defaults to True.
 
     Returns:
         float64 NumPy array whose rows sum to 1; the identity when the sizes are equal.
@@ -48,6 +55,8 @@ def resize_matrix(in_size, out_size):
     ((8, 4), True)
     >>> bool(np.array_equal(resize_matrix(3, 3), np.eye(3)))
     True
+    >>> bool(np.allclose(resize_matrix(4, 8, antialias=False).sum(1), 1))
+    True
     """
     in_size, out_size = int(in_size), int(out_size)
     if in_size <= 0 or out_size <= 0:
@@ -55,11 +64,28 @@ def resize_matrix(in_size, out_size):
             f"Resize sizes must be positive. Received: in_size={in_size}, out_size={out_size}"
         )
     scale = in_size / out_size
+    if not antialias:
+        return _plain_matrix(in_size, out_size, scale)
     stretch = max(scale, 1.0)
     center = scale * (np.arange(out_size, dtype="float64") + 0.5)
     x = (np.arange(in_size, dtype="float64")[None, :] + 0.5 - center[:, None]) / stretch
     weights = _cubic(x)
     return weights / weights.sum(axis=1, keepdims=True)
+
+
+def _plain_matrix(in_size, out_size, scale):
+    """PyTorch's bicubic without antialiasing: 4 taps, edge indices repeated."""
+    if in_size == out_size:
+        return np.eye(in_size)
+    source = (np.arange(out_size, dtype="float64") + 0.5) * scale - 0.5
+    base = np.floor(source)
+    t = source - base
+    matrix = np.zeros((out_size, in_size), "float64")
+    rows = np.arange(out_size)
+    for k, offset in enumerate((t + 1.0, t, 1.0 - t, 2.0 - t)):
+        columns = np.clip(base.astype("int64") - 1 + k, 0, in_size - 1)
+        np.add.at(matrix, (rows, columns), _cubic(offset, PLAIN_CUBIC_A))
+    return matrix
 
 
 def resize_matrix_ops(in_size, out_size, dtype="float32"):
@@ -83,11 +109,12 @@ def resize_matrix_ops(in_size, out_size, dtype="float32"):
     return weights / ops.sum(weights, axis=1, keepdims=True)
 
 
-def resize_bicubic(grid, new_size):
-    """Resizes a `(h, w, C)` NumPy array to `(H, W, C)` as PyTorch's antialiased bicubic does.
+def resize_bicubic(grid, new_size, antialias=True):
+    """Resizes a `(h, w, C)` NumPy array to `(H, W, C)` as PyTorch's bicubic does.
 
-    Equal to `F.interpolate(grid, (H, W), mode="bicubic", antialias=True, align_corners=False)`
-    on the channels-first array (within float rounding; computed in float64).
+    Equal to `F.interpolate(grid, (H, W), mode="bicubic", antialias=antialias,
+    align_corners=False)` on the channels-first array (within float rounding; computed in
+    float64). `antialias=True` (the default) is timm's resampling, False Hugging Face's.
 
     Example:
 
@@ -97,8 +124,8 @@ def resize_bicubic(grid, new_size):
     grid = np.asarray(grid, dtype="float64")
     if grid.ndim != 3:
         raise ValueError(f"grid must have shape (h, w, C). Received: grid.shape={grid.shape}")
-    rows = resize_matrix(grid.shape[0], new_size[0])
-    cols = resize_matrix(grid.shape[1], new_size[1])
+    rows = resize_matrix(grid.shape[0], new_size[0], antialias)
+    cols = resize_matrix(grid.shape[1], new_size[1], antialias)
     return np.einsum("Hh,hwc,Ww->HWc", rows, grid, cols)
 
 

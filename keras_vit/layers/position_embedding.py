@@ -39,7 +39,7 @@ def infer_grid(num_tokens, grid_size=None):
 
 
 def resample_position_embedding(
-    posemb, new_grid, num_prefix_tokens=1, old_grid=None, interpolation="linear"
+    posemb, new_grid, num_prefix_tokens=1, old_grid=None, interpolation="linear", antialias=True
 ):
     """Resamples a learned position embedding to another patch grid.
 
@@ -49,7 +49,8 @@ def resample_position_embedding(
     exactly the official `vit_jax` checkpoint loader: `scipy.ndimage.zoom(..., order=1)`,
     one zoom factor per axis. With `"bicubic"` it is timm's `resample_abs_pos_embed`:
     PyTorch's `F.interpolate(mode="bicubic", antialias=True, align_corners=False)`
-    (see `keras_vit.layers.bicubic`). Equal grids are returned unchanged.
+    (see `keras_vit.layers.bicubic`); with `antialias=False` it is Hugging Face's ViT
+    (`interpolate_pos_encoding=True`). Equal grids are returned unchanged.
 
     Args:
         posemb: array `(1, num_prefix_tokens + gh * gw, D)` (or without the leading 1).
@@ -61,6 +62,8 @@ def resample_position_embedding(
             when None.
         interpolation: `"linear"` (official loader) or `"bicubic"` (timm). Defaults to
             `"linear"`.
+        antialias: bool. With `"bicubic"`: PyTorch's `antialias` argument, True for timm,
+            False for Hugging Face. Defaults to True.
 
     Returns:
         float32 NumPy array `(1, num_prefix_tokens + new_h * new_w, D)`.
@@ -101,7 +104,7 @@ def resample_position_embedding(
         return posemb.astype("float32")
     grid = grid.reshape(old_grid[0], old_grid[1], -1)
     if interpolation == "bicubic":
-        grid = bicubic.resize_bicubic(grid, new_grid)
+        grid = bicubic.resize_bicubic(grid, new_grid, antialias=antialias)
     else:
         zoom = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
         grid = scipy.ndimage.zoom(grid, zoom, order=1)

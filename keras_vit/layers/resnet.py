@@ -10,23 +10,35 @@ Reference:
     Kolesnikov et al., 2020, "Big Transfer (BiT)"; Dosovitskiy et al., 2021, Sec. 3.1.
 """
 
+import functools
+
 import keras
 
-from keras_vit.layers.std_conv import StdConv2D
+from keras_vit.layers.std_conv import STD_CONV_EPSILON, StdConv2D
 
 GROUP_NORM_EPSILON = 1e-6
 
 
-def _group_norm(groups, name, gamma_initializer="ones"):
+def _group_norm(groups, name, gamma_initializer="ones", epsilon=GROUP_NORM_EPSILON):
     return keras.layers.GroupNormalization(
         groups=groups,
-        epsilon=GROUP_NORM_EPSILON,
+        epsilon=epsilon,
         gamma_initializer=gamma_initializer,
         name=name,
     )
 
 
-def residual_unit(x, filters, strides, name, groups=32):
+def residual_unit(
+    x,
+    filters,
+    strides,
+    name,
+    groups=32,
+    *,
+    conv_epsilon=STD_CONV_EPSILON,
+    conv_epsilon_mode="std",
+    norm_epsilon=GROUP_NORM_EPSILON,
+):
     """One BiT bottleneck unit on the functional tensor `x` (layers named `{name}_...`).
 
     conv1 1x1 -> GN -> ReLU -> conv2 3x3 (`strides`) -> GN -> ReLU -> conv3 1x1
@@ -40,27 +52,41 @@ def residual_unit(x, filters, strides, name, groups=32):
         strides: int. Stride of conv2 and of the projection.
         name: str. Layer-name prefix, e.g. `"block1_unit1"`.
         groups: int. GroupNorm groups; must divide `filters`. Defaults to 32.
+        conv_epsilon, conv_epsilon_mode: the `StdConv2D` `epsilon` and
+            `epsilon_mode`. Default to 1e-5 and `"std"` (official).
+        norm_epsilon: float. GroupNorm epsilon. Defaults to 1e-6 (official).
 
     Returns:
         The functional output tensor.
     """
+    conv = functools.partial(StdConv2D, epsilon=conv_epsilon, epsilon_mode=conv_epsilon_mode)
+    norm = functools.partial(_group_norm, groups, epsilon=norm_epsilon)
     residual = x
     if x.shape[-1] != 4 * filters or strides != 1:
-        residual = StdConv2D(4 * filters, 1, strides=strides, name=f"{name}_conv_proj")(x)
-        residual = _group_norm(groups, f"{name}_gn_proj")(residual)
-    y = StdConv2D(filters, 1, name=f"{name}_conv1")(x)
-    y = _group_norm(groups, f"{name}_gn1")(y)
+        residual = conv(4 * filters, 1, strides=strides, name=f"{name}_conv_proj")(x)
+        residual = norm(f"{name}_gn_proj")(residual)
+    y = conv(filters, 1, name=f"{name}_conv1")(x)
+    y = norm(f"{name}_gn1")(y)
     y = keras.layers.ReLU(name=f"{name}_relu1")(y)
-    y = StdConv2D(filters, 3, strides=strides, name=f"{name}_conv2")(y)
-    y = _group_norm(groups, f"{name}_gn2")(y)
+    y = conv(filters, 3, strides=strides, name=f"{name}_conv2")(y)
+    y = norm(f"{name}_gn2")(y)
     y = keras.layers.ReLU(name=f"{name}_relu2")(y)
-    y = StdConv2D(4 * filters, 1, name=f"{name}_conv3")(y)
-    y = _group_norm(groups, f"{name}_gn3", gamma_initializer="zeros")(y)
+    y = conv(4 * filters, 1, name=f"{name}_conv3")(y)
+    y = norm(f"{name}_gn3", gamma_initializer="zeros")(y)
     y = keras.layers.Add(name=f"{name}_add")([residual, y])
     return keras.layers.ReLU(name=f"{name}_out")(y)
 
 
-def resnet_stem(x, resnet_units, resnet_width=64, resnet_groups=32):
+def resnet_stem(
+    x,
+    resnet_units,
+    resnet_width=64,
+    resnet_groups=32,
+    *,
+    conv_epsilon=STD_CONV_EPSILON,
+    conv_epsilon_mode="std",
+    norm_epsilon=GROUP_NORM_EPSILON,
+):
     """The official hybrid's BiT ResNetV2 stem on the functional tensor `x`.
 
     Root: 7x7/2 `StdConv2D` (SAME) -> GN -> ReLU -> 3x3/2 max-pool (SAME); then
@@ -76,18 +102,28 @@ def resnet_stem(x, resnet_units, resnet_width=64, resnet_groups=32):
             factor 1). Defaults to 64.
         resnet_groups: int. GroupNorm groups; must divide `resnet_width`.
             Defaults to 32.
+        conv_epsilon, conv_epsilon_mode, norm_epsilon: see `residual_unit`
+            (timm's hybrids use 1e-8, `"variance"` and 1e-5).
 
     Returns:
         The `(B, H / stride, W / stride, C')` feature map, `C' = 4 * resnet_width
         * 2**(len(resnet_units) - 1)` (or `resnet_width` for the root only).
     """
-    x = StdConv2D(resnet_width, 7, strides=2, name="conv_root")(x)
-    x = _group_norm(resnet_groups, "gn_root")(x)
+    epsilons = dict(
+        conv_epsilon=conv_epsilon, conv_epsilon_mode=conv_epsilon_mode, norm_epsilon=norm_epsilon
+    )
+    x = StdConv2D(
+        resnet_width, 7, strides=2, epsilon=conv_epsilon, epsilon_mode=conv_epsilon_mode,
+        name="conv_root",
+    )(x)
+    x = _group_norm(resnet_groups, "gn_root", epsilon=norm_epsilon)(x)
     x = keras.layers.ReLU(name="root_relu")(x)
     x = keras.layers.MaxPooling2D(3, strides=2, padding="same", name="root_pool")(x)
     for s, units in enumerate(resnet_units, start=1):
         filters = resnet_width * 2 ** (s - 1)
         for u in range(1, units + 1):
             strides = 2 if (s > 1 and u == 1) else 1
-            x = residual_unit(x, filters, strides, f"block{s}_unit{u}", groups=resnet_groups)
+            x = residual_unit(
+                x, filters, strides, f"block{s}_unit{u}", groups=resnet_groups, **epsilons
+            )
     return x

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 STD_CONV_EPSILON = 1e-5
+EPSILON_MODES = ("std", "variance")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -18,9 +19,13 @@ class StdConv2D(keras.layers.Conv2D):
 
     with the population standard deviation, exactly as `weight_standardize` in
     the official `vit_jax/models_resnet.py` (`epsilon=1e-5` added to the
-    standard deviation, not to the variance). The standardisation is computed
-    in float32 and cast to the compute dtype, so mixed precision keeps it
-    accurate. Official checkpoints store the raw kernel, which loads as is.
+    standard deviation, not to the variance). With `epsilon_mode="variance"`
+    the epsilon goes under the square root instead,
+    `w_hat = (w - mean(w)) / sqrt(var(w) + epsilon)`: timm's `StdConv2dSame`
+    (`epsilon=1e-8` in its hybrid ViTs), which `keras_vit.from_timm` uses. The
+    standardisation is computed in float32 and cast to the compute dtype, so
+    mixed precision keeps it accurate. Official checkpoints store the raw
+    kernel, which loads as is.
 
     Args:
         filters: int. Output channels.
@@ -33,7 +38,10 @@ class StdConv2D(keras.layers.Conv2D):
             `keras.layers.Conv2D`.
         use_bias: bool. Defaults to False (the official stem has no conv biases).
         kernel_initializer: Defaults to `"lecun_normal"` (Flax's default).
-        epsilon: float. Added to the standard deviation. Defaults to 1e-5.
+        epsilon: float. Added to the standard deviation (or the variance).
+            Defaults to 1e-5.
+        epsilon_mode: `"std"` (official: `std + epsilon`) or `"variance"`
+            (timm: `sqrt(var + epsilon)`). Defaults to `"std"`.
 
     Call arguments:
         inputs: `(B, H, W, C_in)` (channels_last).
@@ -71,6 +79,7 @@ class StdConv2D(keras.layers.Conv2D):
         kernel_constraint=None,
         bias_constraint=None,
         epsilon=STD_CONV_EPSILON,
+        epsilon_mode="std",
         **kwargs,
     ):
         super().__init__(
@@ -95,13 +104,21 @@ class StdConv2D(keras.layers.Conv2D):
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
             raise ValueError(f"epsilon must be a positive number. Received: epsilon={epsilon!r}")
         self.epsilon = float(epsilon)
+        if epsilon_mode not in EPSILON_MODES:
+            raise ValueError(
+                f"epsilon_mode must be one of {EPSILON_MODES}. "
+                f"Received: epsilon_mode={epsilon_mode!r}"
+            )
+        self.epsilon_mode = epsilon_mode
 
     def standardize(self, kernel):
         """Returns `kernel` standardised per output channel, computed in float32."""
         w = ops.cast(kernel, "float32")
         w = w - ops.mean(w, axis=(0, 1, 2), keepdims=True)
-        std = ops.sqrt(ops.mean(ops.square(w), axis=(0, 1, 2), keepdims=True))
-        return w / (std + self.epsilon)
+        variance = ops.mean(ops.square(w), axis=(0, 1, 2), keepdims=True)
+        if self.epsilon_mode == "variance":
+            return w / ops.sqrt(variance + self.epsilon)
+        return w / (ops.sqrt(variance) + self.epsilon)
 
     def standardized_kernel(self):
         """The kernel this layer actually convolves with (float32 tensor)."""
@@ -114,4 +131,5 @@ class StdConv2D(keras.layers.Conv2D):
     def get_config(self):
         config = super().get_config()
         config["epsilon"] = self.epsilon
+        config["epsilon_mode"] = self.epsilon_mode
         return config

@@ -12,7 +12,8 @@ grouped (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder 
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`;
-- `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, `backbone` (the stem);
+- `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
+  (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
 """
 
@@ -24,6 +25,8 @@ import keras
 from keras_vit.layers import MAPHead, PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
 from keras_vit.layers.activations import check_activation
+from keras_vit.layers.resnet import GROUP_NORM_EPSILON
+from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
 from keras_vit.models import variants
 
 POOLINGS = ("token", "gap", "map", None)
@@ -41,6 +44,13 @@ RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
 _NONE_KEEPS_DEFAULT += ("image_size", "num_classes", "resnet_units", "name")
+# The ResNet stem's numerics: None means these official values (vit_jax).
+_RESNET_EPSILONS = {
+    "resnet_conv_epsilon": STD_CONV_EPSILON,
+    "resnet_conv_epsilon_mode": "std",
+    "resnet_norm_epsilon": GROUP_NORM_EPSILON,
+}
+_RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
 
 
 def _field(group, default=dataclasses.MISSING):
@@ -112,6 +122,12 @@ class ViTConfig:
             ResNet stem. Defaults to None.
         resnet_groups: optional int. GroupNorm groups of the ResNet stem; None means 32
             with a ResNet stem. Defaults to None.
+        resnet_conv_epsilon, resnet_conv_epsilon_mode: optional float and `"std"` or
+            `"variance"`: the weight standardisation of the stem's `StdConv2D`s; None means
+            the official 1e-5 added to the standard deviation. timm's hybrids use 1e-8
+            under the square root (`"variance"`). Default to None.
+        resnet_norm_epsilon: optional float. GroupNorm epsilon of the stem; None means the
+            official 1e-6 (timm: 1e-5). Defaults to None.
         backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
         name: optional Keras model name. Defaults to None.
 
@@ -156,6 +172,9 @@ class ViTConfig:
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
+    resnet_conv_epsilon: object = _field("hybrid", None)
+    resnet_conv_epsilon_mode: object = _field("hybrid", None)
+    resnet_norm_epsilon: object = _field("hybrid", None)
     backbone: object = _field("hybrid", None)
     name: object = _field("name", None)
 
@@ -244,7 +263,7 @@ class ViTConfig:
                 )
             return  # the feature-map grid is known once the backbone runs (see stems.py)
         if self.resnet_units is None:
-            if self.resnet_width is not None or self.resnet_groups is not None:
+            if any(getattr(self, name) is not None for name in _RESNET_ONLY):
                 raise ValueError(
                     "Hybrid arguments need a hybrid variant code (e.g. 'R50+B/16'), resnet_units "
                     "or a backbone. Received: a plain variant and resnet_units=None, backbone=None"
@@ -259,6 +278,19 @@ class ViTConfig:
         normalize("resnet_units", _check_units(self.resnet_units))
         normalize("resnet_width", 64 if self.resnet_width is None else self.resnet_width)
         normalize("resnet_groups", 32 if self.resnet_groups is None else self.resnet_groups)
+        for name, default in _RESNET_EPSILONS.items():
+            if getattr(self, name) is None:
+                normalize(name, default)
+        for name in ("resnet_conv_epsilon", "resnet_norm_epsilon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number. Received: {name}={value!r}")
+            normalize(name, float(value))
+        if self.resnet_conv_epsilon_mode not in EPSILON_MODES:
+            raise ValueError(
+                f"resnet_conv_epsilon_mode must be one of {EPSILON_MODES}. "
+                f"Received: resnet_conv_epsilon_mode={self.resnet_conv_epsilon_mode!r}"
+            )
         check_positive_int(self.resnet_width, "resnet_width")
         check_positive_int(self.resnet_groups, "resnet_groups")
         if self.resnet_width % self.resnet_groups:
@@ -398,6 +430,9 @@ def _stem_fields(model, encoder):
             resnet_units=tuple(units),
             resnet_width=layers["conv_root"].filters,
             resnet_groups=layers["gn_root"].groups,
+            resnet_conv_epsilon=layers["conv_root"].epsilon,
+            resnet_conv_epsilon_mode=layers["conv_root"].epsilon_mode,
+            resnet_norm_epsilon=layers["gn_root"].epsilon,
         )
     source = encoder.input
     if isinstance(source, (list, tuple)):

@@ -81,6 +81,11 @@ def ViTHybrid(variant="R50+B/16", **kwargs):
             and outputs 4x that. Defaults to 64.
         resnet_groups: int. GroupNorm groups in the ResNet (32 in the official
             models); must divide `resnet_width`. Defaults to 32.
+        resnet_conv_epsilon, resnet_conv_epsilon_mode, resnet_norm_epsilon: the
+            stem's numerics: `StdConv2D` `epsilon` / `epsilon_mode` and the
+            GroupNorm epsilon. Default to the official 1e-5, `"std"`, 1e-6
+            (timm's hybrids: 1e-8, `"variance"`, 1e-5; `keras_vit.from_timm`
+            sets them).
         backbone: optional Keras model mapping `(B, H, W, C)` images to one
             rank-4 `(B, h, w, c)` feature map (a functional CNN, or a
             `keras.applications` model with `include_top=False`), used instead

@@ -65,5 +65,13 @@ def stem_features(inputs, config):
     if config.backbone is not None:
         return _backbone_features(config.backbone, inputs, config)
     if config.resnet_units is not None:
-        return resnet_stem(inputs, config.resnet_units, config.resnet_width, config.resnet_groups)
+        return resnet_stem(
+            inputs,
+            config.resnet_units,
+            config.resnet_width,
+            config.resnet_groups,
+            conv_epsilon=config.resnet_conv_epsilon,
+            conv_epsilon_mode=config.resnet_conv_epsilon_mode,
+            norm_epsilon=config.resnet_norm_epsilon,
+        )
     return inputs

@@ -5,7 +5,11 @@
 - `presets`: the named pretrained weights (`ViTB16(weights="imagenet21k")`),
   their catalogue and resolution to a cached file;
 - `download`: the resumable, verified download those files go through;
-- `imagenet`: the ImageNet-1k class names and `decode_predictions`.
+- `imagenet`: the ImageNet-1k class names and `decode_predictions`;
+- `timm` and `huggingface`: `from_timm` and `from_huggingface`, each with its name table;
+- `state_dict`: PyTorch-style checkpoints read safely (safetensors, `weights_only` torch files);
+- `loading`: the strict plan-then-assign loader they (and `npz`) share (their position
+  embeddings are resampled with `keras_vit.layers.position_embedding`, PyTorch's bicubic).
 
 The former module paths `keras_vit.checkpoints`, `keras_vit.presets` and
 `keras_vit.imagenet` are aliases of `npz`, `presets` and `imagenet`.

@@ -1,11 +1,16 @@
-"""An official ViT `.npz` checkpoint -> a saved `.keras` model (`keras-vit convert`).
+"""A checkpoint -> a saved `.keras` model (`keras-vit convert`).
 
-`convert_checkpoint` builds `keras_vit.ViT(model, ...)`, loads the checkpoint
-with `keras_vit.weights.npz.load_npz` (strict unless `strict=False`; the position
-embedding is resampled to `image_size`) and saves the model with `model.save()`.
-Arguments left out are read from the checkpoint: the image size from its
-position-embedding grid, the class count from its head, the representation size
+`convert_checkpoint` builds `keras_vit.ViT(model, ...)`, loads an official `.npz`
+checkpoint with `keras_vit.weights.npz.load_npz` (strict unless `strict=False`; the
+position embedding is resampled to `image_size`) and saves the model with
+`model.save()`. Arguments left out are read from the checkpoint: the image size from
+its position-embedding grid, the class count from its head, the representation size
 from its `pre_logits`, the pooling from its class token.
+
+`convert_timm` and `convert_huggingface` do the same for a timm checkpoint
+(`keras_vit.from_timm`) and a transformers `save_pretrained` folder
+(`keras_vit.from_huggingface`). None of them replaces an existing output unless
+`overwrite=True`, and the file appears only once it is complete.
 """
 
 import math
@@ -101,14 +106,7 @@ def convert_checkpoint(
     from keras_vit.saving import atomic_write
     from keras_vit.weights.npz import load_npz, read_npz
 
-    output = os.fspath(output)
-    if not output.endswith(".keras"):
-        raise ValueError(f"The output path must end with .keras. Received: output={output!r}")
-    if os.path.lexists(output) and not overwrite:
-        raise FileExistsError(
-            f"The output file {output!r} already exists. Pass overwrite=True (`--overwrite` on "
-            "the command line) to replace it, or choose another output path."
-        )
+    output = check_output(output, overwrite)
     defaults = checkpoint_defaults(read_npz(checkpoint), model)
     if image_size is None:
         image_size = defaults["image_size"]
@@ -129,6 +127,71 @@ def convert_checkpoint(
     load_npz(vit, checkpoint, strict=strict, source_grid=source_grid)
     atomic_write(output, vit.save)
     return vit
+
+
+def check_output(output, overwrite):
+    """The output path as a str; a `ValueError` unless `.keras`, `FileExistsError` if it exists."""
+    output = os.fspath(output)
+    if not output.endswith(".keras"):
+        raise ValueError(f"The output path must end with .keras. Received: output={output!r}")
+    if os.path.lexists(output) and not overwrite:
+        raise FileExistsError(
+            f"The output file {output!r} already exists. Pass overwrite=True (`--overwrite` on "
+            "the command line) to replace it, or choose another output path."
+        )
+    return output
+
+
+def convert_timm(name, checkpoint, output, *, overwrite=False, **kwargs):
+    """Converts a timm checkpoint into a saved `.keras` model (`keras_vit.from_timm`).
+
+    Args:
+        name: str. The timm model name (with or without its tag).
+        checkpoint: a `.safetensors` / `.pth` / `.bin` path (or a dict).
+        output: str. Path of the `.keras` file to write.
+        overwrite: bool. Replace an existing `output`. Defaults to False.
+        **kwargs: `image_size`, `num_classes`, `include_top`, ... for `from_timm`.
+
+    Returns:
+        The converted `keras.Model` (already saved to `output`).
+
+    Example:
+
+    >>> convert_timm("vit_base_patch16_224.augreg2_in21k_ft_in1k", "model.safetensors",
+    ...              "vit_b16.keras")  # doctest: +SKIP
+    """
+    from keras_vit.saving import atomic_write
+    from keras_vit.weights.timm import from_timm
+
+    output = check_output(output, overwrite)
+    model = from_timm(name, checkpoint, **kwargs)
+    atomic_write(output, model.save)
+    return model
+
+
+def convert_huggingface(path, output, *, overwrite=False, **kwargs):
+    """Converts a transformers ViT folder into a saved `.keras` model (`from_huggingface`).
+
+    Args:
+        path: str. The `save_pretrained` folder (config.json and the weights).
+        output: str. Path of the `.keras` file to write.
+        overwrite: bool. Replace an existing `output`. Defaults to False.
+        **kwargs: `image_size`, `num_classes`, `include_top`, ... for `from_huggingface`.
+
+    Returns:
+        The converted `keras.Model` (already saved to `output`).
+
+    Example:
+
+    >>> convert_huggingface("vit-base-patch16-224", "vit_b16.keras")  # doctest: +SKIP
+    """
+    from keras_vit.saving import atomic_write
+    from keras_vit.weights.huggingface import from_huggingface
+
+    output = check_output(output, overwrite)
+    model = from_huggingface(path, **kwargs)
+    atomic_write(output, model.save)
+    return model
 
 
 convert = convert_checkpoint  # the name `keras_vit.commands.convert.convert` had

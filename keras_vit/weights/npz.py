@@ -37,6 +37,8 @@ import numpy as np
 
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.weights.loading import commit, walk_layers
+from keras_vit.weights.loading import shape_of as _shape
 
 # The logger keeps the module's former, documented name (`keras-vit convert` prints it).
 logger = logging.getLogger("keras_vit.checkpoints")
@@ -107,6 +109,16 @@ _HINTS = {
 }
 
 
+class _NpzLog:
+    """The module's logger with every line prefixed `load_npz: ` (the messages it always had)."""
+
+    def warning(self, message, *args):
+        logger.warning("load_npz: " + message, *args)
+
+    def info(self, message, *args):
+        logger.info("load_npz: " + message, *args)
+
+
 def _hint(kind, name):
     hint = _HINTS.get((kind, name))
     return f" ({hint})" if hint else ""
@@ -125,14 +137,6 @@ def _resolve(layer, attribute_path):
         if isinstance(value, keras.Variable):
             return value
     return None
-
-
-def _walk_layers(model):
-    for layer in model.layers:
-        if isinstance(layer, keras.Model):  # a nested stem or backbone
-            yield from _walk_layers(layer)
-        else:
-            yield layer
 
 
 def official_variables(model):
@@ -155,7 +159,7 @@ def official_variables(model):
         )
     table = {}
     mapped = set()
-    for layer in _walk_layers(model):
+    for layer in walk_layers(model):
         for pattern, scope, arrays in NAME_TABLE:
             match = re.fullmatch(pattern, layer.name)
             if match is None:
@@ -263,17 +267,13 @@ def read_npz(path):
     return arrays
 
 
-def _shape(x):
-    return tuple(int(d) for d in x.shape)
-
-
 def _is_group_norm(name):
     return any(part in name for part in _GROUP_NORM_LEAVES) and name.endswith(("/scale", "/bias"))
 
 
 def _encoder_of(model, variable):
     """The patch encoder owning the position-embedding `variable` (None if not found)."""
-    for layer in _walk_layers(model):
+    for layer in walk_layers(model):
         if getattr(layer, "position_embeddings", None) is variable:
             return layer
     return None
@@ -472,26 +472,17 @@ def load_npz(model, path, *, strict=True, source_grid=None):
     if source_grid is not None:
         source_grid = check_positive_int_pair(source_grid, "source_grid")
     assignments, problems, notes = _plan(model, arrays, source_grid)
-    lines = [f"  {kind:<10} {p}" for kind, items in problems.items() for p in items]
-    if lines and strict:
-        raise ValueError(
-            f"Cannot load {path!r} into model '{model.name}': {len(lines)} problem(s) "
-            "(pass strict=False to load only what matches):\n" + "\n".join(lines)
-        )
-    if lines:
-        logger.warning(
-            "load_npz: skipped %d array(s) of %s:\n%s", len(lines), path, "\n".join(lines)
-        )
-    if not assignments:
-        raise ValueError(
-            f"No array of {path!r} matches a weight of model '{model.name}'. "
-            f"Received: {len(arrays)} arrays, e.g. {sorted(arrays)[:3]}"
-        )
-    for _, variable, value in assignments:
-        variable.assign(np.asarray(value, dtype=variable.dtype))
-    for note in notes:
-        logger.info("load_npz: %s", note)
-    logger.info("load_npz: loaded %d arrays from %s", len(assignments), path)
+    commit(
+        model,
+        [(variable, value) for _, variable, value in assignments],
+        problems,
+        notes,
+        source=repr(path),
+        strict=strict,
+        logger=_NpzLog(),
+        hint=" (pass strict=False to load only what matches)",
+        keys=arrays,
+    )
     return model
 
 

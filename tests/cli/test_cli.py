@@ -221,6 +221,98 @@ def test_convert_refuses_to_overwrite(tmp_path, capsys):
     assert "ViT.npz" in error_of(capsys)
 
 
+def _timm_ti16_checkpoint(path):
+    """Random weights with timm's names and shapes of `vit_tiny_patch16_224`, as .safetensors."""
+    import numpy as np
+
+    import keras_vit
+    from keras_vit.models.config import ViTConfig
+    from keras_vit.weights.state_dict import write_safetensors
+    from keras_vit.weights.timm import timm_name_table
+
+    model = keras_vit.ViT("Ti/16", num_classes=3, image_size=32)
+    variables = {v.path: tuple(v.shape) for v in model.weights}
+    variables["patch_encoder/position_embeddings"] = (1, 197, 192)  # trained at 224 px
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for key, (paths, transform) in timm_name_table(ViTConfig.from_model(model)).items():
+        paths = (paths,) if isinstance(paths, str) else paths
+        shape = transform.source_shape(tuple(variables[p] for p in paths))
+        arrays[key] = rng.normal(0, 0.2, shape).astype("float32")
+    return arrays, write_safetensors(arrays, path)
+
+
+def test_convert_from_timm(tmp_path, capsys):
+    import numpy as np
+
+    import keras_vit
+    from tests.helpers import to_numpy
+
+    _, checkpoint = _timm_ti16_checkpoint(tmp_path / "ti16.safetensors")
+    output = tmp_path / "ti16.keras"
+    name = "vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+    argv = ["convert", "--from", "timm", name, checkpoint, str(output), "--image-size", "32"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert f"Wrote {output}: vit_tiny_patch16_224, input (32, 32, 3), output (3,)" in captured.out
+    assert "resized pos_embed from (1, 197, 192) to (1, 5, 192)" in captured.err
+    assert "assigned 200 model weights" in captured.err  # 152 arrays, qkv split in three
+    # The file holds what from_timm builds (tests/weights/test_timm.py checks that against timm).
+    images = np.random.default_rng(1).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")
+    expected = keras_vit.from_timm(name, checkpoint, image_size=32)(images)
+    actual = keras_vit.load_model(str(output))(images)
+    np.testing.assert_allclose(to_numpy(actual), to_numpy(expected), rtol=1e-6, atol=1e-6)
+    capsys.readouterr()  # from_timm's own log lines
+    assert main(argv) == 2 and "--overwrite" in error_of(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--from", "timm", "vit_tiny_patch16_224", "out.keras"],
+         "expects 3 arguments, NAME CHECKPOINT OUTPUT; received 2"),
+        (["--from", "timm", "resnet50", "x.safetensors", "out.keras"],
+         "Unknown timm model name 'resnet50'"),
+        (["--from", "timm", "vit_tiny_patch16_224", "x.safetensors", "o.keras", "--pooling", "gap"],
+         "--pooling applies to --from npz only"),
+        (["--from", "huggingface", "missing_folder", "out.keras"],
+         "Hugging Face model folder not found"),
+        (["a.npz", "b.keras"], "needs --model"),
+        (["--from", "timm", "vit_tiny_patch16_224", "missing.safetensors", "o.keras"],
+         "Checkpoint file not found"),
+    ],
+)  # fmt: skip
+def test_convert_mistakes_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["convert", *argv]) == 2
+    err = error_of(capsys)
+    assert err.startswith("keras-vit convert: error:") and message in err
+
+
+def test_convert_from_huggingface(tmp_path, capsys):
+    from tests.weights.references import import_torch, import_transformers
+
+    torch, transformers = import_torch(), import_transformers()
+    import numpy as np
+
+    config = transformers.ViTConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=8, num_labels=4,
+    )  # fmt: skip
+    model = transformers.ViTForImageClassification(config).eval()
+    model.save_pretrained(tmp_path / "hf")
+    output = tmp_path / "hf.keras"
+    assert main(["convert", "--from", "huggingface", str(tmp_path / "hf"), str(output)]) == 0
+    assert "output (4,)" in capsys.readouterr().out
+    import keras_vit
+
+    images = np.random.default_rng(2).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")
+    with torch.no_grad():
+        expected = model(torch.from_numpy(images).permute(0, 3, 1, 2)).logits.numpy()
+    actual = keras_vit.load_model(str(output)).predict(images, verbose=0)
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
 # --- experiment files (--config) --------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""keras_vit/layers/bicubic.py against PyTorch's F.interpolate(bicubic, antialias=True)."""
+"""keras_vit/layers/bicubic.py against PyTorch's F.interpolate(bicubic, antialias=True|False)."""
 
 import keras
 import numpy as np
@@ -20,15 +20,40 @@ CASES = [
 ]
 
 
+# Hugging Face's plain bicubic (antialias=False): enlarging, shrinking, non-square both ways.
+PLAIN_CASES = [((4, 4), (6, 8)), ((7, 7), (3, 3)), ((16, 16), (7, 11)), ((5, 3), (5, 9)),
+               ((2, 2), (9, 9))]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def references(tmp_path_factory):
+def all_references(tmp_path_factory):
+    """(grid, size, PyTorch's result) for CASES (antialiased) and PLAIN_CASES, one subprocess."""
     rng = np.random.default_rng(0)
-    grids = [rng.normal(size=(*src, 6)).astype("float32") for src, _ in CASES]
+    cases = [(src, dst, True) for src, dst in CASES] + [(s, d, False) for s, d in PLAIN_CASES]
+    grids = [rng.normal(size=(*src, 6)).astype("float32") for src, _, _ in cases]
     expected = torch_bicubic(
-        [(g, dst) for g, (_, dst) in zip(grids, CASES, strict=True)],
+        [(g, dst, antialias) for g, (_, dst, antialias) in zip(grids, cases, strict=True)],
         str(tmp_path_factory.mktemp("torch")),
     )
-    return list(zip(grids, [dst for _, dst in CASES], expected, strict=True))
+    sizes = [dst for _, dst, _ in cases]
+    found = list(zip(grids, sizes, expected, strict=True))
+    return found[: len(CASES)], found[len(CASES) :]
+
+
+@pytest.fixture(scope="module")
+def references(all_references):
+    return all_references[0]
+
+
+def test_plain_bicubic_numpy_matches_torch(all_references):
+    for grid, size, expected in all_references[1]:
+        got = bicubic.resize_bicubic(grid, size, antialias=False)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=str(size))
+    # The two kernels differ (A = -0.5 with antialiasing, -0.75 without).
+    assert not np.allclose(bicubic.resize_matrix(4, 7), bicubic.resize_matrix(4, 7, False))
+    for n_in, n_out in ((3, 11), (11, 3)):
+        np.testing.assert_allclose(bicubic.resize_matrix(n_in, n_out, False).sum(1), 1.0)
+    np.testing.assert_array_equal(bicubic.resize_matrix(6, 6, antialias=False), np.eye(6))
 
 
 def test_numpy_matches_torch(references):
@@ -60,6 +85,15 @@ def test_position_embedding_resampling_keeps_prefix_rows(references):
     np.testing.assert_allclose(out[0, 3:], expected.reshape(-1, 6), rtol=1e-5, atol=1e-5)
     same = resample_position_embedding(posemb, (4, 4), num_prefix_tokens=3, interpolation="bicubic")
     np.testing.assert_array_equal(same, posemb)
+
+
+def test_plain_position_embedding_resampling(all_references):
+    grid, size, expected = all_references[1][0]  # (4, 4) -> (6, 8), antialias=False
+    prefix = np.random.default_rng(2).normal(size=(1, 1, 6)).astype("float32")
+    posemb = np.concatenate([prefix, grid.reshape(1, -1, 6)], axis=1)
+    out = resample_position_embedding(posemb, size, 1, interpolation="bicubic", antialias=False)
+    np.testing.assert_array_equal(out[:, :1], prefix)
+    np.testing.assert_allclose(out[0, 1:], expected.reshape(-1, 6), rtol=1e-5, atol=1e-5)
 
 
 def test_bad_arguments():

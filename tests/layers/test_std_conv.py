@@ -65,3 +65,22 @@ def test_standardizes_stored_kernel_at_every_call():
 def test_bad_epsilon(epsilon):
     with pytest.raises(ValueError, match="epsilon must be a positive number"):
         StdConv2D(8, 3, epsilon=epsilon)
+
+
+def test_variance_epsilon_mode_matches_timm_formula():
+    # timm's StdConv2dSame: F.batch_norm over the kernel, i.e. (w - mean) / sqrt(var + eps).
+    layer = StdConv2D(5, 3, epsilon=1e-3, epsilon_mode="variance")
+    layer.build((1, 8, 8, 4))
+    raw = np.random.default_rng(2).normal(0.0, 0.05, layer.kernel.shape).astype("float32")
+    layer.kernel.assign(raw)
+    w = raw.astype("float64") - raw.mean(axis=(0, 1, 2), keepdims=True)
+    expected = w / np.sqrt(w.var(axis=(0, 1, 2), keepdims=True) + 1e-3)
+    np.testing.assert_allclose(to_numpy(layer.standardized_kernel()), expected, rtol=1e-5)
+    # The official placement gives a measurably different kernel with this epsilon.
+    assert not np.allclose(np_standardize(raw.astype("float64"), 1e-3), expected, rtol=1e-3)
+    assert StdConv2D.from_config(layer.get_config()).epsilon_mode == "variance"
+
+
+def test_bad_epsilon_mode():
+    with pytest.raises(ValueError, match="epsilon_mode must be one of"):
+        StdConv2D(8, 3, epsilon_mode="var")

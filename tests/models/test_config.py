@@ -54,6 +54,19 @@ def test_hybrid_config():
     assert config.resnet_units is None and config.backbone is backbone and config.is_hybrid
     assert config.grid_size is None
     assert ViTConfig.field_names("hybrid") == HYBRID_KWARGS == hybrid.HYBRID_KWARGS
+    # The stem's numerics default to the official ones; timm's round-trip through a model.
+    assert (config.resnet_conv_epsilon, config.resnet_conv_epsilon_mode) == (None, None)
+    official = ViTConfig.from_variant("mu/1", **TINY_STEM, **TINY)
+    assert (official.resnet_conv_epsilon, official.resnet_conv_epsilon_mode) == (1e-5, "std")
+    assert official.resnet_norm_epsilon == 1e-6
+    timm_like = dict(
+        resnet_conv_epsilon=1e-8, resnet_conv_epsilon_mode="variance", resnet_norm_epsilon=1e-5
+    )
+    config = ViTConfig.from_variant("mu/1", **TINY_STEM, **TINY, **timm_like)
+    model = build_model(config)
+    assert model.get_layer("block2_unit1_conv2").epsilon_mode == "variance"
+    assert model.get_layer("block1_unit1_gn3").epsilon == 1e-5
+    assert ViTConfig.from_model(model) == config
 
 
 @pytest.mark.parametrize(
@@ -68,6 +81,9 @@ def test_hybrid_config():
         (dict(dropout_rate=1.5), r"dropout_rate must be a number in \[0, 1\). .*=1\.5"),
         (dict(representation_size=-1), "representation_size=-1"),
         (dict(resnet_width=8), "Hybrid arguments need a hybrid variant code"),
+        (dict(resnet_norm_epsilon=1e-5), "Hybrid arguments need a hybrid variant code"),
+        (dict(**TINY_STEM, resnet_conv_epsilon=0), "resnet_conv_epsilon must be a positive"),
+        (dict(**TINY_STEM, resnet_conv_epsilon_mode="var"), "resnet_conv_epsilon_mode must be"),
         (dict(resnet_units=(1, 0)), r"resnet_units must be .*Received: resnet_units=\(1, 0\)"),
         (dict(resnet_units=(1,), resnet_width=12, resnet_groups=8), "resnet_width=12"),
         (dict(resnet_units=(1, 1), image_size=(40, 32)), r"total stride.*\(40, 32\)"),

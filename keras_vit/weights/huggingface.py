@@ -1,0 +1,373 @@
+"""Hugging Face `transformers` ViT checkpoints -> keras_vit models: `from_huggingface(path)`.
+
+Reads a `save_pretrained` folder of `ViTModel`, `ViTForImageClassification` (or the encoder of
+`ViTForMaskedImageModeling`): `config.json` becomes the `keras_vit.ViT` arguments, and the weights
+(`model.safetensors`, a sharded `model.safetensors.index.json`, or `pytorch_model.bin` through
+`torch.load(weights_only=True)`) load through the strict name table below. `transformers` itself
+is not needed.
+
+What the model returns, against `transformers`' outputs:
+
+- a `ViTForImageClassification` folder: its `logits` (the classifier on the class token of the
+  final LayerNorm);
+- a `ViTModel` folder: `include_top=False` with the default `pooling="token"` returns
+  `last_hidden_state[:, 0]`, and `pooling=None` the whole `last_hidden_state`. The pooler
+  (dense + tanh on that class token, `pooler_output`) is our `pre_logits` layer: pass
+  `num_classes` and `representation_size` (its width) to keep it, with a new zero head on top;
+  otherwise it is left out (logged).
+
+Numerics follow `config.json`: `hidden_act="gelu"` is the exact erf GELU, `"gelu_new"`,
+`"gelu_pytorch_tanh"` and `"gelu_fast"` the tanh approximation; `layer_norm_eps` (1e-12 by
+default). Another `image_size` than the checkpoint's resamples the position embedding exactly as
+`ViTModel(..., interpolate_pos_encoding=True)` does at every call (bicubic, `A = -0.75`, no
+antialiasing: `keras_vit.layers.bicubic`); here it is done once, at load time.
+"""
+
+import json
+import logging
+import os
+import re
+
+from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.weights import loading as L
+from keras_vit.weights.state_dict import read_state_dict
+
+logger = logging.getLogger("keras_vit.huggingface")
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+ARCHITECTURES = ("ViTModel", "ViTForImageClassification", "ViTForMaskedImageModeling")
+# hidden_act -> approximate_gelu (transformers' ACT2FN names for GELU).
+ACTIVATIONS = {
+    "gelu": False,
+    "gelu_python": False,
+    "gelu_new": True,
+    "gelu_pytorch_tanh": True,
+    "gelu_fast": True,
+}
+# transformers >= 5 names its ViT weights like this in memory (`model.state_dict()`); files it
+# writes keep the names of transformers 4, which the table below uses.
+_RENAMES = (
+    (r"^layers\.(\d+)\.attention\.([qkv])_proj\.", None),
+    (r"^layers\.(\d+)\.attention\.o_proj\.", r"encoder.layer.\1.attention.output.dense."),
+    (r"^layers\.(\d+)\.mlp\.fc1\.", r"encoder.layer.\1.intermediate.dense."),
+    (r"^layers\.(\d+)\.mlp\.fc2\.", r"encoder.layer.\1.output.dense."),
+    (r"^layers\.(\d+)\.(layernorm_before|layernorm_after)\.", r"encoder.layer.\1.\2."),
+)
+_QKV = {"q": "query", "k": "key", "v": "value"}
+
+
+def _legacy_name(key):
+    for pattern, replacement in _RENAMES:
+        match = re.match(pattern, key)
+        if match is None:
+            continue
+        if replacement is None:
+            layer, which = match.groups()
+            return f"encoder.layer.{layer}.attention.attention.{_QKV[which]}." + key[match.end() :]
+        return re.sub(pattern, replacement, key)
+    return key
+
+
+def normalize_names(arrays):
+    """`vit.` prefixes stripped; transformers 5's in-memory names mapped to the file names.
+
+    Example:
+
+    >>> sorted(normalize_names({"vit.layers.0.attention.q_proj.weight": 1, "classifier.bias": 2}))
+    ['classifier.bias', 'encoder.layer.0.attention.attention.query.weight']
+    """
+    out = {}
+    for key, value in arrays.items():
+        key = key[len("vit.") :] if key.startswith("vit.") else key
+        out[_legacy_name(key)] = value
+    return out
+
+
+def read_config(path):
+    """The `config.json` of a `save_pretrained` folder, as a dict (names the file on errors)."""
+    folder = _folder(path)
+    config_path = os.path.join(folder, "config.json")
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(
+            f"No config.json in {folder!r}. Expected a folder written by transformers' "
+            "save_pretrained (config.json and model.safetensors or pytorch_model.bin)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_path!r} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_path!r} holds {type(config).__name__}, expected an object.")
+    return config
+
+
+def _folder(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
+    if not os.path.isdir(path):
+        raise NotADirectoryError(
+            f"Expected a save_pretrained folder (config.json + weights). Received the file {path!r}"
+        )
+    return path
+
+
+def _weights_file(folder):
+    for name in WEIGHT_FILES:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}."
+    )
+
+
+def _pair(value, name, config_path):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    pair = isinstance(value, (list, tuple)) and len(value) == 2
+    if pair and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    raise ValueError(
+        f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}"
+    )
+
+
+def vit_arguments(config, source="config.json"):
+    """`keras_vit.ViT` arguments of a transformers `ViTConfig` dict.
+
+    Args:
+        config: dict, the contents of `config.json`.
+        source: str. Where it comes from, for messages.
+
+    Returns:
+        dict of `ViT` arguments (sizes, image size, channels, epsilon, GELU, classes) and
+        the private key `_qkv_bias`.
+
+    Raises:
+        ValueError: a `model_type`, architecture or activation keras_vit does not read,
+            naming the value and the supported ones.
+
+    Example:
+
+    >>> args = vit_arguments({"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2,
+    ...     "num_attention_heads": 2, "intermediate_size": 64, "image_size": 32, "patch_size": 8})
+    >>> args["hidden_dim"], args["layer_norm_epsilon"], args["approximate_gelu"]
+    (32, 1e-12, False)
+    """
+    model_type = config.get("model_type")
+    if model_type != "vit":
+        raise ValueError(
+            f"{source}: model_type {model_type!r} is not a ViT. keras_vit.from_huggingface reads "
+            "model_type 'vit' (ViTModel, ViTForImageClassification); for timm models use "
+            "keras_vit.from_timm."
+        )
+    architectures = config.get("architectures") or ["ViTModel"]
+    unknown = [a for a in architectures if a not in ARCHITECTURES]
+    if unknown:
+        raise ValueError(
+            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
+            f"{ARCHITECTURES}."
+        )
+    activation = config.get("hidden_act", "gelu")
+    arguments = {}
+    if activation == "quick_gelu":
+        arguments["activation"] = "quick_gelu"
+        arguments["approximate_gelu"] = False
+    elif activation in ACTIVATIONS:
+        arguments["approximate_gelu"] = ACTIVATIONS[activation]
+    else:
+        raise ValueError(
+            f"{source}: hidden_act {activation!r} is not supported. Expected one of "
+            f"{sorted([*ACTIVATIONS, 'quick_gelu'])}."
+        )
+    try:
+        arguments.update(
+            variant="B/16",  # every size below overrides it
+            num_layers=int(config.get("num_hidden_layers", 12)),
+            hidden_dim=int(config.get("hidden_size", 768)),
+            mlp_dim=int(config.get("intermediate_size", 3072)),
+            num_heads=int(config.get("num_attention_heads", 12)),
+            patch_size=_pair(config.get("patch_size", 16), "patch_size", source),
+            image_size=_pair(config.get("image_size", 224), "image_size", source),
+            num_channels=int(config.get("num_channels", 3)),
+            layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{source}: {error}") from error
+    arguments["_qkv_bias"] = bool(config.get("qkv_bias", True))
+    return arguments
+
+
+_norm, _dense = L.torch_norm, L.torch_linear
+
+
+def _position_transform(config):
+    """HF `position_embeddings` -> ours, resampled as `interpolate_pos_encoding=True` does."""
+
+    def resample(posemb, grid, prefix):
+        return resample_position_embedding(
+            posemb, grid, prefix, interpolation="bicubic", antialias=False
+        )
+
+    return L.position_embedding(config.grid_size, int(config.class_token), resample)
+
+
+def huggingface_name_table(config, *, qkv_bias=True):
+    """The transformers ViT weight names for the model `config` describes.
+
+    Args:
+        config: the `keras_vit.models.config.ViTConfig` of the model.
+        qkv_bias: bool. Whether the checkpoint has q/k/v biases. Defaults to True.
+
+    Returns:
+        dict {name: (variable path, transform)} for `keras_vit.weights.loading`.
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> table = huggingface_name_table(ViTConfig.from_variant("mu/8", image_size=32))
+    >>> table["encoder.layer.0.attention.attention.query.weight"][0]
+    'encoderblock_0/attention/query/kernel'
+    """
+    table = {
+        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
+        "embeddings.position_embeddings": (
+            "patch_encoder/position_embeddings",
+            _position_transform(config),
+        ),
+        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
+        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
+    }
+    for i in range(config.num_layers):
+        key, path = f"encoder.layer.{i}", f"encoderblock_{i}"
+        attention = f"{path}/attention"
+        table.update(_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
+        for name in ("query", "key", "value"):
+            source = f"{key}.attention.attention.{name}"
+            table[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
+            if qkv_bias:
+                table[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+        table[f"{key}.attention.output.dense.weight"] = (
+            f"{attention}/attention_output/kernel",
+            L.HEADS_OUT_WEIGHT,
+        )
+        table[f"{key}.attention.output.dense.bias"] = (
+            f"{attention}/attention_output/bias",
+            L.IDENTITY,
+        )
+        table.update(_norm(f"{key}.layernorm_after", f"{path}/mlp_norm"))
+        table.update(_dense(f"{key}.intermediate.dense", f"{path}/mlp_dense_1"))
+        table.update(_dense(f"{key}.output.dense", f"{path}/mlp_dense_2"))
+    table.update(_norm("layernorm", "encoder_norm"))
+    if config.include_top:
+        if config.representation_size:
+            table.update(_dense("pooler.dense", "pre_logits"))
+        table.update(_dense("classifier", "head"))
+    return table
+
+
+def _skips(arrays, config):
+    """Checkpoint arrays left out on purpose, each with its log line."""
+    skip = {}
+    classifier = arrays.get("classifier.weight")
+    for key, value in arrays.items():
+        shape = L.shape_of(value)
+        if key.startswith("pooler.") and not (config.include_top and config.representation_size):
+            skip[key] = (
+                f"dropped {key} {shape}: the pooler is our pre_logits, kept with num_classes "
+                "and representation_size"
+            )
+        elif key.startswith("classifier.") and (
+            not config.include_top or int(classifier.shape[0]) != config.num_classes
+        ):
+            why = "no head" if not config.include_top else f"a new {config.num_classes}-way head"
+            skip[key] = f"dropped {key} {shape}: the model has {why}"
+        elif key == "embeddings.mask_token" or key.startswith("decoder."):
+            skip[key] = f"dropped {key} {shape} (masked image modeling only)"
+    return skip
+
+
+def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
+    """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
+
+    Args:
+        path: str or path-like. A folder with `config.json` and `model.safetensors` (or
+            `model.safetensors.index.json` with its shards, or `pytorch_model.bin`, which
+            needs PyTorch) of `ViTModel` or `ViTForImageClassification`.
+        image_size: optional int or (height, width). Defaults to `config.json`'s; another
+            one resamples the position embedding as `interpolate_pos_encoding=True` does.
+        num_classes: optional int. Defaults to the classifier's class count
+            (`ViTForImageClassification`; `id2label` names them), or no head for a
+            `ViTModel`. Another count gives a new zero-initialised head.
+        **kwargs: other `keras_vit.ViT` arguments (`include_top`, `pooling`,
+            `representation_size` to keep a `ViTModel`'s pooler, dropout rates, ...).
+            Dropout rates are not read from `config.json`.
+
+    Returns:
+        A functional `keras.Model` taking `(B, H, W, C)` channels-last images normalised as
+        the checkpoint's image processor does (mean 0.5, std 0.5 for Google's ViTs: the
+        [-1, 1] of `keras_vit.preprocess_input`).
+
+    Raises:
+        FileNotFoundError: the folder, `config.json` or the weights are missing.
+        ValueError: an unsupported config value (naming it), or weights that do not fit
+            (one message listing every missing, unexpected or mis-shaped array).
+
+    Example:
+
+    >>> model = from_huggingface("vit-base-patch16-224")  # doctest: +SKIP
+    """
+    from keras_vit.models.config import ViTConfig
+    from keras_vit.models.encoder import build_model
+
+    folder = _folder(path)
+    hf = read_config(folder)
+    arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
+    qkv_bias = arguments.pop("_qkv_bias")
+    weights_path = _weights_file(folder)
+    arrays = normalize_names(read_state_dict(weights_path))
+    classifier = arrays.get("classifier.weight")
+    include_top = kwargs.pop("include_top", None)
+    if num_classes is None and classifier is not None and classifier.ndim == 2:
+        num_classes = int(classifier.shape[0])
+    if include_top is None:
+        include_top = num_classes is not None
+    config = ViTConfig.from_variant(
+        arguments.pop("variant"),
+        **{
+            **arguments,
+            "image_size": image_size or arguments["image_size"],
+            "num_classes": num_classes or 1000,
+            "include_top": include_top,
+            "name": kwargs.pop("name", None) or _model_name(hf),
+            **kwargs,
+        },
+    )
+    if config.include_top and config.representation_size and "pooler.dense.weight" in arrays:
+        act = hf.get("pooler_act", "tanh")
+        if act != "tanh":
+            raise ValueError(
+                f"{folder}: pooler_act {act!r}; keras_vit's pre_logits is dense + tanh."
+            )
+    model = build_model(config)
+    table = huggingface_name_table(config, qkv_bias=qkv_bias)
+    L.load_state_dict(
+        model,
+        arrays,
+        L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
+        source=repr(weights_path),
+        logger=logger,
+        fills={} if qkv_bias else L.zero_qkv_biases(config.num_layers),
+        skip=_skips(arrays, config),
+    )
+    labels = hf.get("id2label")
+    if labels and config.include_top and len(labels) == config.num_classes:
+        logger.info("%d classes, e.g. %s", len(labels), list(labels.values())[:3])
+    return model
+
+
+def _model_name(hf):
+    name = hf.get("_name_or_path") or "vit_huggingface"
+    return re.sub(r"[^0-9A-Za-z_]+", "_", os.path.basename(str(name).rstrip("/"))) or "vit"

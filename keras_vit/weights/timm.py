@@ -1,0 +1,798 @@
+"""timm checkpoints -> keras_vit models: `from_timm(name, checkpoint)`.
+
+timm is never imported: this module holds our own table of timm's ViT architectures (the
+`FAMILIES` below, each a name pattern and the `keras_vit.ViT` arguments it means) and of timm's
+weight names (`timm_name_table`), and reads the checkpoint with
+`keras_vit.weights.state_dict.read_state_dict` (`.safetensors`, `.pth`/`.bin`, or a dict). A
+model name may carry timm's pretrained tag (`"vit_small_patch16_224.augreg_in21k"`) or the Hub
+prefix (`"timm/vit_small_patch16_224.augreg_in21k"`): the tag does not change the architecture.
+
+timm's numerics are kept: exact erf GELU (timm's `nn.GELU`, also for the AugReg weights that
+were trained with the tanh approximation), LayerNorm epsilon 1e-6 (CLIP towers 1e-5), timm's
+hybrid ResNet (`StdConv2dSame` with epsilon 1e-8 under the square root, GroupNorm epsilon
+1e-5), and timm's position-embedding resampling (bicubic with antialiasing, `F.interpolate`
+exactly: `keras_vit.layers.bicubic`) when the image size differs from the checkpoint's.
+Architectures keras_vit does not implement (SwiGLU, rotary embeddings, ...: `UNSUPPORTED`) are
+refused with a `ValueError` saying what they need.
+"""
+
+import dataclasses
+import logging
+import re
+
+from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.weights import loading as L
+from keras_vit.weights.state_dict import read_state_dict
+
+logger = logging.getLogger("keras_vit.timm")
+
+# timm size words -> (num_layers, hidden_dim, mlp_dim, num_heads), from timm's model definitions.
+SIZES = {
+    "xsmall": (10, 256, 1024, 4),
+    "wee": (14, 256, 1280, 4),
+    "tiny": (12, 192, 768, 3),
+    "little": (14, 320, 1792, 5),
+    "small": (12, 384, 1536, 6),
+    "medium": (12, 512, 2048, 8),
+    "mediumd": (20, 512, 2048, 8),
+    "betwixt": (12, 640, 2560, 10),
+    "base": (12, 768, 3072, 12),
+    "base_plus": (12, 896, 3584, 14),
+    "so150m": (18, 896, 2304, 14),
+    "so150m2": (21, 832, 2176, 13),
+    "large": (24, 1024, 4096, 16),
+    "so400m": (27, 1152, 4304, 16),
+    "huge": (32, 1280, 5120, 16),
+    "giant": (40, 1408, 6144, 16),
+    "giantopt": (40, 1536, 6144, 16),
+    "gigantic": (48, 1664, 8192, 16),
+}
+
+# timm's ResNetV2 stems: the hybrid models and our variant codes for them.
+HYBRIDS = {
+    "vit_tiny_r_s16_p8": "R+Ti/16",
+    "vit_small_r26_s32": "R26+S/32",
+    "vit_base_r26_s32": "R26+B/32",
+    "vit_base_r50_s16": "R50+B/16",
+    "vit_large_r50_s32": "R50+L/32",
+}
+# timm's hybrid stem numerics (`_resnetv2` in timm's vision_transformer_hybrid.py).
+TIMM_RESNET = dict(
+    resnet_conv_epsilon=1e-8, resnet_conv_epsilon_mode="variance", resnet_norm_epsilon=1e-5
+)
+
+# Class counts of timm's default pretrained tag where it is not 1000 (0: no head). Used when no
+# checkpoint is given, as `timm.create_model(name)` does.
+DEFAULT_CLASSES = {
+    "vit_small_patch8_224": 0,
+    "vit_large_patch32_224": 0,
+    "vit_huge_patch14_224": 0,
+    "vit_base_patch16_224_miil": 11221,
+    "vit_medium_patch16_gap_240": 11821,
+    "vit_huge_patch14_gap_224": 0,
+    "vit_huge_patch16_gap_448": 0,
+    "vit_giant_patch16_gap_224": 0,
+    "vit_base_r50_s16_224": 0,
+    "vit_xsmall_patch16_clip_224": 512,
+    "vit_medium_patch32_clip_224": 512,
+    "vit_medium_patch16_clip_224": 512,
+    "vit_betwixt_patch32_clip_224": 512,
+    "vit_base_patch32_clip_256": 512,
+    "vit_base_patch16_plus_clip_240": 640,
+    "vit_giant_patch14_clip_224": 1024,
+    "vit_gigantic_patch14_clip_224": 1280,
+    "vit_gigantic_patch14_clip_378": 1280,
+    "vit_huge_patch14_clip_378": 1024,
+    "vit_base_patch32_clip_quickgelu_224": 512,
+    "vit_base_patch16_clip_quickgelu_224": 512,
+    "vit_large_patch14_clip_quickgelu_224": 768,
+    "vit_large_patch14_clip_quickgelu_336": 768,
+    "vit_huge_patch14_clip_quickgelu_224": 1024,
+    "vit_huge_patch14_clip_quickgelu_378": 1024,
+    "vit_gigantic_patch14_clip_quickgelu_224": 1280,
+}
+# Families whose timm models have no classifier by default.
+_HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap")
+
+# SigLIP towers with tanh GELU in timm (SigLIP 2 checkpoints): (size, patch, resolution or None).
+_SIGLIP_TANH = {
+    ("base", 32, None),
+    ("large", 16, 512),
+    ("so400m", 16, None),
+    ("giantopt", 16, None),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A family of timm model names and the keras_vit arguments they mean.
+
+    Attributes:
+        name: str. Short name (`"vit"`, `"deit3"`, ...).
+        pattern: str. Regex that matches the whole architecture name (no tag), with named
+            groups among `size`, `patch`, `res`, `reg`, `quick`, `gap`, `pool`, `arch`.
+        example: str. One timm name of the family.
+        description: str. What it is, for the README and error messages.
+        arguments: callable `(groups) -> dict`: `keras_vit.ViT` arguments, plus the private
+            keys `_qkv_bias` and `_patch_bias` (False: the checkpoint has no such biases; our
+            model keeps them at zero).
+    """
+
+    name: str
+    pattern: str
+    example: str
+    description: str
+    arguments: object
+
+
+def _sizes(size, patch):
+    layers, hidden, mlp, heads = SIZES[size]
+    return dict(
+        variant=f"B/{patch}",
+        num_layers=layers,
+        hidden_dim=hidden,
+        mlp_dim=mlp,
+        num_heads=heads,
+        approximate_gelu=False,  # timm's nn.GELU is the exact erf GELU
+    )
+
+
+def _vit(g):
+    return _sizes(g["size"], g["patch"])
+
+
+def _miil(g):
+    return {**_sizes("base", 16), "_qkv_bias": False}
+
+
+def _plus(g):
+    return {**_sizes("base_plus", g["patch"]), "layer_scale_init_value": 1e-5}
+
+
+def _deep_small(g):
+    return {**_sizes("small", 16), "num_layers": 36, "layer_scale_init_value": 1e-5}
+
+
+def _distilled(g):
+    return {**_sizes(g["size"], g["patch"]), "distillation_token": True}
+
+
+def _deit3(g):
+    return {
+        **_sizes(g["size"], g["patch"]),
+        "layer_scale_init_value": 1e-6,
+        "prefix_position_embedding": False,
+    }
+
+
+def _gap(g):
+    args = {**_sizes(g["size"], g["patch"]), "pooling": "gap", "class_token": False}
+    if g["size"] == "base":
+        args["num_heads"] = 16  # timm's vit_base_patch16_gap_224
+    if g["size"] in ("medium", "betwixt"):
+        args.update(_qkv_bias=False, layer_scale_init_value=1e-6)
+    return args
+
+
+def _registers(g):
+    size = g["size"]
+    args = {
+        **_sizes(size, g["patch"]),
+        "pooling": "gap" if g["pool"] == "gap" else "map",
+        "class_token": False,
+        "num_register_tokens": int(g["reg"]),
+    }
+    if size not in ("so150m", "so150m2"):
+        args["prefix_position_embedding"] = False
+    if size != "so150m":
+        args["fc_norm"] = True  # timm: final norm after pooling (fc_norm), none before
+    if size not in ("base", "so150m"):
+        args["layer_scale_init_value"] = 1e-5
+    if size == "so150m2":
+        args["_qkv_bias"] = False
+    return args
+
+
+def _dinov2(g):
+    args = {**_sizes(g["size"], "14"), "layer_scale_init_value": 1e-5, "image_size": 518}
+    if g.get("reg"):
+        args.update(num_register_tokens=int(g["reg"]), prefix_position_embedding=False)
+    return args
+
+
+def _clip(g):
+    size = "base_plus" if g.get("plus") else g["size"]
+    args = {
+        **_sizes(size, g["patch"]),
+        "pre_norm": True,
+        "layer_norm_epsilon": 1e-5,
+        "_patch_bias": False,
+    }
+    if g.get("quick"):
+        args["activation"] = "quick_gelu"
+    return args
+
+
+def _siglip(g):
+    args = {**_sizes(g["size"], g["patch"]), "class_token": False}
+    args["pooling"] = "gap" if g.get("gap") else "map"
+    keys = {(g["size"], int(g["patch"]), None), (g["size"], int(g["patch"]), int(g["res"]))}
+    if keys & _SIGLIP_TANH:
+        args["approximate_gelu"] = True  # timm's GELUTanh
+    return args
+
+
+def _hybrid(g):
+    return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
+
+
+_SIZE = "|".join(SIZES)
+FAMILIES = (
+    Family(
+        "vit",
+        r"vit_(?P<size>tiny|small|base|large|huge|giant|gigantic)_patch(?P<patch>\d+)_(?P<res>\d+)",
+        "vit_base_patch16_224.augreg2_in21k_ft_in1k",
+        "original and AugReg ViT, any size, patch and resolution",
+        _vit,
+    ),
+    Family(
+        "vit_miil",
+        r"vit_base_patch16_(?P<res>224)_miil",
+        "vit_base_patch16_224_miil.in21k_ft_in1k",
+        "ViT-B/16 of Alibaba MIIL (no q/k/v biases: ours stay zero)",
+        _miil,
+    ),
+    Family(
+        "vit_plus",
+        r"vit_base_patch(?P<patch>16|32)_plus_(?P<res>\d+)",
+        "vit_base_patch16_plus_240",
+        "ViT-B+ (width 896, LayerScale)",
+        _plus,
+    ),
+    Family(
+        "vit_36x1",
+        r"vit_small_patch16_36x1_(?P<res>\d+)",
+        "vit_small_patch16_36x1_224",
+        "ViT-S with 36 blocks and LayerScale",
+        _deep_small,
+    ),
+    Family(
+        "deit",
+        r"deit_(?P<size>tiny|small|base)_patch(?P<patch>16)_(?P<res>\d+)",
+        "deit_small_patch16_224.fb_in1k",
+        "DeiT",
+        _vit,
+    ),
+    Family(
+        "deit_distilled",
+        r"deit_(?P<size>tiny|small|base)_distilled_patch(?P<patch>16)_(?P<res>\d+)",
+        "deit_base_distilled_patch16_384.fb_in1k",
+        "distilled DeiT (distillation token and head)",
+        _distilled,
+    ),
+    Family(
+        "deit3",
+        r"deit3_(?P<size>small|medium|base|large|huge)_patch(?P<patch>\d+)_(?P<res>\d+)",
+        "deit3_base_patch16_224.fb_in22k_ft_in1k",
+        "DeiT III (LayerScale, position embedding on patch tokens only)",
+        _deit3,
+    ),
+    Family(
+        "vit_gap",
+        r"vit_(?P<size>medium|betwixt|base|huge|giant)_patch(?P<patch>\d+)_gap_(?P<res>\d+)",
+        "vit_medium_patch16_gap_256.sw_in12k_ft_in1k",
+        "global-average-pooled ViT without class token (final norm before pooling)",
+        _gap,
+    ),
+    Family(
+        "vit_registers",
+        r"vit_(?P<size>wee|little|medium|mediumd|betwixt|base|so150m|so150m2)_patch(?P<patch>16)"
+        r"_reg(?P<reg>\d+)_(?P<pool>gap|map)_(?P<res>\d+)",
+        "vit_betwixt_patch16_reg4_gap_256.sbb_in12k_ft_in1k",
+        "ViTs with register tokens and fc_norm (timm's sbb / so150m models)",
+        _registers,
+    ),
+    Family(
+        "dinov2",
+        r"vit_(?P<size>small|base|large)_patch14_dinov2",
+        "vit_base_patch14_dinov2.lvd142m",
+        "DINOv2, 518 px, LayerScale",
+        _dinov2,
+    ),
+    Family(
+        "dinov2_registers",
+        r"vit_(?P<size>small|base|large)_patch14_reg(?P<reg>4)_dinov2",
+        "vit_small_patch14_reg4_dinov2.lvd142m",
+        "DINOv2 with 4 register tokens",
+        _dinov2,
+    ),
+    Family(
+        "clip",
+        rf"vit_(?P<size>{_SIZE})_patch(?P<patch>\d+)(?P<plus>_plus)?_clip_(?P<res>\d+)",
+        "vit_base_patch16_clip_224.openai",
+        "CLIP / OpenCLIP image towers (pre-norm, LayerNorm epsilon 1e-5)",
+        _clip,
+    ),
+    Family(
+        "clip_quickgelu",
+        rf"vit_(?P<size>{_SIZE})_patch(?P<patch>\d+)(?P<plus>_plus)?_clip_(?P<quick>quickgelu_)"
+        r"(?P<res>\d+)",
+        "vit_base_patch32_clip_quickgelu_224.openai",
+        "CLIP towers with QuickGELU",
+        _clip,
+    ),
+    Family(
+        "siglip_gap",
+        r"vit_(?P<size>base|large|so400m|giantopt)_patch(?P<patch>\d+)_siglip_(?P<gap>gap_)"
+        r"(?P<res>\d+)",
+        "vit_base_patch16_siglip_gap_224.webli",
+        "SigLIP / SigLIP 2 image towers with average pooling",
+        _siglip,
+    ),
+    Family(
+        "siglip",
+        r"vit_(?P<size>base|large|so400m|giantopt)_patch(?P<patch>\d+)_siglip_(?P<res>\d+)",
+        "vit_so400m_patch14_siglip_384.webli",
+        "SigLIP / SigLIP 2 image towers with their attention-pooling (MAP) head",
+        _siglip,
+    ),
+    Family(
+        "hybrid",
+        r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
+        "vit_base_r50_s16_384.orig_in21k_ft_in1k",
+        "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
+        _hybrid,
+    ),
+)
+
+# Names timm has that keras_vit does not implement, and why (checked before the families).
+UNSUPPORTED = (
+    (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
+    (r".*_rope.*", "rotary position embeddings"),
+    (r"vit_(s)?relpos_.*", "relative position biases"),
+    (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
+    (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
+    (r".*_rpn_.*", "residual post-norm blocks"),
+    (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
+    (
+        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_|beit|eva).*",
+        "blocks or embeddings other than the ViT's (a timm model of its own kind)",
+    ),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimmArchitecture:
+    """A parsed timm model name.
+
+    Attributes:
+        name: str. The architecture name, without tag or Hub prefix.
+        tag: str. The pretrained tag (`"augreg_in21k"`) or "".
+        family: `Family`.
+        arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
+            decisions yet, except DINOv2's 518 px).
+        image_size: int. The resolution the name stands for, rounded down to a multiple of
+            the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
+            see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
+            columns), so ours take 378 px images.
+        num_classes: int. timm's default class count for the name (0: no head).
+        qkv_bias: bool. Whether the checkpoint has q/k/v biases.
+        patch_bias: bool. Whether the checkpoint has a patch-embedding bias.
+    """
+
+    name: str
+    tag: str
+    family: Family
+    arguments: dict
+    image_size: int
+    num_classes: int
+    qkv_bias: bool
+    patch_bias: bool
+
+
+def supported_families():
+    """One line per family: its name, an example timm name and what it is."""
+    return [f"{f.name}: e.g. {f.example} ({f.description})" for f in FAMILIES]
+
+
+def parse_timm_name(name):
+    """Parses a timm model name (with or without tag and `timm/` prefix) into our arguments.
+
+    Args:
+        name: str, e.g. `"vit_small_patch16_224.augreg_in21k"`.
+
+    Returns:
+        A `TimmArchitecture`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the supported families) or a timm
+            architecture keras_vit does not implement (the message says why).
+
+    Example:
+
+    >>> spec = parse_timm_name("timm/vit_small_patch16_384.augreg_in21k_ft_in1k")
+    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["hidden_dim"]
+    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 384)
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(
+            f"Expected a timm model name such as 'vit_base_patch16_224'. Received: {name!r}"
+        )
+    full = name.strip()
+    for prefix in ("hf-hub:", "hf_hub:", "timm/"):
+        if full.startswith(prefix):
+            full = full[len(prefix) :]
+    architecture, _, tag = full.partition(".")
+    for pattern, why in UNSUPPORTED:
+        if re.fullmatch(pattern, architecture):
+            raise ValueError(
+                f"timm model {architecture!r} is not supported by keras_vit: it needs {why}. "
+                "Supported families:\n  " + "\n  ".join(supported_families())
+            )
+    for family in FAMILIES:
+        match = re.fullmatch(family.pattern, architecture)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        arguments = family.arguments(groups)
+        qkv_bias = arguments.pop("_qkv_bias", True)
+        patch_bias = arguments.pop("_patch_bias", True)
+        image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
+        if groups.get("patch"):  # timm's convolution drops what the patch does not divide
+            image_size -= image_size % int(groups["patch"])
+        default = 0 if family.name in _HEADLESS else 1000
+        return TimmArchitecture(
+            name=architecture,
+            tag=tag,
+            family=family,
+            arguments=arguments,
+            image_size=image_size,
+            num_classes=DEFAULT_CLASSES.get(architecture, default),
+            qkv_bias=qkv_bias,
+            patch_bias=patch_bias,
+        )
+    raise ValueError(
+        f"Unknown timm model name {architecture!r}. keras_vit reads these timm families "
+        "(any tag after a '.'):\n  " + "\n  ".join(supported_families())
+    )
+
+
+# --- the name table ---------------------------------------------------------------------------
+
+# Model variables of keras_vit features the table maps (one place to change if they move).
+PATHS = {
+    "patch_kernel": "patch_encoder/kernel",
+    "patch_bias": "patch_encoder/bias",
+    "class_token": "patch_encoder/class_embedding",
+    "register_tokens": "patch_encoder/register_embeddings",
+    "distillation_token": "patch_encoder/distillation_embedding",
+    "position_embedding": "patch_encoder/position_embeddings",
+    "pre_norm": "pre_norm",
+    "encoder_norm": "encoder_norm",
+    "fc_norm": "fc_norm",
+    "map_head": "pooling",
+    "head": "head",
+    "head_dist": "head_dist",
+}
+
+
+_norm, _linear = L.torch_norm, L.torch_linear
+
+
+def _block(i, config, qkv_bias):
+    key, path = f"blocks.{i}", f"encoderblock_{i}"
+    attention = f"{path}/attention"
+    qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
+    table = {
+        **_norm(f"{key}.norm1", f"{path}/attention_norm"),
+        f"{key}.attn.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
+        f"{key}.attn.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
+        f"{key}.attn.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
+        **_norm(f"{key}.norm2", f"{path}/mlp_norm"),
+        **_linear(f"{key}.mlp.fc1", f"{path}/mlp_dense_1"),
+        **_linear(f"{key}.mlp.fc2", f"{path}/mlp_dense_2"),
+    }
+    if qkv_bias:
+        table[f"{key}.attn.qkv.bias"] = (tuple(f"{p}/bias" for p in qkv), L.QKV_BIAS)
+    if getattr(config, "qk_norm", False):
+        table.update(_norm(f"{key}.attn.q_norm", f"{attention}/query_norm"))
+        table.update(_norm(f"{key}.attn.k_norm", f"{attention}/key_norm"))
+    if config.layer_scale_init_value is not None:
+        table[f"{key}.ls1.gamma"] = (f"{path}/attention_scale", L.IDENTITY)
+        table[f"{key}.ls2.gamma"] = (f"{path}/mlp_scale", L.IDENTITY)
+    return table
+
+
+def _stem(config):
+    """timm's ResNetV2 stem (`patch_embed.backbone.*`) -> our `conv_root`, `block{s}_unit{u}_*`."""
+    root = "patch_embed.backbone" + (".stem" if config.resnet_units else "")
+    table = {
+        f"{root}.conv.weight": ("conv_root/kernel", L.CONV),
+        **_norm(f"{root}.norm", "gn_root"),
+    }
+    for s, units in enumerate(config.resnet_units):
+        for b in range(units):
+            key, unit = f"patch_embed.backbone.stages.{s}.blocks.{b}", f"block{s + 1}_unit{b + 1}"
+            for n in (1, 2, 3):
+                table[f"{key}.conv{n}.weight"] = (f"{unit}_conv{n}/kernel", L.CONV)
+                table.update(_norm(f"{key}.norm{n}", f"{unit}_gn{n}"))
+            if b == 0:
+                table[f"{key}.downsample.conv.weight"] = (f"{unit}_conv_proj/kernel", L.CONV)
+                table.update(_norm(f"{key}.downsample.norm", f"{unit}_gn_proj"))
+    return table
+
+
+def _map_head(prefix):
+    table = {"attn_pool.latent": (f"{prefix}/latent", L.IDENTITY)}
+    for name in ("q", "kv", "proj"):
+        table.update(_linear(f"attn_pool.{name}", f"{prefix}/{name}"))
+    table.update(_norm("attn_pool.norm", f"{prefix}/norm"))
+    table.update(_linear("attn_pool.mlp.fc1", f"{prefix}/mlp_fc1"))
+    table.update(_linear("attn_pool.mlp.fc2", f"{prefix}/mlp_fc2"))
+    return table
+
+
+def _position_transform(config):
+    """timm's `pos_embed` -> ours, resampled as timm does (bicubic, antialiased) if needed."""
+    prefix_rows = 0
+    if getattr(config, "prefix_position_embedding", True):
+        prefix_rows = int(config.class_token) + getattr(config, "num_register_tokens", 0)
+        prefix_rows += int(getattr(config, "distillation_token", False))
+
+    def resample(posemb, grid, prefix):
+        return resample_position_embedding(
+            posemb, grid, prefix, interpolation="bicubic", antialias=True
+        )
+
+    return L.position_embedding(config.grid_size, prefix_rows, resample)
+
+
+def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
+    """timm's weight names for the model `config` describes: `{timm key: (path(s), transform)}`.
+
+    Args:
+        config: the `keras_vit.models.config.ViTConfig` of the model.
+        qkv_bias: bool. Whether the checkpoint has q/k/v biases. Defaults to True.
+        patch_bias: bool. Whether it has a patch-embedding bias. Defaults to True.
+
+    Returns:
+        dict, in timm's order, for `keras_vit.weights.loading.load_state_dict`.
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> table = timm_name_table(ViTConfig.from_variant("mu/8", image_size=32))
+    >>> table["blocks.1.attn.qkv.weight"][0]
+    ('encoderblock_1/attention/query/kernel', 'encoderblock_1/attention/key/kernel', \
+'encoderblock_1/attention/value/kernel')
+    """
+    p = PATHS
+    table = {}
+    if config.class_token:
+        table["cls_token"] = (p["class_token"], L.IDENTITY)
+    if getattr(config, "num_register_tokens", 0):
+        table["reg_token"] = (p["register_tokens"], L.IDENTITY)
+    if getattr(config, "distillation_token", False):
+        table["dist_token"] = (p["distillation_token"], L.IDENTITY)
+    if config.position_embedding == "learned":
+        table["pos_embed"] = (p["position_embedding"], _position_transform(config))
+    if config.resnet_units is not None:
+        table.update(_stem(config))
+    table["patch_embed.proj.weight"] = (p["patch_kernel"], L.CONV)
+    if patch_bias:
+        table["patch_embed.proj.bias"] = (p["patch_bias"], L.IDENTITY)
+    if getattr(config, "pre_norm", False):
+        table.update(_norm("norm_pre", p["pre_norm"]))
+    for i in range(config.num_layers):
+        table.update(_block(i, config, qkv_bias))
+    if getattr(config, "fc_norm", False):
+        table.update(_norm("fc_norm", p["fc_norm"]))
+    else:
+        table.update(_norm("norm", p["encoder_norm"]))
+    if config.pooling == "map":
+        table.update(_map_head(p["map_head"]))
+    if config.include_top:
+        table.update(_linear("head", p["head"]))
+        if getattr(config, "distillation_token", False):
+            table.update(_linear("head_dist", p["head_dist"]))
+    return table
+
+
+def _fills(config, qkv_bias, patch_bias):
+    """Zeros for the biases our layers have and the checkpoint's do not."""
+    fills = {} if qkv_bias else L.zero_qkv_biases(config.num_layers)
+    if not patch_bias:
+        fills[PATHS["patch_bias"]] = 0.0
+    return fills
+
+
+# --- from_timm --------------------------------------------------------------------------------
+
+
+def _head_skips(arrays, config):
+    """Checkpoint arrays left out on purpose: a head the model does not have, pre_logits."""
+    head = arrays.get("head.weight")
+    file_classes = int(head.shape[0]) if head is not None and head.ndim == 2 else None
+    skip = {}
+    if file_classes is not None and (not config.include_top or config.num_classes != file_classes):
+        why = (
+            "the model has no head (include_top=False)"
+            if not config.include_top
+            else f"the model's head has {config.num_classes} classes (a new zero head)"
+        )
+        for key in arrays:
+            if key.split(".")[0] in ("head", "head_dist"):
+                skip[key] = f"dropped the checkpoint's {key} {L.shape_of(arrays[key])}: {why}"
+    for key in arrays:
+        if key.startswith("pre_logits."):
+            skip[key] = f"dropped {key} (timm drops pre_logits too)"
+    return skip
+
+
+def load_timm_weights(model, name, checkpoint):
+    """Loads a timm checkpoint into a keras_vit model of that architecture, all or nothing.
+
+    `from_timm` builds the model and calls this; call it yourself to load another
+    checkpoint of the same architecture into a model you have. The position embedding is
+    resampled to the model's grid as timm does; a head of another class count than the
+    model's is left out (the model keeps its own).
+
+    Args:
+        model: a keras_vit model of the architecture `name` describes (e.g. from `from_timm`).
+        name: str. The timm model name (it says whether the checkpoint has q/k/v and
+            patch-embedding biases).
+        checkpoint: a path or a dict (see `keras_vit.weights.state_dict.read_state_dict`).
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: listing every missing, unexpected or mis-shaped array; the model's
+            weights are unchanged.
+    """
+    return _load(model, parse_timm_name(name), read_state_dict(checkpoint), checkpoint)
+
+
+def _load(model, spec, arrays, checkpoint, config=None):
+    from keras_vit.models.config import config_from_model
+
+    config = config or config_from_model(model)
+    table = timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+    head = ("head.weight", "head.bias", "head_dist.weight", "head_dist.bias")
+    return L.load_state_dict(
+        model,
+        arrays,
+        L.without_new_head(table, arrays, head, logger),
+        source=_describe(checkpoint),
+        logger=logger,
+        fills=_fills(config, spec.qkv_bias, spec.patch_bias),
+        skip=_head_skips(arrays, config),
+    )
+
+
+def from_timm(
+    name,
+    checkpoint=None,
+    *,
+    image_size=None,
+    num_classes=None,
+    dynamic_image_size=False,
+    **kwargs,
+):
+    """Builds the keras_vit model of a timm ViT and loads a timm checkpoint into it.
+
+    The architecture comes from our table of timm's model names (timm itself is not needed):
+    the families below, with or without timm's pretrained tag. The checkpoint is a timm state
+    dict (what `model.state_dict()` holds and timm's Hub files contain): a `.safetensors`
+    file, a `.pth`/`.bin` file (read with `torch.load(weights_only=True)`, needs PyTorch), or
+    a dict of arrays or tensors. Loading is strict: one `ValueError` lists every missing,
+    unexpected or mis-shaped array, and nothing is assigned.
+
+    Families (timm's numerics; outputs equal timm's within 1e-5 in the tests): `vit_*_patch*_*`
+    (original and AugReg, tiny to gigantic, `vit_base_patch16_224_miil`, `vit_base_*_plus_*`,
+    `vit_small_patch16_36x1_224`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval
+    output: the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
+    `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
+    not giant: SwiGLU), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
+    towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and the hybrids
+    `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
+    `vit_large_r50_s32_*`. Other timm ViTs (rotary, relative-position, SwiGLU, ...) raise a
+    `ValueError` saying what they need.
+
+    Args:
+        name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
+        checkpoint: None (random initialisation of the architecture), a path, or a dict.
+        image_size: optional int or (height, width). Defaults to the name's resolution;
+            another one resamples the position embedding as timm does (bicubic,
+            antialiased).
+        num_classes: optional int. Defaults to the checkpoint head's class count (no head
+            when the checkpoint has none), or timm's default for the name without a
+            checkpoint. Another count gives a new zero-initialised head.
+        dynamic_image_size: bool. Accept any image size the patch divides at call time
+            (input `(None, None, C)`), resampling the position embedding at every call as
+            timm's `dynamic_img_size=True` does. Defaults to False.
+        **kwargs: other `keras_vit.ViT` arguments (`include_top`, `classifier_activation`,
+            dropout rates, `name`, size overrides for tests, ...).
+
+    Returns:
+        A functional `keras.Model` taking `(B, H, W, C)` images normalised as timm's
+        pretrained config says (mean 0.5, std 0.5 for AugReg and SigLIP: the [-1, 1] of
+        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2).
+
+    Raises:
+        ValueError: an unknown or unsupported name, or a checkpoint that does not fit
+            (listing every problem; nothing is assigned).
+
+    Example:
+
+    >>> model = from_timm("vit_tiny_patch16_224", image_size=32, num_classes=10, num_layers=1)
+    >>> model.output_shape
+    (None, 10)
+    """
+    from keras_vit.models.encoder import build_model
+
+    spec = parse_timm_name(name)
+    if dynamic_image_size:
+        kwargs["dynamic_image_size"] = True
+    arrays = None if checkpoint is None else read_state_dict(checkpoint)
+    if num_classes is None and arrays is not None:
+        head = arrays.get("head.weight")
+        num_classes = int(head.shape[0]) if head is not None and head.ndim == 2 else 0
+    config = timm_config(spec, image_size=image_size, num_classes=num_classes, **kwargs)
+    model = build_model(config)
+    if arrays is not None:
+        _load(model, spec, arrays, checkpoint, config)
+    return model
+
+
+def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
+    """The `ViTConfig` of a timm architecture (what `from_timm` builds).
+
+    Args:
+        spec: a `TimmArchitecture` (`parse_timm_name`) or a timm model name.
+        image_size: optional int or (height, width). Defaults to the name's resolution.
+        num_classes: optional int. Defaults to timm's default class count for the name;
+            0 means no head.
+        **kwargs: other `keras_vit.ViT` arguments (they override the table's).
+
+    Returns:
+        A `keras_vit.models.config.ViTConfig`.
+
+    Example:
+
+    >>> config = timm_config("vit_small_patch14_reg4_dinov2", num_layers=1)
+    >>> config.num_register_tokens, config.include_top, config.image_size
+    (4, False, (518, 518))
+    """
+    from keras_vit.models.config import ViTConfig
+
+    spec = parse_timm_name(spec) if isinstance(spec, str) else spec
+    arguments = dict(spec.arguments)
+    num_classes = spec.num_classes if num_classes is None else num_classes
+    include_top = kwargs.pop("include_top", None)
+    return ViTConfig.from_variant(
+        arguments.pop("variant"),
+        **{
+            "image_size": image_size or spec.image_size,
+            "num_classes": num_classes or 1000,
+            "include_top": num_classes > 0 if include_top is None else include_top,
+            "name": spec.name,
+            **arguments,
+            **kwargs,
+        },
+    )
+
+
+def _describe(checkpoint):
+    return "the given state dict" if isinstance(checkpoint, dict) else repr(str(checkpoint))
+
+
+__all__ = [
+    "FAMILIES",
+    "from_timm",
+    "load_timm_weights",
+    "parse_timm_name",
+    "timm_config",
+    "timm_name_table",
+]
+

@@ -1,0 +1,328 @@
+"""Tests for keras_vit/weights/timm.py: timm checkpoints into keras_vit models, against timm.
+
+The reference is timm itself (a `test` dependency, imported through
+`tests.weights.references.import_timm`, torch first): one tiny model per family
+(`tests.weights.timm_cases`), every parameter perturbed, run by PyTorch in this process. Each
+test compares our model with timm's own forward pass on the same images and state dict.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+
+from keras_vit import feature_extractor, from_timm
+from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.models.variants import parse_variant
+from keras_vit.weights import timm as T
+from keras_vit.weights.state_dict import write_safetensors
+from tests.helpers import to_numpy
+from tests.weights.references import import_timm, import_torch
+from tests.weights.timm_cases import CASES, from_timm_kwargs, perturb, timm_model
+
+torch = import_torch()  # before timm, whatever the backend
+timm = import_timm()
+
+RTOL = 1e-5  # our model against timm, same weights and images
+DYNAMIC_RTOL = 1e-4  # dynamic image size (the position embedding resampled at every call)
+
+
+def _images(size, seed=0):
+    height, width = (size, size) if isinstance(size, int) else size
+    return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
+
+
+def _run(model, images):
+    """Our model's outputs (eager call: cheaper than compiling `predict` for one batch)."""
+    outputs = model(images, training=False)
+    if isinstance(outputs, (list, tuple)):
+        return [to_numpy(o) for o in outputs]
+    return to_numpy(outputs)
+
+
+def _timm_run(model, images, method=None, **kwargs):
+    with torch.no_grad():
+        x = torch.from_numpy(images).permute(0, 3, 1, 2)
+        out = (method or model)(x, **kwargs)
+    if isinstance(out, (list, tuple)):
+        return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
+    return out.numpy()
+
+
+def _assert_close(actual, expected, rtol=RTOL):
+    expected = np.asarray(expected, "float64")
+    error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
+    assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
+
+
+def _state(model):
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """Per case: timm's perturbed model, its state dict as .safetensors, images, timm's output."""
+    folder = tmp_path_factory.mktemp("timm")
+    found = {}
+    for case in CASES:
+        model = perturb(torch, timm_model(timm, case), seed=len(case))
+        state = _state(model)
+        images = _images(from_timm_kwargs(case)["image_size"])
+        found[case] = dict(
+            model=model,
+            state=state,
+            path=write_safetensors(state, folder / f"{case}.safetensors"),
+            images=images,
+            expected=_timm_run(model, images),
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def models(references):
+    """Every case loaded from its .safetensors file by `from_timm` (built once per module)."""
+    return {case: from_timm(CASES[case][0], ref["path"], **from_timm_kwargs(case))
+            for case, ref in references.items()}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_timm(case, references, models):
+    ref = references[case]
+    _assert_close(_run(models[case], ref["images"]), ref["expected"])
+
+
+def test_pth_and_dict_checkpoints(references, tmp_path):
+    ref = references["vit_gap"]
+    tensors = ref["model"].state_dict()
+    torch.save({"state_dict": tensors, "epoch": 3}, tmp_path / "ckpt.pth")
+    for source in (str(tmp_path / "ckpt.pth"), dict(tensors)):
+        model = from_timm(CASES["vit_gap"][0], source, **from_timm_kwargs("vit_gap"))
+        _assert_close(_run(model, ref["images"]), ref["expected"])
+
+
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+def test_other_image_size_resamples_like_timm(case, references):
+    """timm at another img_size, loading the state dict through its checkpoint_filter_fn."""
+    ref = references[case]
+    size = 3 * from_timm_kwargs(case)["image_size"] // 2  # 2x2 grid -> 3x3
+    bigger = perturb(torch, timm_model(timm, case, img_size=size), seed=99)
+    filter_fn = timm.models.vision_transformer.checkpoint_filter_fn
+    bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
+    kwargs = {**from_timm_kwargs(case), "image_size": size}
+    model = from_timm(CASES[case][0], ref["state"], **kwargs)
+    images = _images(size, seed=1)
+    _assert_close(_run(model, images), _timm_run(bigger, images))
+    if case == "vit":  # the class row kept, the grid resampled (our NumPy bicubic)
+        posemb = to_numpy(model.get_layer("patch_encoder").position_embeddings)
+        expected = resample_position_embedding(
+            ref["state"]["pos_embed"], (3, 3), 1, interpolation="bicubic", antialias=True
+        )
+        np.testing.assert_allclose(posemb, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_new_class_count_gives_zero_head_and_keeps_features(references, caplog):
+    ref = references["vit"]
+    name, kwargs = CASES["vit"][0], from_timm_kwargs("vit")
+    with caplog.at_level(logging.INFO, logger="keras_vit.timm"):
+        model = from_timm(name, ref["path"], **{**kwargs, "num_classes": 7})
+    assert "dropped the checkpoint's head.weight (3, 32)" in caplog.text
+    head = model.get_layer("head")
+    assert head.units == 7 and not np.any(to_numpy(head.kernel))
+    features = from_timm(name, ref["path"], **kwargs, include_top=False)
+    timm_features = ref["model"].forward_head(
+        ref["model"].forward_features(torch.from_numpy(ref["images"]).permute(0, 3, 1, 2)),
+        pre_logits=True,
+    )
+    _assert_close(_run(features, ref["images"]), timm_features.detach().numpy())
+
+
+def test_backbone_checkpoint_with_a_new_head(references, models):
+    model = from_timm(CASES["dinov2"][0], references["dinov2"]["path"],
+                      **{**from_timm_kwargs("dinov2"), "num_classes": 4})  # fmt: skip
+    assert model.output_shape == (None, 4)
+    assert not np.any(to_numpy(model.get_layer("head").kernel))
+    assert models["dinov2"].output_shape == (None, 32)  # no head in the checkpoint: features
+
+
+def test_saved_and_reloaded(references, models, tmp_path):
+    import keras_vit
+
+    path = str(tmp_path / "siglip.keras")
+    models["siglip"].save(path)
+    ref = references["siglip"]
+    _assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
+
+
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
+    """timm's dynamic_img_size=True at two sizes and its intermediates at a third.
+
+    `vit`: class token, position embedding on it too; `dinov2_registers`: class and 4 register
+    tokens, position embedding on the patches only (then one fit step and predict at two sizes).
+    """
+    ref = references[case]
+    patch = 14 if "dinov2" in case else 16
+    reference = timm_model(timm, case, dynamic_img_size=True)
+    reference.load_state_dict(ref["model"].state_dict())
+    model = from_timm(CASES[case][0], ref["path"], dynamic_image_size=True,
+                      **from_timm_kwargs(case))  # fmt: skip
+    assert model.input_shape == (None, None, None, 3)
+    for grid in ((3, 4), (2, 2)):
+        images = _images((grid[0] * patch, grid[1] * patch), seed=2)
+        _assert_close(_run(model, images), _timm_run(reference, images), DYNAMIC_RTOL)
+    # Intermediate features of a dynamic model at a non-square size.
+    images = _images((3 * patch, 2 * patch), seed=3)
+    ours = _run(feature_extractor(model, [0, 1]), images)
+    theirs = _timm_run(reference, images, reference.forward_intermediates, indices=[0, 1],
+                       norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
+    assert [o.shape for o in ours] == [(2, 3, 2, 32)] * 2
+    for a, b in zip(ours, theirs, strict=True):
+        _assert_close(a, b, DYNAMIC_RTOL)
+    if case == "dinov2_registers":
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(_images((56, 42), seed=4), np.zeros((2, 32), "float32"), epochs=1, verbose=0)
+        for size in ((56, 42), (28, 70)):
+            assert model.predict(_images(size), verbose=0).shape == (2, 32)
+
+
+@pytest.mark.parametrize(
+    "case, indices", [("vit", [0, -1]), ("vit_registers", [1]), ("hybrid", 1)]
+)
+def test_feature_extractor_matches_forward_intermediates(case, indices, references, models):
+    ref = references[case]
+    reference = ref["model"]
+    theirs = _timm_run(reference, ref["images"], reference.forward_intermediates,
+                       indices=indices, norm=False, output_fmt="NCHW", intermediates_only=True)
+    ours = _run(feature_extractor(models[case], indices), ref["images"])
+    ours = ours if isinstance(ours, list) else [ours]
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.shape == b.shape
+        _assert_close(a, b)
+
+
+def test_one_error_lists_every_problem_and_the_model_stays(references, models):
+    name, state = CASES["vit"][0], references["vit"]["state"]
+    model = models["vit"]
+    before = [to_numpy(w).copy() for w in model.weights]
+    bad = dict(state)
+    del bad["blocks.1.norm2.bias"]  # missing
+    bad["blocks.0.mlp.fc1.weight"] = bad["blocks.0.mlp.fc1.weight"][:, :16]  # mis-shaped
+    bad["blocks.0.attn.q_norm.weight"] = np.ones(16, "float32")  # unexpected
+    with pytest.raises(ValueError) as info:
+        T.load_timm_weights(model, name, bad)
+    message = str(info.value)
+    assert "3 problem(s)" in message
+    assert "missing    blocks.1.norm2.bias: expected (32,), not in the checkpoint" in message
+    assert "unexpected blocks.0.attn.q_norm.weight: found (16,)" in message
+    assert "shape      blocks.0.mlp.fc1.weight: expected (128, 32), found (128, 16)" in message
+    for old, new in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(old, to_numpy(new))
+    with pytest.raises(ValueError, match="3 problem"):
+        from_timm(name, bad, **from_timm_kwargs("vit"))
+
+
+def test_without_checkpoint_is_the_architecture_at_random():
+    tiny = dict(num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=64)
+    stem = dict(resnet_units=(1,), resnet_width=8, resnet_groups=4)
+    model = from_timm("vit_small_r26_s32_384", **tiny, **stem)
+    assert model.input_shape == (None, 384, 384, 3) and model.output_shape == (None, 1000)
+    assert model.get_layer("conv_root").epsilon_mode == "variance"
+    assert model.get_layer("gn_root").epsilon == 1e-5
+    dinov2 = from_timm("timm/vit_small_patch14_dinov2.lvd142m", **tiny)  # no head by default
+    assert dinov2.output_shape == (None, 32) and dinov2.input_shape[1:3] == (518, 518)
+
+
+def test_names_and_tags():
+    spec = T.parse_timm_name("hf-hub:timm/deit_base_patch16_384.fb_in1k")
+    assert (spec.name, spec.tag, spec.family.name, spec.image_size) == (
+        "deit_base_patch16_384", "fb_in1k", "deit", 384
+    )  # fmt: skip
+    # timm's patch-14 convolution on 384 px sees 27 x 27 patches: 378 px.
+    assert T.parse_timm_name("vit_so400m_patch14_siglip_384.webli").image_size == 378
+    miil = T.parse_timm_name("vit_base_patch16_224_miil")
+    assert not miil.qkv_bias and miil.num_classes == 11221
+    with pytest.raises(ValueError, match=r"(?s)Unknown timm model name 'resnet50'.*vit: e\.g\."):
+        T.parse_timm_name("resnet50.a1_in1k")
+    with pytest.raises(ValueError, match="SwiGLU MLP"):
+        from_timm("vit_giant_patch14_dinov2.lvd142m")
+    with pytest.raises(ValueError, match="rotary position embeddings"):
+        from_timm("vit_base_patch16_rope_224")
+
+
+def test_every_family_has_a_case():
+    tested = {T.parse_timm_name(name).family.name for name, _, _ in CASES.values()}
+    assert tested == {family.name for family in T.FAMILIES}
+
+
+def _activation(block):
+    act = type(block.mlp.act).__name__
+    if act == "QuickGELU":
+        return "quick_gelu", False
+    assert act in ("GELU", "GELUTanh"), act
+    tanh = act == "GELUTanh" or getattr(block.mlp.act, "approximate", "none") == "tanh"
+    return "gelu", tanh
+
+
+def test_every_timm_name_we_parse_is_timms_architecture():
+    """Our table against every timm ViT name it reads (built on the meta device, one block)."""
+    identity = torch.nn.Identity
+    pools = {"token": "token", "avg": "gap", "map": "map"}
+    checked = 0
+    for name in timm.list_models("vit_*") + timm.list_models("deit*"):
+        try:
+            spec = T.parse_timm_name(name)
+        except ValueError:
+            continue
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        block = model.blocks[0]
+        args = {**parse_variant(spec.arguments["variant"]), **spec.arguments}
+        got = dict(
+            hidden_dim=model.embed_dim,
+            num_heads=block.attn.num_heads,
+            mlp_dim=block.mlp.fc1.out_features,
+            qkv_bias=block.attn.qkv.bias is not None,
+            num_classes=model.num_classes,
+            class_token=model.cls_token is not None,
+            num_register_tokens=model.num_reg_tokens,
+            prefix_position_embedding=not model.no_embed_class,
+            image_size=[s - s % p for s, p in zip(model.patch_embed.img_size,
+                                                  model.patch_embed.patch_size, strict=True)],
+            pooling=pools[model.global_pool],
+            fc_norm=not isinstance(model.fc_norm, identity),
+            pre_norm=not isinstance(model.norm_pre, identity),
+            distillation_token=getattr(model, "dist_token", None) is not None,
+            layer_scale=not isinstance(block.ls1, identity),
+            qk_norm=not isinstance(block.attn.q_norm, identity),
+            layer_norm_epsilon=block.norm1.eps,
+            activation=_activation(block),
+        )
+        ours = dict(
+            hidden_dim=args["hidden_dim"],
+            num_heads=args["num_heads"],
+            mlp_dim=args["mlp_dim"],
+            qkv_bias=spec.qkv_bias,
+            num_classes=spec.num_classes,
+            class_token=args.get("class_token", True),
+            num_register_tokens=args.get("num_register_tokens", 0),
+            prefix_position_embedding=args.get("prefix_position_embedding", True),
+            image_size=[spec.image_size] * 2,
+            pooling=args.get("pooling", "token"),
+            fc_norm=args.get("fc_norm", False),
+            pre_norm=args.get("pre_norm", False),
+            distillation_token=args.get("distillation_token", False),
+            layer_scale=args.get("layer_scale_init_value") is not None,
+            qk_norm=args.get("qk_norm", False),
+            layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
+            activation=(args.get("activation", "gelu"), args.get("approximate_gelu", True)),
+        )
+        differ = {k: (ours[k], got[k]) for k in got if ours[k] != got[k]}
+        assert not differ, f"{name}: (ours, timm's) {differ}"
+        # Our weight-name table is exactly timm's state dict, at the real widths.
+        config = T.timm_config(spec, num_layers=1)
+        table = T.timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
+        checked += 1
+    assert checked >= 140  # timm 1.0.31: 140 of its 230 vit_* and deit* names

@@ -1,0 +1,95 @@
+"""One tiny timm model per family `keras_vit.from_timm` reads, for tests/weights/test_timm.py.
+
+`CASES` maps a case id to the timm name, the `timm.create_model` overrides of `SMALL` that make
+it tiny (timm's names: `depth`, `embed_dim`, `img_size`), and the `from_timm` overrides of
+`OURS` that make ours the same size. `timm_model(timm, case)` builds the timm model (timm from
+`tests.weights.references.import_timm`) and `perturb` randomises every parameter, so that
+biases, norms and LayerScale are not their trivial initial values.
+"""
+
+# timm's names for our tiny sizes. One image size per patch size, a 2x2 grid, and one class
+# count keep the shapes shared between cases (JAX and TensorFlow compile once per shape).
+SMALL = dict(depth=2, embed_dim=32, num_heads=2, img_size=32, num_classes=3)
+OURS = dict(num_layers=2, hidden_dim=32, num_heads=2, mlp_dim=128, image_size=32)
+
+# id: (timm name, timm.create_model overrides, from_timm overrides).
+CASES = {
+    "vit": ("vit_base_patch16_224.augreg_in21k", {}, {}),
+    "vit_miil": ("vit_base_patch16_224_miil.in21k", {}, {}),
+    "vit_plus": ("vit_base_patch16_plus_240", {}, {}),
+    "vit_36x1": ("vit_small_patch16_36x1_224", {}, {}),
+    "deit": ("deit_tiny_patch16_224.fb_in1k", {}, {}),
+    "deit_distilled": ("deit_tiny_distilled_patch16_224.fb_in1k", {}, {}),
+    "deit3": ("deit3_small_patch16_224.fb_in22k_ft_in1k", {}, {}),
+    "vit_gap": ("vit_medium_patch16_gap_256", {}, {}),
+    "vit_registers": ("vit_betwixt_patch16_reg4_gap_256.sbb_in12k", {}, {}),
+    "vit_registers_map": ("vit_so150m_patch16_reg4_map_256", {},
+                          dict(mlp_dim=82)),  # timm: int(32 * 2.572)
+    "dinov2": ("vit_small_patch14_dinov2.lvd142m", dict(img_size=28, num_classes=0),
+               dict(image_size=28)),
+    "dinov2_registers": ("vit_small_patch14_reg4_dinov2.lvd142m",
+                         dict(img_size=28, num_classes=0), dict(image_size=28)),
+    "clip": ("vit_base_patch16_clip_224.openai", {}, {}),
+    "clip_quickgelu": ("vit_base_patch32_clip_quickgelu_224.openai", dict(img_size=64),
+                       dict(image_size=64)),
+    "siglip_gap": ("vit_base_patch32_siglip_gap_256.webli", dict(img_size=64),
+                   dict(image_size=64)),
+    "siglip": ("vit_base_patch16_siglip_224.webli", {}, {}),
+    "hybrid": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", dict(depth=1),
+               dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
+    "hybrid_r50": ("vit_base_r50_s16_384.orig_in21k_ft_in1k", dict(depth=1),
+                   dict(resnet_units=(1, 1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
+    "hybrid_root": ("vit_tiny_r_s16_p8_384.augreg_in21k_ft_in1k", dict(img_size=64, depth=1),
+                    dict(image_size=64, num_layers=1)),
+}  # fmt: skip
+
+
+def timm_create_kwargs(case):
+    """`timm.create_model` keyword arguments of a case (tiny sizes, eval-mode defaults)."""
+    _, overrides, _ = CASES[case]
+    return {**SMALL, **overrides}
+
+
+def from_timm_kwargs(case):
+    """`keras_vit.from_timm` keyword arguments of a case."""
+    _, _, ours = CASES[case]
+    return {**OURS, **ours}
+
+
+def timm_model(timm, case, **overrides):
+    """The tiny timm model of a case, in eval mode; `overrides` go to `timm.create_model`."""
+    name = CASES[case][0].partition(".")[0]
+    kwargs = {**timm_create_kwargs(case), **overrides}
+    units = CASES[case][2].get("resnet_units")
+    if units:  # timm's R26 / R50 hybrid with a ResNetV2 of one unit per stage, width 8, 4 groups
+        import functools
+
+        from timm.layers import GroupNormAct, HybridEmbed, StdConv2dSame
+        from timm.models.resnetv2 import ResNetV2
+        from timm.models.vision_transformer import VisionTransformer
+
+        backbone = ResNetV2(
+            layers=units,
+            channels=tuple(32 * 2**s for s in range(len(units))),
+            stem_chs=8,
+            num_classes=0,
+            global_pool="",
+            preact=False,
+            stem_type="same",
+            conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
+            norm_layer=functools.partial(GroupNormAct, num_groups=4),
+        )
+        embed = functools.partial(HybridEmbed, backbone=backbone)
+        return VisionTransformer(patch_size=1, embed_layer=embed, **kwargs).eval()
+    return timm.create_model(name, pretrained=False, **kwargs).eval()
+
+
+def perturb(torch, model, seed=0):
+    """Every parameter random: norm and LayerScale weights around 1, everything else around 0."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator) * 0.2
+            around_one = parameter.ndim == 1 and ("norm" in name or ".ls" in name)
+            parameter.copy_(noise + 1.0 if around_one else noise)
+    return model
