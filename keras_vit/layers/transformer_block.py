@@ -174,11 +174,15 @@ class TransformerBlock(keras.layers.Layer):
         )
         dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
 
+        # One initializer for both MLP layers, as before: a second instance would draw another
+        # default seed and change every later random draw of a seeded run.
+        bias_initializer = keras.initializers.RandomNormal(stddev=1e-6)
+
         def dense(units, name):
             return keras.layers.Dense(
                 units,
                 kernel_initializer="glorot_uniform",
-                bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
+                bias_initializer=bias_initializer,
                 dtype=sublayer_dtype(self, name),  # quantized in a reloaded quantized model
                 name=name,
             )
