@@ -38,6 +38,14 @@ from keras_vit.models import (
 )
 from keras_vit.preprocessing import preprocess_input
 from keras_vit.saving import load_model
+from keras_vit.training.lora import (
+    enable_lora,
+    load_lora_weights,
+    lora_config,
+    merge_lora,
+    save_lora_weights,
+)
+from keras_vit.training.quantization import quantize
 from keras_vit.version import __version__
 from keras_vit.weights import (
     Preset,
@@ -84,6 +92,7 @@ __all__ = [
     "__version__",
     "config_from_model",
     "decode_predictions",
+    "enable_lora",
     "export_litert",
     "export_onnx",
     "export_saved_model",
@@ -95,12 +104,17 @@ __all__ = [
     "inspect",
     "layers",
     "list_weights",
+    "load_lora_weights",
     "load_model",
     "load_npz",
+    "lora_config",
+    "merge_lora",
     "mpp",
     "parse_variant",
     "preprocess_input",
+    "quantize",
     "register_preset",
+    "save_lora_weights",
     "save_npz",
     "training",
 ]

@@ -597,3 +597,37 @@ def test_subprocess_error_keeps_its_type_and_message(tmp_path):
     assert "needs a layer named 'head'" in message
     assert "raised by the export subprocess with KERAS_BACKEND=tensorflow" in message
     assert not (tmp_path / "serving").exists()
+
+
+@pytest.mark.slow  # 12-33 s for the int8 export (JAX, PyTorch: a subprocess)
+@pytest.mark.parametrize("kind", ["int8", "lora"])
+def test_saved_model_of_int8_and_lora_models_matches_keras(kind, tmp_path):
+    # int8: the graph computes with the int8 kernels (same outputs as Keras). LoRA: the export
+    # folds the adapters into a copy's kernels (keras_vit.merge_lora) and leaves the model as is.
+    from keras_vit.training.lora import enable_lora, lora_config
+    from keras_vit.training.quantization import quantize
+
+    model = ViT("mu/8", image_size=16, num_classes=3)
+    randomize_weights(model, seed=4)
+    if kind == "int8":
+        quantize(model, "int8")
+    else:
+        enable_lora(model, 2)
+        randomize_weights(model, seed=5)  # nonzero adapters, as after training
+    images = np.random.default_rng(3).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    result = export_saved_model(model, tmp_path / kind, verbose=False)
+    outputs = tf.saved_model.load(result.path).signatures["serving_default"](
+        images=tf.constant(images)
+    )
+    np.testing.assert_allclose(outputs["logits"].numpy(), to_numpy(model(images)), atol=ATOL)
+    if kind == "lora":
+        assert lora_config(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
+
+
+def test_onnx_refuses_float8_before_any_work(tmp_path):
+    from keras_vit.training.quantization import quantize
+
+    model = quantize(ViT("mu/8", image_size=16, num_classes=3), "float8")
+    with pytest.raises(ValueError, match="tf2onnx has no float8 type.*Received: a float8 model"):
+        export_onnx(model, tmp_path / "m.onnx")
+    assert not os.listdir(tmp_path)

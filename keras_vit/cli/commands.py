@@ -135,6 +135,26 @@ def finetune_flags(parser):
         help="one of our saved models to start from (resized to --image-size)",
     )
     group.add_argument("--weights", metavar="FILE.npz", help="official ViT .npz checkpoint")
+    group = parser.add_argument_group("LoRA (keras_vit.enable_lora)")
+    group.add_argument(
+        "--lora-rank",
+        type=F.positive_int,
+        metavar="N",
+        help="fine-tune rank-N LoRA adapters and the head only, the encoder frozen",
+    )
+    group.add_argument(
+        "--lora-targets",
+        type=F.str_list,
+        metavar="NAMES",
+        help="comma list of the blocks' layers to adapt, from query, key, value, "
+        "attention_output, mlp_dense_1, mlp_dense_2 (default query,value)",
+    )
+    group.add_argument(
+        "--lora-alpha",
+        type=F.positive_float,
+        metavar="ALPHA",
+        help="the adapters' scale is ALPHA / N (default N: scale 1)",
+    )
 
 
 def mpp_flags(parser):

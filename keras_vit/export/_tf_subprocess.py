@@ -60,6 +60,12 @@ def run_with_tensorflow(model, function, request, *, method="auto"):
     if method == "auto" and keras.backend.backend() == "tensorflow":
         if not isinstance(model, keras.Model):
             model = _checks.load_model(model)
+        elif any(getattr(layer, "lora_enabled", False) for layer in model._flatten_layers()):
+            # LoRA adapters folded into the kernels (a copy: the model is left as it is), as
+            # the `.keras` file of the subprocess path has them.
+            from keras_vit.training.lora import merged_copy
+
+            model = merged_copy(model)
         return "in_process", function(model, **request)
     return "subprocess", _run_in_subprocess(model, function, request)
 

@@ -221,6 +221,17 @@ def _output_name(model):
 
 def _check_model(model):
     shape = _checks.image_input_shape(model, "export_litert")
+    quantized = sorted(
+        {layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode}
+    )
+    if quantized:
+        raise ValueError(
+            "export_litert converts float models: TFLite has no builtin kernels for the int8 "
+            "products and float8 casts of a model quantized with model.quantize(). Export the "
+            "float model with export_litert(model, quantize='dynamic_int8' or 'int8') instead, "
+            "which quantizes with TFLite's own kernels. Received: a model quantized to "
+            f"{quantized}"
+        )
     if len(model.outputs) != 1:
         raise ValueError(
             "export_litert expects a model with one output. Received: output shapes "
@@ -366,7 +377,8 @@ def export_litert(
 
     Raises:
         ValueError: a model without one fixed-size image input or with
-            several outputs, an unknown `quantize`, `"int8"` without
+            several outputs, a model quantized with `model.quantize()`
+            (export the float model with `quantize=` here), an unknown `quantize`, `"int8"` without
             representative data (or representative data for another mode),
             representative images of the wrong shape or range, a model file
             that is not a valid `.keras` archive, or a path under a file.

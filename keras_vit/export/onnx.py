@@ -10,6 +10,15 @@ from keras_vit.export.saved_model import ExportResult
 from keras_vit.saving import atomic_write
 
 
+def _check_not_float8(model):
+    if any(layer.quantization_mode == "float8" for layer in model._flatten_layers()):
+        raise ValueError(
+            "export_onnx cannot convert a model quantized with model.quantize('float8'): "
+            "tf2onnx has no float8 type. Export the float model, or an int8 one "
+            "(model.quantize('int8')), or use export_saved_model. Received: a float8 model"
+        )
+
+
 def _write_onnx(model, path, *, overwrite):
     """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
     try:
@@ -22,6 +31,7 @@ def _write_onnx(model, path, *, overwrite):
         ) from error
     _checks.check_file_target(path, overwrite)
     shape = _checks.image_input_shape(model, "export_onnx")
+    _check_not_float8(model)
     input_spec = keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")
 
     def write(staged):
@@ -58,8 +68,9 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
         `outputs` are the ONNX graph's output names).
 
     Raises:
-        ValueError: a model without one fixed-size image input, a model file
-            that is not a valid `.keras` archive, or a path under a file.
+        ValueError: a model without one fixed-size image input, a float8 model
+            (`model.quantize("float8")`; int8 ones export), a model file that is
+            not a valid `.keras` archive, or a path under a file.
         FileExistsError: `path` exists and `overwrite` is False, or is a folder.
         FileNotFoundError: a model path that does not exist.
         PermissionError: the folder of `path` is not writable.
@@ -78,6 +89,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     model = _checks.check_model_argument(model)
     if isinstance(model, keras.Model):
         _checks.image_input_shape(model, "export_onnx")  # fail fast, before saving
+        _check_not_float8(model)
     how, reply = run_with_tensorflow(
         model, _write_onnx, dict(path=path, overwrite=overwrite), method=method
     )

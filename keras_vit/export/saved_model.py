@@ -305,6 +305,21 @@ def serving_spec(model, class_names=None, top_k=None):
     )
 
 
+def _head_logits(head, features):
+    """The head's output before its activation (softmax / sigmoid)."""
+    if head.quantization_mode is None and not getattr(head, "lora_enabled", False):
+        return keras.ops.add(keras.ops.matmul(features, head.kernel), head.bias)
+    # A quantized head (model.quantize) holds an int8 kernel and computes through its own
+    # quantized call: run that call with a linear activation (restored at once; this runs
+    # while the endpoint is traced).
+    activation = head.activation
+    head.activation = keras.activations.get("linear")
+    try:
+        return head(features)
+    finally:
+        head.activation = activation
+
+
 def _write_archive(model, target, spec):
     """Builds the ExportArchive (TensorFlow backend) and writes it to `target`."""
     tf = _checks.import_tensorflow()
@@ -339,7 +354,7 @@ def _write_archive(model, target, spec):
             probabilities = tf.nn.softmax(logits, axis=-1)
         else:
             features = features_model(images, training=False)
-            logits = keras.ops.add(keras.ops.matmul(features, head.kernel), head.bias)
+            logits = _head_logits(head, features)
             probabilities = tf.cast(head.activation(logits), tf.float32)
             logits = tf.cast(logits, tf.float32)
         outputs = {"logits": logits, "probabilities": probabilities}
@@ -435,6 +450,11 @@ def export_saved_model(
     PyTorch the model is saved to a temporary `.keras` file and exported by a
     subprocess with `KERAS_BACKEND=tensorflow`, which needs the model's custom
     layers to be keras_vit's (or otherwise registered on import of keras_vit).
+
+    Quantized models (`model.quantize("int8")` or `"float8"`) export as they
+    compute (int8 products in the graph). LoRA adapters (`keras_vit.enable_lora`)
+    are folded into the kernels of an exported copy (`keras_vit.merge_lora`);
+    the model itself is left as it is.
 
     Args:
         model: a `keras.Model` classifier (built with `include_top=True`, with a

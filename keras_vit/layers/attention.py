@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_rate
+from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 
 
 def check_epsilon(value, name="layer_norm_epsilon"):
@@ -69,7 +70,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
+        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         if not isinstance(qk_norm, bool):
@@ -102,7 +105,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 bias_axes="de",
                 kernel_initializer="glorot_uniform",
                 bias_initializer="zeros",
-                dtype=dtype,
+                dtype=sublayer_dtype(self, name),
                 name=name,
             )
 
@@ -116,7 +119,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             bias_axes="e",
             kernel_initializer="glorot_uniform",
             bias_initializer="zeros",
-            dtype=dtype,
+            dtype=sublayer_dtype(self, "attention_output"),
             name="attention_output",
         )
         for layer in (self.query_dense, self.key_dense, self.value_dense):
@@ -167,6 +170,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
+        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,

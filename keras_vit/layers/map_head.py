@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int
+from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
 
@@ -63,7 +64,9 @@ class MAPHead(keras.layers.Layer):
         num_prefix_tokens=0,
         **kwargs,
     ):
+        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
+        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
@@ -102,7 +105,10 @@ class MAPHead(keras.layers.Layer):
 
         def dense(units, name):
             return keras.layers.Dense(
-                units, kernel_initializer="glorot_uniform", dtype=dtype, name=name
+                units,
+                kernel_initializer="glorot_uniform",
+                dtype=sublayer_dtype(self, name),  # quantized in a reloaded quantized model
+                name=name,
             )
 
         self.q = dense(hidden_dim, "q")
@@ -143,6 +149,7 @@ class MAPHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
+        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_rate
+from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
@@ -113,7 +114,9 @@ class TransformerBlock(keras.layers.Layer):
         activation="gelu",
         **kwargs,
     ):
+        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
+        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
@@ -166,21 +169,29 @@ class TransformerBlock(keras.layers.Layer):
             attention_dropout_rate=self.attention_dropout_rate,
             qk_norm=self.qk_norm,
             layer_norm_epsilon=eps,
-            dtype=dtype,
+            dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
         dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
-        dense = functools.partial(
-            keras.layers.Dense,
-            kernel_initializer="glorot_uniform",
-            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            dtype=dtype,
-        )
+
+        # One initializer for both MLP layers, as before: a second instance would draw another
+        # default seed and change every later random draw of a seeded run.
+        bias_initializer = keras.initializers.RandomNormal(stddev=1e-6)
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units,
+                kernel_initializer="glorot_uniform",
+                bias_initializer=bias_initializer,
+                dtype=sublayer_dtype(self, name),  # quantized in a reloaded quantized model
+                name=name,
+            )
+
         self.attention_dropout = dropout(name="attention_dropout")
         self.mlp_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="mlp_norm")
-        self.mlp_dense_1 = dense(self.mlp_dim, name="mlp_dense_1")
+        self.mlp_dense_1 = dense(self.mlp_dim, "mlp_dense_1")
         self.mlp_dropout_1 = dropout(name="mlp_dropout_1")
-        self.mlp_dense_2 = dense(hidden_dim, name="mlp_dense_2")
+        self.mlp_dense_2 = dense(hidden_dim, "mlp_dense_2")
         self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
         self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
 
@@ -190,6 +201,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_norm.build(shape)
         self.mlp_dense_1.build(shape)
         self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
+        self.drop_path.build(shape)  # no weights, but model.quantize() needs every layer built
         if self.layer_scale_init_value is not None:
             init = keras.initializers.Constant(self.layer_scale_init_value)
             self.attention_scale = self.add_weight(
@@ -352,6 +364,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
+        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,

@@ -19,6 +19,7 @@ import keras
 
 from keras_vit.saving import atomic_write
 from keras_vit.training import multihost
+from keras_vit.training.lora import exact_lora_variables
 
 
 def write_json(path, value):
@@ -128,7 +129,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         epoch, weights = found
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(weights)
+        with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as they are
+            self.model.load_weights(weights)
         self.model._initial_epoch = epoch
 
     def _save_model(self):
@@ -141,7 +143,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         latest, previous = (os.path.join(self.backup_dir, n) for n in BACKUP_WEIGHTS)
         meta, previous_meta = (os.path.join(self.backup_dir, n) for n in BACKUP_METADATA)
         tmp = os.path.join(self.backup_dir, f".tmp-{os.getpid()}.weights.h5")
-        self.model.save_weights(tmp, overwrite=True)
+        with exact_lora_variables(self.model):
+            self.model.save_weights(tmp, overwrite=True)
         sha = _sha256(tmp)
         # At every moment one metadata file matches an existing weights file (see find_backup).
         if os.path.exists(latest):

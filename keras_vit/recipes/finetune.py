@@ -24,9 +24,15 @@ rebuilt at the new image size with the same architecture, every layer copied by 
 position embedding resampled (`PatchEncoder.load_position_embedding`), `pre_logits` dropped and
 the head re-created with zeros. `--weights FILE.npz` loads an official checkpoint through
 `keras_vit.checkpoints.load_npz` (architecture from `--model`).
+
+`--lora-rank N` fine-tunes with LoRA (`keras_vit.enable_lora` on `--lora-targets`, by default
+the attention's query and value, scale `--lora-alpha / N`): the encoder is frozen, the adapters
+and the new head train. `model.keras` holds the merged kernels (a plain model) and
+`lora.npz` the adapters and head (`keras_vit.load_lora_weights` puts them on the base model).
 """
 
 import logging
+import os
 
 import keras
 import numpy as np
@@ -36,6 +42,7 @@ from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
 from keras_vit.recipes import common, pretrain
+from keras_vit.training import lora, multihost
 from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger("keras_vit.recipes")
@@ -58,6 +65,9 @@ PAPER = dict(
     representation_size=None,
     init=None,
     weights=None,
+    lora_rank=None,
+    lora_targets=("query", "value"),
+    lora_alpha=None,
 )
 
 # Offline default: the paper's fine-tuning optimizer (SGD momentum 0.9, cosine, clip 1, no weight
@@ -196,6 +206,41 @@ def build_model(num_classes, config):
     return model, info
 
 
+def _lora_settings(config):
+    """`(rank, targets, alpha)` of the config's LoRA (checked), or None without `lora_rank`."""
+    if config.get("lora_rank") is None:
+        return None
+    return lora.check_settings(config["lora_rank"], config["lora_targets"], config["lora_alpha"])
+
+
+def build_lora_model(num_classes, config):
+    """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen)."""
+    model, info = build_model(num_classes, config)
+    settings = _lora_settings(config)
+    if settings is None:
+        return model, info
+    rank, targets, alpha = settings
+    lora.enable_lora(model, rank, targets=targets, alpha=alpha)
+    trainable = int(sum(np.prod(w.shape) for w in model.trainable_weights))
+    return model, dict(info, lora=dict(lora.lora_config(model), trainable_params=trainable))
+
+
+def save_adapters(model, setup):
+    """The `finish` hook of a LoRA run: the adapters and head in `out/lora.npz` (process 0)."""
+    if lora.lora_config(model) is None:
+        return {}
+    path = os.path.join(setup.out, "lora.npz")
+    if multihost.is_chief():
+        lora.save_lora_weights(model, path)
+    return {"lora_weights_path": path}
+
+
 def run(config, callbacks=()):
     """Fine-tunes as configured; returns the metrics (also in `out/metrics.json`)."""
-    return common.run_training(config, build_model, "finetune", callbacks=callbacks)
+    try:
+        _lora_settings(config)  # before any data is loaded
+    except ValueError as error:
+        raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
+    return common.run_training(
+        config, build_lora_model, "finetune", callbacks=callbacks, finish=save_adapters
+    )

@@ -106,6 +106,8 @@ def test_python_dash_m_keras_vit_runs_the_cli():
         (["finetune", "--batch-size", "0"], "--batch-size"),
         (["finetune", "--steps-per-epoch", "0"], "--steps-per-epoch"),
         (["finetune", "--warmup-steps", "-1"], "--warmup-steps"),
+        (["finetune", "--lora-rank", "0"], "--lora-rank"),
+        (["finetune", "--lora-rank", "2", "--lora-alpha", "0"], "--lora-alpha"),
         (["pretrain", "--num-layers", "0"], "--num-layers"),
         (["pretrain", "--dropout", "1.0"], "--dropout"),
         (["pretrain", "--label-smoothing", "-0.1"], "--label-smoothing"),

@@ -231,6 +231,15 @@ def test_model_without_fixed_size_or_with_two_outputs_raises(tmp_path):
     assert not os.listdir(tmp_path)
 
 
+def test_model_quantized_by_keras_raises(tmp_path):
+    from keras_vit.training.quantization import quantize
+
+    model = quantize(ViT("mu/8", image_size=16, num_classes=3), "int8")
+    with pytest.raises(ValueError, match=r"quantize='dynamic_int8'.*Received.*\['int8'\]"):
+        export_litert(model, tmp_path / "m.tflite")
+    assert not os.listdir(tmp_path)
+
+
 def test_representative_arrays():
     pixels = np.array([0, 255], dtype=np.uint8).reshape(1, 1, 2, 1).repeat(3, 0)
     np.testing.assert_allclose(representative_images(pixels, (1, 2, 1))[0, 0, :, 0], [-1, 1])

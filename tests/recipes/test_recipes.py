@@ -186,3 +186,38 @@ def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
     assert metrics["num_classes"] == 4 and metrics["steps_per_epoch"] == 8
     assert metrics["config"]["steps_per_execution"] == steps_per_execution
     assert metrics["throughput"]["images_per_second"] > 0
+
+
+def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
+    from keras_vit.training.lora import load_lora_weights, lora_config
+
+    init = ViT("mu/4", image_size=16, num_classes=10)
+    randomize_weights(init, scale=0.1)
+    init_path = str(tmp_path / "init.keras")
+    init.save(init_path)
+    out = str(tmp_path / "lora")
+    argv = ["--smoke", "--dataset", "synthetic:4:256:16", "--init", init_path, "--out", out,
+            "--verbose", "0", "--lora-rank", "2", "--lora-targets", "value,mlp_dense_1"]
+    assert cli("finetune", *argv[:-1], "value,qkv") == 2  # an unknown target, before any data
+    assert "Received: targets=('value', 'qkv')" in capsys.readouterr().err
+    assert cli("finetune", *argv) == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    settings = {"rank": 2, "alpha": 2.0, "targets": ["value", "mlp_dense_1"]}
+    assert {k: metrics["model"]["lora"][k] for k in settings} == settings
+    # Per block: value A (32, 2, 2) + B (2, 16), mlp_dense_1 A (32, 2) + B (2, 64); head 32x4+4.
+    assert metrics["model"]["lora"]["trainable_params"] == 2 * (128 + 32 + 64 + 128) + 132
+    trained = keras.saving.load_model(os.path.join(out, "model.keras"))  # merged kernels
+    assert lora_config(trained) is None
+    for name in ("patch_encoder", "encoderblock_0"):  # the frozen encoder came through as is
+        block, source = trained.get_layer(name), init.get_layer(name)
+        for w, v in zip(block.weights, source.weights, strict=True):
+            if "value" in w.path or "mlp_dense_1/kernel" in w.path:
+                continue
+            np.testing.assert_array_equal(to_numpy(w), to_numpy(v), err_msg=w.path)
+    # The adapters file on the base model gives the trained model's outputs.
+    config = finetune.get_config(smoke=True)
+    config.update(init=init_path, image_size=16)
+    base, _ = finetune.build_model(4, config)
+    load_lora_weights(base, metrics["lora_weights_path"])
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(to_numpy(base(images)), to_numpy(trained(images)), atol=1e-5)

@@ -256,3 +256,35 @@ def test_runner_callbacks_let_fit_dispatch_asynchronously(tmp_path):
     dispatch = keras.callbacks.CallbackList(callbacks, add_progbar=True, add_history=True)
     # Keras' rule: asynchronous only where the backend is thread safe (not TensorFlow).
     assert dispatch._async_train == (keras.backend.backend() != "tensorflow")
+
+
+def test_backup_of_a_lora_model_restores_frozen_kernels_and_adapters_exactly(tmp_path):
+    # Keras' save_weights writes a LoRA layer's merged kernel and its load_weights zeroes the
+    # adapters: same outputs, but the adapters of a resumed run would no longer fit the base
+    # model. The backups keep W, A and B as they are.
+    from keras_vit.models.vit import ViT
+    from keras_vit.training.lora import enable_lora
+
+    def lora_model():
+        model = ViT("mu/8", image_size=16, num_classes=3)
+        model.set_weights([np.full(w.shape, 0.01, "float32") for w in model.weights])
+        model = enable_lora(model, rank=2)
+        model.compile("sgd", "mse")
+        return model
+
+    model = lora_model()
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        if "lora_kernel" in w.path:
+            w.assign(rng.normal(0, 0.1, tuple(w.shape)).astype("float32"))
+    callback = backup_lib.AtomicBackupAndRestore(str(tmp_path / "backup"))
+    callback.set_model(model)
+    callback.on_epoch_end(0)
+    resumed = lora_model()
+    callback = backup_lib.AtomicBackupAndRestore(str(tmp_path / "backup"))
+    callback.set_model(resumed)
+    callback.on_train_begin()
+    for w, v in zip(resumed.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), keras.ops.convert_to_numpy(v))
+    query = resumed.get_layer("encoderblock_0").attention.query_dense
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(query._kernel), np.float32(0.01))

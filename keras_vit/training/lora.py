@@ -1,0 +1,635 @@
+"""LoRA (low-rank adaptation) of keras_vit models through Keras' own `enable_lora`.
+
+`enable_lora(model, rank)` calls Keras' `layer.enable_lora(rank, lora_alpha=alpha)` on the
+chosen projections of every `TransformerBlock` (by default the attention's `query` and `value`,
+as in Hu et al.) and freezes everything else except the classifier (`head`, and `head_dist` of
+a distilled model). Keras keeps the frozen kernel `W` and learns `lora_kernel_a` (A) and
+`lora_kernel_b` (B, zeros at first, so the outputs are unchanged until training): the layer
+computes with `W + (alpha / rank) * A @ B`.
+
+Keras factorises the kernel's last axis. For `mlp_dense_1`, `mlp_dense_2` (Dense, `(D, M)` and
+`(M, D)`) and `attention_output` (`(heads, D / heads, D)`) that is the usual rank-`rank` update.
+For `query`, `key` and `value`, whose kernels are `(D, heads, D / heads)`, A is
+`(D, heads, rank)` and B `(rank, D / heads)`: one rank-`rank` update per head sharing B, which
+has `heads` times the parameters of a LoRA on a fused `D x D` projection (ViT-B/16, rank 8,
+query + value: 1.78M LoRA parameters instead of 0.29M).
+
+Files: `model.save()` writes Keras' merged kernels (`W + scale * A @ B`) and no LoRA matrices,
+so the `.keras` file loads as a plain model with the same outputs (Keras' own behaviour: the
+LoRA structure is not part of the layers' configs). `save_lora_weights` writes the adapters
+and the head (every trainable weight) to a small `.npz`, and `load_lora_weights` puts them on a
+freshly built base model. `merge_lora` folds the adapters into the kernels in place and removes
+them, for export.
+
+Reference:
+    Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
+"""
+
+import contextlib
+import inspect
+import os
+
+import keras
+import numpy as np
+
+from keras_vit.layers.transformer_block import TransformerBlock
+from keras_vit.saving import atomic_write
+
+TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
+DEFAULT_TARGETS = ("query", "value")
+HEAD_LAYERS = ("head", "head_dist")
+LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
+_META = "__lora__/"
+_FORMAT_VERSION = 1
+
+
+def _target_layer(block, target):
+    attention = block.attention
+    return {
+        "query": attention.query_dense,
+        "key": attention.key_dense,
+        "value": attention.value_dense,
+        "attention_output": attention.output_dense,
+        "mlp_dense_1": block.mlp_dense_1,
+        "mlp_dense_2": block.mlp_dense_2,
+    }[target]
+
+
+def _sublayers(layer):
+    return layer._flatten_layers(include_self=False, recursive=False)
+
+
+def _walk(layer, prefix=""):
+    """`(name, layer)` of every layer inside `layer`, names joined by "/" (all depths)."""
+    for sublayer in _sublayers(layer):
+        name = prefix + sublayer.name
+        yield name, sublayer
+        yield from _walk(sublayer, name + "/")
+
+
+def transformer_blocks(model):
+    """`[(name, block)]`: the `TransformerBlock`s of `model` (nested models included)."""
+    return [(name, layer) for name, layer in _walk(model) if isinstance(layer, TransformerBlock)]
+
+
+def _check_model(model, caller):
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"{caller} expects a keras.Model. Received: {type(model).__name__}")
+    blocks = transformer_blocks(model)
+    if not blocks:
+        raise ValueError(
+            f"{caller} adapts the TransformerBlocks of a keras_vit model. Received: model "
+            f"{model.name!r} with no TransformerBlock"
+        )
+    if not all(block.built for _, block in blocks):
+        raise ValueError(f"{caller} needs a built model. Received: model {model.name!r} unbuilt")
+    return blocks
+
+
+def _check_rank(rank):
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+        raise ValueError(f"rank must be a positive integer. Received: rank={rank!r}")
+    return int(rank)
+
+
+def _check_targets(targets):
+    if isinstance(targets, str):
+        targets = (targets,)
+    try:
+        targets = tuple(targets)
+    except TypeError:
+        raise ValueError(
+            f"targets must be a sequence of names from {TARGETS}. Received: targets={targets!r}"
+        ) from None
+    unknown = [t for t in targets if t not in TARGETS]
+    if not targets or unknown or len(set(targets)) != len(targets):
+        raise ValueError(
+            f"targets must be distinct names from {TARGETS}, at least one. "
+            f"Received: targets={targets!r}"
+        )
+    return tuple(t for t in TARGETS if t in targets)  # canonical order
+
+
+def _check_alpha(alpha):
+    if alpha is None:
+        return None
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or alpha <= 0:
+        raise ValueError(f"alpha must be a positive number or None. Received: alpha={alpha!r}")
+    return float(alpha)
+
+
+def check_settings(rank, targets=DEFAULT_TARGETS, alpha=None):
+    """Checks LoRA settings as `enable_lora` does; returns `(rank, targets, alpha)`.
+
+    Raises:
+        ValueError: a rank that is not a positive integer, targets not from `TARGETS` (the
+            message lists them), a non-positive alpha.
+
+    Example:
+
+    >>> check_settings(4, ["value", "query"])
+    (4, ('query', 'value'), None)
+    """
+    return _check_rank(rank), _check_targets(targets), _check_alpha(alpha)
+
+
+def _keras_has_lora_alpha():
+    return "lora_alpha" in inspect.signature(keras.layers.Dense.enable_lora).parameters
+
+
+def lora_config(model):
+    """The LoRA settings of `model`'s blocks, or None when no block has LoRA.
+
+    Args:
+        model: a keras_vit model.
+
+    Returns:
+        `{"rank": int, "alpha": float, "targets": tuple}` (alpha as Keras applies it: the
+        scale is `alpha / rank`), or None.
+
+    Raises:
+        ValueError: the blocks' LoRA layers disagree (different ranks, alphas or targets in
+            different blocks), which `enable_lora` never makes.
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=16, num_classes=3)
+    >>> lora_config(model) is None
+    True
+    >>> lora_config(enable_lora(model, rank=2, alpha=4))
+    {'rank': 2, 'alpha': 4.0, 'targets': ('query', 'value')}
+    """
+    found = set()
+    for _, block in transformer_blocks(model):
+        enabled = tuple(
+            t for t in TARGETS if getattr(_target_layer(block, t), "lora_enabled", False)
+        )
+        if not enabled:
+            found.add(None)
+            continue
+        settings = {
+            (_target_layer(block, t).lora_rank, float(_target_layer(block, t).lora_alpha))
+            for t in enabled
+        }
+        found.update((rank, alpha, enabled) for rank, alpha in settings)
+    if found in (set(), {None}):
+        return None
+    if len(found) != 1:
+        raise ValueError(
+            "The model's blocks carry different LoRA settings (rank, alpha, targets): "
+            f"{sorted(found, key=str)}. keras_vit.enable_lora sets the same on every block."
+        )
+    rank, alpha, targets = found.pop()
+    return {"rank": int(rank), "alpha": alpha, "targets": targets}
+
+
+def _lora_layers(model):
+    return [layer for _, layer in _walk(model) if getattr(layer, "lora_enabled", False)]
+
+
+def _own_variables(layer):
+    """The variables `layer` holds itself, not through its sublayers."""
+    nested = {id(v) for sublayer in _sublayers(layer) for v in sublayer.weights}
+    return [v for v in layer.weights if id(v) not in nested]
+
+
+def _freeze(layer):
+    """Freezes `layer` except its LoRA matrices, the heads and anything outside LoRA's path."""
+    if layer.name in HEAD_LAYERS:
+        return
+    if getattr(layer, "lora_enabled", False):
+        for variable in layer.weights:
+            if variable.name not in LORA_VARIABLES:
+                variable.trainable = False
+        return
+    if not _lora_layers(layer):
+        layer.trainable = False
+        return
+    # A layer holding LoRA layers (a block, its attention, a nested model): freeze its own
+    # weights (e.g. LayerScale) one by one, then its sublayers.
+    for variable in _own_variables(layer):
+        variable.trainable = False
+    for sublayer in _sublayers(layer):
+        _freeze(sublayer)
+
+
+def _reset_compiled(model):
+    model.train_function = model.test_function = model.predict_function = None
+    if keras.backend.backend() == "torch":  # torch_params must drop or add the changed variables
+        for layer in model._flatten_layers():
+            if hasattr(layer, "_track_variables"):
+                layer._track_variables()
+
+
+def _check_optimizer_not_built(model, caller):
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and getattr(optimizer, "built", False):
+        raise ValueError(
+            f"{caller} changes the model's trainable weights, but its optimizer was already "
+            "built for the old ones (the model was trained or its optimizer built). Call "
+            f"{caller} before compile() / fit(), or compile() again afterwards."
+        )
+
+
+def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
+    """Adds LoRA adapters to every `TransformerBlock` and freezes the rest except the head.
+
+    Calls Keras' `enable_lora(rank, lora_alpha=alpha)` on the `targets` projections of every
+    block (nested models included): each keeps its kernel `W` frozen and learns
+    `lora_kernel_a` and `lora_kernel_b` (zeros at first: the outputs do not change until
+    training), computing with `W + (alpha / rank) * A @ B`. Every other weight is frozen
+    (layers with `trainable = False`, and the biases of the adapted layers and the blocks'
+    LayerScale one by one) except the layers named `head` and `head_dist` (the classifier).
+    Unfreeze more afterwards with `layer.trainable = True`; `save_lora_weights` saves what is
+    trainable. Call it before `compile()`.
+
+    On `query` / `key` / `value`, whose kernels are `(D, heads, D / heads)`, Keras'
+    factorisation gives each head its own rank-`rank` update (A `(D, heads, rank)`, B
+    `(rank, D / heads)`); on `attention_output`, `mlp_dense_1`, `mlp_dense_2` it is the usual
+    rank-`rank` LoRA. On PyTorch the blocks run the Keras layers (not the fused kernels) while
+    LoRA is on.
+
+    Args:
+        model: a keras_vit model (built), e.g. from `keras_vit.ViT` or `load_model`.
+        rank: int. The LoRA rank.
+        targets: sequence of str from `("query", "key", "value", "attention_output",
+            "mlp_dense_1", "mlp_dense_2")`. Defaults to `("query", "value")`.
+        alpha: optional positive float. The update is scaled by `alpha / rank`.
+            Defaults to None (`alpha = rank`: scale 1, Keras' default).
+
+    Returns:
+        `model`, changed in place.
+
+    Raises:
+        ValueError: bad `rank` / `targets` / `alpha`, a model without TransformerBlocks, a
+            model whose blocks already have LoRA (`merge_lora` it first), or a model whose
+            optimizer was already built. Nothing is changed then.
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1)
+    >>> model = enable_lora(model, rank=2)
+    >>> for path in sorted(v.path for v in model.trainable_weights):
+    ...     print(path)
+    encoderblock_0/attention/query/lora_kernel_a
+    encoderblock_0/attention/query/lora_kernel_b
+    encoderblock_0/attention/value/lora_kernel_a
+    encoderblock_0/attention/value/lora_kernel_b
+    head/bias
+    head/kernel
+
+    Reference:
+        Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
+    """
+    rank, targets, alpha = check_settings(rank, targets, alpha)
+    blocks = _check_model(model, "enable_lora")
+    if lora_config(model) is not None or _lora_layers(model):
+        raise ValueError(
+            f"LoRA is already enabled on model {model.name!r} ({lora_config(model)}). Call "
+            "keras_vit.merge_lora(model) first to fold it into the kernels."
+        )
+    if alpha is not None and alpha != rank and not _keras_has_lora_alpha():
+        raise ValueError(
+            f"alpha != rank needs Keras' lora_alpha (Keras >= 3.10). Received: alpha={alpha}, "
+            f"rank={rank}, Keras {keras.__version__}"
+        )
+    _check_optimizer_not_built(model, "enable_lora")
+    layers = [_target_layer(block, t) for _, block in blocks for t in targets]
+    for layer in layers:
+        if getattr(layer, "kernel_constraint", None) is not None:
+            raise ValueError(
+                f"Layer {layer.path!r} has a kernel constraint, which Keras' LoRA does not "
+                "support. Received: kernel_constraint={layer.kernel_constraint!r}"
+            )
+        if layer.quantization_mode not in (None, "int8", "int4"):
+            raise ValueError(
+                f"Keras' LoRA does not run on {layer.quantization_mode}-quantized layers. "
+                f"Received: layer {layer.path!r} with dtype policy {layer.dtype_policy.name!r}"
+            )
+    kwargs = {} if alpha is None or not _keras_has_lora_alpha() else {"lora_alpha": alpha}
+    for layer in layers:
+        layer.enable_lora(rank, **kwargs)
+    _freeze(model)
+    _reset_compiled(model)
+    return model
+
+
+def _disable_lora(layer):
+    """Folds `layer`'s LoRA into its kernel and removes the LoRA matrices (in place)."""
+    store = {}
+    layer.save_own_variables(store)  # Keras' merge: W + alpha / rank * A @ B (re-quantized)
+    values = {key: keras.ops.convert_to_numpy(value) for key, value in store.items()}
+    del layer.lora_kernel_a  # untracks the variable (Keras' Layer.__delattr__)
+    del layer.lora_kernel_b
+    layer.lora_enabled = False
+    layer.lora_rank = None
+    if hasattr(layer, "lora_alpha"):
+        layer.lora_alpha = None
+    layer.load_own_variables(values)
+    float_kernel = layer.quantization_mode is None
+    for variable in layer.weights:
+        if variable.name == "kernel":
+            variable.trainable = float_kernel
+        elif variable.name == "bias":
+            variable.trainable = True
+
+
+def merge_lora(model):
+    """Folds every LoRA adapter of `model` into its kernel and removes it, in place.
+
+    Each LoRA layer's kernel becomes `W + (alpha / rank) * A @ B` (Keras' own merge, the one
+    `model.save()` writes; re-quantized for an int8 layer) and the layer is a plain `Dense` /
+    `EinsumDense` again: same outputs, no LoRA variables, so the model exports (SavedModel,
+    LiteRT, ONNX) like any other. The kernels and biases of the merged layers are trainable
+    again; the layers `enable_lora` froze stay frozen (`model.trainable = True` unfreezes
+    them). A model without LoRA is returned unchanged.
+
+    Args:
+        model: a keras.Model.
+
+    Returns:
+        `model`, changed in place.
+
+    Raises:
+        ValueError: the model's optimizer was already built (compile() again after merging).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.models.vit import ViT
+    >>> model = enable_lora(ViT("mu/8", image_size=16, num_classes=3, num_layers=1), rank=2)
+    >>> lora_config(merge_lora(model)) is None, len(model.weights)
+    (True, 24)
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"merge_lora expects a keras.Model. Received: {type(model).__name__}")
+    layers = _lora_layers(model)
+    if not layers:
+        return model
+    _check_optimizer_not_built(model, "merge_lora")
+    for layer in layers:
+        _disable_lora(layer)
+    _reset_compiled(model)
+    return model
+
+
+def merged_copy(model):
+    """A new model with `model`'s LoRA folded into its kernels; `model` is left as it is.
+
+    The copy is rebuilt from the model's config (`keras.models.clone_model`; LoRA is not part
+    of our layers' configs) and takes each layer's weights as `model.save()` writes them (the
+    merged kernels). Used by the exporters, so that exporting never changes the model.
+    """
+    clone = keras.models.clone_model(model)
+    source = list(model._flatten_layers(include_self=False))
+    target = list(clone._flatten_layers(include_self=False))
+    if [layer.name for layer in source] != [layer.name for layer in target]:
+        raise ValueError(
+            f"Cannot copy model {model.name!r}: its clone has other layers. Save it with "
+            "model.save() (which merges LoRA) and load the file instead."
+        )
+    for src, dst in zip(source, target, strict=True):
+        store = {}
+        src.save_own_variables(store)
+        dst.load_own_variables(store)
+    return merge_lora(clone)
+
+
+def _save_exact(layer, store):
+    for i, variable in enumerate(layer.weights):
+        store[str(i)] = variable
+
+
+def _load_exact(layer, store):
+    if len(store.keys()) != len(layer.weights):
+        raise ValueError(
+            f"Layer {layer.path!r} has LoRA, and its {len(layer.weights)} variables were not "
+            f"saved with exact_lora_variables: the file holds {len(store.keys())}."
+        )
+    for i, variable in enumerate(layer.weights):
+        variable.assign(store[str(i)])
+
+
+@contextlib.contextmanager
+def exact_lora_variables(model):
+    """Within it, `model.save_weights` / `load_weights` keep the LoRA layers as they are.
+
+    Keras writes a LoRA layer's merged kernel (`W + scale * A @ B`) and no adapters, and
+    loading sets the adapters to zero: the outputs survive, the split into frozen `W` and
+    trained `A`, `B` does not. Within this context each LoRA layer of `model` writes and reads
+    its variables as they are (`W`, bias, `A`, `B`). The recipe runner's resumable backups use
+    it, so that a resumed LoRA run's adapters (`save_lora_weights`) still fit the base model.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> model = enable_lora(ViT("mu/8", image_size=16, num_classes=3), rank=2)
+    >>> path = os.path.join(tempfile.mkdtemp(), "backup.weights.h5")
+    >>> with exact_lora_variables(model):
+    ...     model.save_weights(path)
+    ...     model.load_weights(path)
+    """
+    layers = _lora_layers(model)
+    for layer in layers:  # instance attributes: saving_lib calls them instead of the class's
+        object.__setattr__(
+            layer, "save_own_variables", lambda store, la=layer: _save_exact(la, store)
+        )
+        object.__setattr__(
+            layer, "load_own_variables", lambda store, la=layer: _load_exact(la, store)
+        )
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            object.__delattr__(layer, "save_own_variables")
+            object.__delattr__(layer, "load_own_variables")
+
+
+def _variable_keys(model):
+    """`{id(variable): "layer/sublayer/variable"}` for every variable of `model`."""
+    keys = {}
+    for name, layer in _walk(model):
+        for variable in _own_variables(layer):
+            keys.setdefault(id(variable), f"{name}/{variable.name}")
+    return keys
+
+
+def _array(variable):
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype="float32")
+
+
+def save_lora_weights(model, path):
+    """Writes `model`'s LoRA adapters and other trainable weights to a small `.npz` file.
+
+    The file holds every trainable weight (after `enable_lora`: the `lora_kernel_a` /
+    `lora_kernel_b` of each adapted layer, the head, and whatever was unfrozen), keyed by
+    layer path (`encoderblock_0/attention/query/lora_kernel_a`, `head/kernel`), float32, plus
+    the LoRA settings (`__lora__/rank`, `__lora__/alpha`, `__lora__/targets`). Written
+    atomically. `load_lora_weights` puts it on a base model built the same way.
+
+    Args:
+        model: a keras_vit model with LoRA enabled.
+        path: str or path. The file to write (any name; `.lora.npz` is a good suffix).
+
+    Returns:
+        The path, as a str.
+
+    Raises:
+        ValueError: the model has no LoRA.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> model = enable_lora(ViT("mu/8", image_size=16, num_classes=3), rank=2)
+    >>> path = save_lora_weights(model, os.path.join(tempfile.mkdtemp(), "a.lora.npz"))
+    >>> os.path.basename(path)
+    'a.lora.npz'
+    """
+    _check_model(model, "save_lora_weights")
+    config = lora_config(model)
+    if config is None:
+        raise ValueError(
+            f"save_lora_weights needs a model with LoRA (keras_vit.enable_lora). Received: "
+            f"model {model.name!r} without LoRA"
+        )
+    keys = _variable_keys(model)
+    arrays = {keys[id(v)]: _array(v) for v in model.trainable_weights}
+    arrays[_META + "format_version"] = np.asarray(_FORMAT_VERSION)
+    arrays[_META + "rank"] = np.asarray(config["rank"])
+    arrays[_META + "alpha"] = np.asarray(config["alpha"], dtype="float64")
+    arrays[_META + "targets"] = np.asarray(config["targets"])
+    path = os.fspath(path)
+
+    def write(staged):
+        with open(staged, "wb") as f:  # a file object: np.savez adds no ".npz"
+            np.savez(f, **arrays)
+
+    atomic_write(path, write)
+    return path
+
+
+def _read_lora_file(path):
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"LoRA weights file not found: {path!r}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (ValueError, OSError) as error:
+        raise ValueError(
+            f"{path!r} is not a LoRA weights file written by save_lora_weights ({error})."
+        ) from None
+    missing = [k for k in ("rank", "alpha", "targets") if _META + k not in arrays]
+    if missing:
+        raise ValueError(
+            f"{path!r} is not a LoRA weights file written by save_lora_weights: it has no "
+            f"{[_META + k for k in missing]}."
+        )
+    config = {
+        "rank": int(arrays.pop(_META + "rank")),
+        "alpha": float(arrays.pop(_META + "alpha")),
+        "targets": tuple(str(t) for t in arrays.pop(_META + "targets").reshape(-1)),
+    }
+    arrays.pop(_META + "format_version", None)
+    return config, arrays
+
+
+def _expected_lora_shapes(model, config):
+    """`{key: shape}` of the LoRA matrices `enable_lora(model, **config)` would create."""
+    names = {id(layer): name for name, layer in _walk(model)}
+    shapes = {}
+    for _, block in transformer_blocks(model):
+        for target in config["targets"]:
+            layer = _target_layer(block, target)
+            kernel_shape = tuple(layer.kernel.shape)
+            name = names[id(layer)]
+            shapes[f"{name}/lora_kernel_a"] = kernel_shape[:-1] + (config["rank"],)
+            shapes[f"{name}/lora_kernel_b"] = (config["rank"], kernel_shape[-1])
+    return shapes
+
+
+def load_lora_weights(model, path):
+    """Loads a `save_lora_weights` file onto `model`, enabling LoRA first if needed.
+
+    On a base model without LoRA (e.g. freshly built, or loaded from the `.keras` of the
+    model the adapters were trained from), it calls `enable_lora` with the file's rank,
+    targets and alpha, then assigns every weight in the file. A model that already has LoRA
+    must have the same settings. Everything is checked before anything changes: on any
+    error the model is left as it was.
+
+    Args:
+        model: a keras_vit model of the architecture the file was saved from.
+        path: str or path. A file written by `save_lora_weights`.
+
+    Returns:
+        `model`, changed in place.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a LoRA weights file; the model's LoRA settings (rank, alpha,
+            targets) differ from the file's; a weight of the file that the model lacks, or
+            with another shape (both named); an adapter of the model missing in the file.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models.vit import ViT
+    >>> trained = enable_lora(ViT("mu/8", image_size=16, num_classes=3), rank=2, alpha=4)
+    >>> path = save_lora_weights(trained, os.path.join(tempfile.mkdtemp(), "a.lora.npz"))
+    >>> base = ViT("mu/8", image_size=16, num_classes=3)
+    >>> lora_config(load_lora_weights(base, path))
+    {'rank': 2, 'alpha': 4.0, 'targets': ('query', 'value')}
+    """
+    _check_model(model, "load_lora_weights")
+    file_config, arrays = _read_lora_file(path)
+    try:
+        targets = _check_targets(file_config["targets"])
+        rank = _check_rank(file_config["rank"])
+        alpha = _check_alpha(file_config["alpha"])
+    except ValueError as error:
+        raise ValueError(f"{os.fspath(path)!r} holds bad LoRA settings: {error}") from None
+    current = lora_config(model)
+    if current is not None and current != file_config:
+        raise ValueError(
+            f"The model's LoRA settings differ from the file's. Expected (file "
+            f"{os.fspath(path)!r}): {file_config}. Received (model): {current}"
+        )
+    # Shapes of everything the file assigns, as the model has (or will have) them.
+    keys = _variable_keys(model)
+    shapes = {key: tuple(v.shape) for v in model.weights if (key := keys.get(id(v)))}
+    lora_shapes = _expected_lora_shapes(model, file_config)
+    shapes.update(lora_shapes)
+    unknown = sorted(k for k in arrays if k not in shapes)
+    if unknown:
+        raise ValueError(
+            f"{os.fspath(path)!r} holds weights model {model.name!r} does not have: {unknown[:5]}"
+            f"{' ...' if len(unknown) > 5 else ''}. Was it saved from another architecture?"
+        )
+    wrong = [
+        f"{k}: expected {shapes[k]}, received {tuple(a.shape)}"
+        for k, a in arrays.items()
+        if tuple(a.shape) != shapes[k]
+    ]
+    if wrong:
+        raise ValueError(
+            f"Weights in {os.fspath(path)!r} have other shapes than model {model.name!r}'s: "
+            + "; ".join(wrong[:5])
+        )
+    absent = sorted(k for k in lora_shapes if k not in arrays)
+    if absent:
+        raise ValueError(
+            f"{os.fspath(path)!r} lacks LoRA weights the model needs: {absent[:5]}"
+            f"{' ...' if len(absent) > 5 else ''}"
+        )
+    if current is None:
+        enable_lora(model, rank, targets=targets, alpha=alpha)
+        keys = _variable_keys(model)
+    by_key = {keys[id(v)]: v for v in model.weights if id(v) in keys}
+    for key, value in arrays.items():
+        variable = by_key[key]
+        variable.assign(value.astype(variable.dtype))
+    return model
