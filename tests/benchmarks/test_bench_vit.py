@@ -2,21 +2,15 @@
 
 The benchmark itself runs frameworks in subprocesses and is never timed in tests."""
 
-import importlib.util
-import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.benchmarks.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = os.path.join(ROOT, "benchmarks", "bench_vit.py")
-    spec = importlib.util.spec_from_file_location("bench_vit", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_vit")
 
 
 def test_flops_and_model_codes(bench):

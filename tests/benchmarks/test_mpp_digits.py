@@ -2,25 +2,20 @@
 keras_vit.quickstart when the quickstart moved to the recipe runner), its protocol helpers
 (validation split, selection, paired statistics, summary) and a tiny end-to-end run."""
 
-import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn")
+from tests.benchmarks.scripts import load_benchmark
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest.importorskip("sklearn")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = os.path.join(ROOT, "benchmarks", "mpp_digits.py")
-    spec = importlib.util.spec_from_file_location("mpp_digits", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("mpp_digits")
 
 
 def test_digits_split_is_fixed_and_scaled(bench):
