@@ -2,7 +2,6 @@
 
 The benchmark itself runs frameworks in subprocesses and is never timed in tests."""
 
-
 import pytest
 
 from tests.benchmarks.scripts import load_benchmark
