@@ -33,8 +33,8 @@ and writes everything (settings, every grid point, the summary with mean, std, p
 over scratch and paired tests from scipy, timings) to `--out`/results.json after every seed.
 
 Default protocol (5 seeds, scratch vs MPP with the colour target, learning rates {1e-3, 3e-3}
-x lengths {1000, 4000} steps, few-shot; 24 minutes measured on 2 loaded CPU cores with JAX,
-about 19-20 estimated on quiet ones, see benchmarks/RESULTS.md):
+x lengths {1000, 4000} steps, few-shot; 13.5 minutes on 2 quiet CPU cores with JAX, about 24
+on a loaded machine, see benchmarks/RESULTS.md):
 
     KERAS_BACKEND=jax python benchmarks/mpp_digits.py --out runs/bench_mpp
 
@@ -745,7 +745,9 @@ def merge_results(paths):
     first = results[0]
 
     def key(result):
-        settings = {k: v for k, v in result["settings"].items() if k not in ("seeds", "out")}
+        settings = {
+            k: v for k, v in result["settings"].items() if k not in ("seeds", "out", "summarise")
+        }
         return json.dumps([settings, result["arms"], result["backend"]], sort_keys=True)
 
     for path, result in zip(paths[1:], results[1:], strict=True):
