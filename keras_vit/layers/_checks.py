@@ -82,3 +82,37 @@ def check_image_shape(shape, patch_size, name, channels=None, image_size=None):
                 f"Received: image {what}={got}, patch_size={tuple(patch_size)}"
             )
     return shape
+
+
+def check_bool(value, name):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool. Received: {name}={value!r}")
+    return value
+
+
+def check_token_shape(input_shape, num_heads, name):
+    """Checks a (batch, tokens, hidden_dim) shape whose hidden_dim `num_heads` divides.
+
+    Returns hidden_dim as an int.
+
+    Example:
+
+    >>> check_token_shape((None, 17, 32), 4, "block")
+    32
+    >>> check_token_shape((None, 17, 30), 4, "block")
+    Traceback (most recent call last):
+        ...
+    ValueError: num_heads must divide hidden_dim. Received: hidden_dim=30, num_heads=4
+    """
+    if len(input_shape) != 3 or input_shape[-1] is None:
+        raise ValueError(
+            f"Layer '{name}' expects tokens of shape (batch, tokens, hidden_dim) "
+            f"with a known hidden_dim. Received: input shape={tuple(input_shape)}"
+        )
+    hidden_dim = int(input_shape[-1])
+    if hidden_dim % num_heads:
+        raise ValueError(
+            "num_heads must divide hidden_dim. "
+            f"Received: hidden_dim={hidden_dim}, num_heads={num_heads}"
+        )
+    return hidden_dim

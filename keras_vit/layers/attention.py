@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int, check_rate
+from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 
 
@@ -75,24 +75,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        if not isinstance(qk_norm, bool):
-            raise ValueError(f"qk_norm must be a bool. Received: qk_norm={qk_norm!r}")
-        self.qk_norm = qk_norm
+        self.qk_norm = check_bool(qk_norm, "qk_norm")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.supports_masking = False
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                f"Layer '{self.name}' expects tokens of shape (batch, tokens, hidden_dim) "
-                f"with a known hidden_dim. Received: input shape={tuple(input_shape)}"
-            )
-        hidden_dim = int(input_shape[-1])
-        if hidden_dim % self.num_heads:
-            raise ValueError(
-                "num_heads must divide hidden_dim. "
-                f"Received: hidden_dim={hidden_dim}, num_heads={self.num_heads}"
-            )
+        hidden_dim = check_token_shape(input_shape, self.num_heads, self.name)
         head_dim = hidden_dim // self.num_heads
         self.head_dim = head_dim
         self._scale = 1.0 / math.sqrt(head_dim)

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int
+from keras_vit.layers._checks import check_positive_int, check_token_shape
 from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
@@ -84,17 +84,7 @@ class MAPHead(keras.layers.Layer):
         self.num_prefix_tokens = num_prefix_tokens
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                f"Layer '{self.name}' expects tokens of shape (batch, tokens, hidden_dim) "
-                f"with a known hidden_dim. Received: input shape={tuple(input_shape)}"
-            )
-        hidden_dim = int(input_shape[-1])
-        if hidden_dim % self.num_heads:
-            raise ValueError(
-                "num_heads must divide hidden_dim. "
-                f"Received: hidden_dim={hidden_dim}, num_heads={self.num_heads}"
-            )
+        hidden_dim = check_token_shape(input_shape, self.num_heads, self.name)
         self.hidden_dim = hidden_dim
         dtype = self.dtype_policy
         self.latent = self.add_weight(

@@ -7,7 +7,7 @@ import warnings
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int, check_rate
+from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
@@ -133,32 +133,19 @@ class TransformerBlock(keras.layers.Layer):
                 f"Received: layer_scale_init_value={layer_scale_init_value!r}"
             )
         self.layer_scale_init_value = layer_scale_init_value
-        if not isinstance(remat, bool):
-            raise ValueError(f"remat must be a bool. Received: remat={remat!r}")
+        check_bool(remat, "remat")
         if remat and not hasattr(keras, "remat"):
             raise ValueError(
                 "remat=True needs keras.remat (Keras >= 3.9). "
                 f"Received: Keras {keras.__version__}"
             )
         self.remat = remat
-        if not isinstance(qk_norm, bool):
-            raise ValueError(f"qk_norm must be a bool. Received: qk_norm={qk_norm!r}")
-        self.qk_norm = qk_norm
+        self.qk_norm = check_bool(qk_norm, "qk_norm")
         self.activation = check_activation(activation)
         self.supports_masking = False
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                f"Layer '{self.name}' expects tokens of shape (batch, tokens, hidden_dim) "
-                f"with a known hidden_dim. Received: input shape={tuple(input_shape)}"
-            )
-        hidden_dim = input_shape[-1]
-        if hidden_dim % self.num_heads:
-            raise ValueError(
-                "num_heads must divide hidden_dim. "
-                f"Received: hidden_dim={hidden_dim}, num_heads={self.num_heads}"
-            )
+        hidden_dim = check_token_shape(input_shape, self.num_heads, self.name)
         dtype = self.dtype_policy
         eps = self.layer_norm_epsilon
         self.attention_norm = keras.layers.LayerNormalization(
