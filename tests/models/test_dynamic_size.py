@@ -28,12 +28,35 @@ def _images(size, b=2, seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, (b, *size, 3)).astype("float32")
 
 
+@pytest.fixture(scope="module")
+def built():
+    """Each case's model, built once per module: (code, kwargs, size, others, model)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            code, kwargs, size, others = CASES[name]
+            model = keras_vit.ViT(code, image_size=size, dynamic_image_size=True, **kwargs)
+            randomize_weights(model, seed=2)
+            cache[name] = (code, kwargs, size, others, model)
+        return cache[name]
+
+    return get
+
+
 @pytest.fixture(scope="module", params=sorted(CASES))
-def dynamic(request):
-    code, kwargs, size, others = CASES[request.param]
-    model = keras_vit.ViT(code, image_size=size, dynamic_image_size=True, **kwargs)
-    randomize_weights(model, seed=2)
-    return code, kwargs, size, others, model
+def dynamic(request, built):
+    return built(request.param)
+
+
+@pytest.fixture(scope="module")
+def plain(built):
+    return built("plain")
+
+
+@pytest.fixture(scope="module")
+def hybrid(built):
+    return built("hybrid")
 
 
 def _static_copy(code, kwargs, size, dynamic_model):
@@ -76,10 +99,9 @@ def test_equals_static_models_with_the_resampled_table(dynamic):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
 
 
-def test_plain_matches_numpy_at_other_sizes(dynamic):
-    code, kwargs, size, others, model = dynamic
-    if code != "mu/8":
-        pytest.skip("the NumPy reference has no ResNet stem (the hybrid is checked above)")
+def test_plain_matches_numpy_at_other_sizes(plain):
+    """The NumPy reference has no ResNet stem: the hybrid is checked against static models."""
+    code, kwargs, size, others, model = plain
     for other in others:
         x = _images(other)
         expected = np_vit_forward(model, x, stored_grid=(size[0] // 8, size[1] // 8), **kwargs)
@@ -87,11 +109,9 @@ def test_plain_matches_numpy_at_other_sizes(dynamic):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
 
 
-def test_predicts_fits_at_two_sizes_and_round_trips(dynamic, tmp_path):
+def test_predicts_fits_at_two_sizes_and_round_trips(plain, tmp_path):
     """predict and fit (compiled: jit on JAX, tf.function on TensorFlow) at two sizes."""
-    code, kwargs, size, others, model = dynamic
-    if code != "mu/8":
-        pytest.skip("compiled for the plain model only (the hybrid stem changes nothing here)")
+    code, kwargs, size, others, model = plain
     for other in (size, others[0]):
         x = _images(other)
         np.testing.assert_allclose(
@@ -113,10 +133,8 @@ def test_predicts_fits_at_two_sizes_and_round_trips(dynamic, tmp_path):
         np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
 
 
-def test_hybrid_round_trips(dynamic, tmp_path):
-    code, _, size, others, model = dynamic
-    if code == "mu/8":
-        pytest.skip("the plain model round-trips above")
+def test_hybrid_round_trips(hybrid, tmp_path):
+    code, _, size, others, model = hybrid
     path = str(tmp_path / "hybrid.keras")
     model.save(path)
     loaded = keras_vit.load_model(path)
