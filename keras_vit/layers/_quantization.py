@@ -89,3 +89,22 @@ def config_dtype(layer):
     if quantized:
         policy = keras.dtype_policies.DTypePolicyMap(policy, quantized)
     return keras.dtype_policies.serialize(policy)
+
+
+class RecordsQuantizedSublayers(keras.layers.Layer):
+    """Base of our layers that create `Dense` / `EinsumDense` sublayers in `build()`.
+
+    Takes a `DTypePolicyMap` `dtype` out of the constructor's arguments (`split_dtype`) and
+    writes one back in `get_config` (`config_dtype`), so that a quantized layer saved in a
+    `.keras` file rebuilds its sublayers quantized (each asks `sublayer_dtype(self, name)`).
+    """
+
+    def __init__(self, **kwargs):
+        sublayer_dtypes = split_dtype(kwargs)
+        super().__init__(**kwargs)
+        self._sublayer_dtypes = sublayer_dtypes
+
+    def get_config(self):
+        config = super().get_config()
+        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
+        return config

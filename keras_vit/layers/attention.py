@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
-from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
+from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 
 
 def check_epsilon(value, name="layer_norm_epsilon"):
@@ -16,7 +16,7 @@ def check_epsilon(value, name="layer_norm_epsilon"):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class MultiHeadSelfAttention(keras.layers.Layer):
+class MultiHeadSelfAttention(RecordsQuantizedSublayers):
     """Multi-head self-attention with the official weight layout and optional QK-norm.
 
     The same function and weights as `keras.layers.MultiHeadAttention` used for self-attention
@@ -70,9 +70,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
-        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
-        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
@@ -157,8 +155,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
+        config = super().get_config()  # "dtype" with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,

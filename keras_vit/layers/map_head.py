@@ -6,13 +6,13 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_token_shape
-from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
+from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class MAPHead(keras.layers.Layer):
+class MAPHead(RecordsQuantizedSublayers):
     """Pools `(B, T, D)` tokens to `(B, D)` by attention from one learned query.
 
     timm's `AttentionPoolLatent` (latent length 1), big_vision's `MAPHead`: a learned latent
@@ -64,9 +64,7 @@ class MAPHead(keras.layers.Layer):
         num_prefix_tokens=0,
         **kwargs,
     ):
-        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
-        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
@@ -138,8 +136,7 @@ class MAPHead(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        config = super().get_config()
-        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
+        config = super().get_config()  # "dtype" with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
-from keras_vit.layers._quantization import config_dtype, split_dtype, sublayer_dtype
+from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
@@ -21,7 +21,7 @@ _TORCH_KERNELS = (
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(RecordsQuantizedSublayers):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
@@ -114,9 +114,7 @@ class TransformerBlock(keras.layers.Layer):
         activation="gelu",
         **kwargs,
     ):
-        sublayer_dtypes = split_dtype(kwargs)
         super().__init__(**kwargs)
-        self._sublayer_dtypes = sublayer_dtypes
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
@@ -350,8 +348,7 @@ class TransformerBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config["dtype"] = config_dtype(self)  # with the quantized sublayers' policies
+        config = super().get_config()  # "dtype" with the quantized sublayers' policies
         config.update(
             {
                 "num_heads": self.num_heads,
