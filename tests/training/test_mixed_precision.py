@@ -42,11 +42,10 @@ def test_mixed_precision_tiny_model_trains_with_float32_variables_and_logits(pol
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.1, losses
     assert all(v.dtype == "float32" for v in model.trainable_variables)
-    if scaled:
-        # Dynamic loss scaling starts at 2**15 and halves the scale on an overflowing step,
-        # which it skips: one or two skipped steps at the start are its normal behaviour (seen
-        # on TensorFlow), more would mean the float16 gradients keep overflowing.
-        inner = int(keras.ops.convert_to_numpy(model.optimizer.inner_optimizer.iterations))
-        assert 6 <= inner <= 8, inner
+    if scaled:  # no step was skipped for an overflow, and the scale stayed at its 2**15 start
+        # (seeded: unseeded weights made TensorFlow skip a first overflowing step now and then,
+        # which dynamic loss scaling is allowed to do)
+        inner = keras.ops.convert_to_numpy(model.optimizer.inner_optimizer.iterations)
+        assert int(inner) == 8
         scale = float(keras.ops.convert_to_numpy(model.optimizer.dynamic_scale))
-        assert np.isfinite(scale) and scale >= 2.0 ** (15 - (8 - inner)), scale
+        assert scale == 2.0**15, scale
