@@ -40,7 +40,7 @@ from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.saving import atomic_write
 
-logger = logging.getLogger("keras_vit.export")
+logger = logging.getLogger(__name__)
 
 SIGNATURES = ("serving_default", "serve_uint8", "serve_bytes")
 RESIZE_METHOD = "bilinear"

@@ -1,17 +1,10 @@
-"""keras_vit models: the builders, their one `ViTConfig`, and the variant table."""
+"""keras_vit models: `VisionTransformer`, its builders, its one `ViTConfig`, the variant table."""
 
-from keras_vit.models.config import ViTConfig, config_from_model
+from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import VisionTransformer
 from keras_vit.models.features import feature_extractor
-from keras_vit.models.hybrid import (
-    StdConv2D,
-    ViTHybrid,
-    ViTR26B32,
-    ViTR26S32,
-    ViTR50B16,
-    ViTR50L32,
-    ViTRTi16,
-)
-from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
+from keras_vit.models.hybrid import ViTR26B32, ViTR26S32, ViTR50B16, ViTR50L32, ViTRTi16
+from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES
 from keras_vit.models.vit import (
     ViT,
     ViTB8,
@@ -28,14 +21,12 @@ from keras_vit.models.vit import (
 __all__ = [
     "OFFICIAL_HYBRIDS",
     "SIZES",
-    "StdConv2D",
     "ViT",
     "ViTB8",
     "ViTB16",
     "ViTB32",
     "ViTConfig",
     "ViTH14",
-    "ViTHybrid",
     "ViTL16",
     "ViTL32",
     "ViTR26B32",
@@ -46,7 +37,6 @@ __all__ = [
     "ViTS16",
     "ViTS32",
     "ViTTi16",
-    "config_from_model",
+    "VisionTransformer",
     "feature_extractor",
-    "parse_variant",
 ]

@@ -39,7 +39,7 @@ import numpy as np
 
 from keras_vit import saving
 from keras_vit.layers import PatchEncoder
-from keras_vit.models.config import RATES, config_from_model
+from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.vit import ViT
 from keras_vit.recipes import common, pretrain
 from keras_vit.training import lora, multihost
@@ -103,13 +103,13 @@ def get_config(preset="digits", smoke=False):
 def init_kwargs(source, config):
     """Builder arguments of a fine-tuning model that keeps `source`'s architecture.
 
-    The sizes and encoder fields of `config_from_model(source)`, its channels, and its pooling:
+    The sizes and encoder fields of `ViTConfig.from_model(source)`, its channels, and its pooling:
     a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
     class token if it has one, else with global average pooling. The regularisation rates are
     the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
     at the builder defaults.
     """
-    arch = config_from_model(source)
+    arch = ViTConfig.from_model(source)
     kwargs = arch.to_kwargs("size", "encoder")
     for rate in RATES:
         kwargs.pop(rate)

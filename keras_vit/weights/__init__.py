@@ -11,10 +11,11 @@
 - `loading`: the strict plan-then-assign loader they (and `npz`) share (their position
   embeddings are resampled with `keras_vit.layers.position_embedding`, PyTorch's bicubic).
 
-The former module paths `keras_vit.checkpoints`, `keras_vit.presets` and
-`keras_vit.imagenet` are aliases of `npz`, `presets` and `imagenet`.
+The builders (`keras_vit.ViT(weights=...)`) reach `presets` and `npz` through the handler this
+package registers with `keras_vit.models.pretrained` on import: `models` never imports `weights`.
 """
 
+from keras_vit.models.pretrained import WeightsHandler, register_weights_handler
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
 from keras_vit.weights.npz import (
     NAME_TABLE,
@@ -27,10 +28,15 @@ from keras_vit.weights.npz import (
 from keras_vit.weights.presets import (
     Preset,
     get_preset,
-    get_weights_file,
-    list_weights,
+    get_preset_file,
+    list_presets,
     register_preset,
+    resolve_builder_weights,
     unregister_preset,
+)
+
+register_weights_handler(
+    WeightsHandler(resolve_preset=resolve_builder_weights, load_npz=load_npz)
 )
 
 __all__ = [
@@ -39,9 +45,9 @@ __all__ = [
     "check_npz",
     "decode_predictions",
     "get_preset",
-    "get_weights_file",
+    "get_preset_file",
     "imagenet_classes",
-    "list_weights",
+    "list_presets",
     "load_npz",
     "official_variables",
     "read_npz",

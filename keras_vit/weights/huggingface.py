@@ -32,7 +32,7 @@ from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 
-logger = logging.getLogger("keras_vit.huggingface")
+logger = logging.getLogger(__name__)
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 ARCHITECTURES = ("ViTModel", "ViTForImageClassification", "ViTForMaskedImageModeling")

@@ -24,7 +24,7 @@ from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 
-logger = logging.getLogger("keras_vit.timm")
+logger = logging.getLogger(__name__)
 
 # timm size words -> (num_layers, hidden_dim, mlp_dim, num_heads), from timm's model definitions.
 SIZES = {
