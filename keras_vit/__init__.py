@@ -37,8 +37,8 @@ from keras_vit.preprocessing import preprocess_input
 from keras_vit.saving import load_model
 from keras_vit.training.lora import (
     enable_lora,
+    get_lora_settings,
     load_lora_weights,
-    lora_config,
     merge_lora,
     save_lora_weights,
 )
@@ -102,7 +102,7 @@ __all__ = [
     "load_lora_weights",
     "load_model",
     "load_npz",
-    "lora_config",
+    "get_lora_settings",
     "merge_lora",
     "mpp",
     "preprocess_input",

@@ -208,10 +208,9 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
 
 
 def _output_name(model):
-    """`logits` / `probabilities` for a classifier `head`, `outputs` for anything else."""
-    try:
-        head = model.get_layer("head")
-    except ValueError:
+    """`logits` / `probabilities` for a classifier (`model.head`), `outputs` for anything else."""
+    head = getattr(model, "head", None)
+    if head is None:
         return "outputs"
     activation = getattr(getattr(head, "activation", None), "__name__", "linear")
     if activation == "linear":

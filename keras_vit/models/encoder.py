@@ -300,7 +300,7 @@ class VisionTransformer(keras.Model):
     >>> model = VisionTransformer(ViTConfig.from_variant("mu/8", image_size=32, num_classes=10))
     >>> model.name, model.output_shape, len(model.blocks)
     ('vit_mu8', (None, 10), 2)
-    >>> model.patch_grid_size, model.final_norm.name, model.stem is None
+    >>> model.patch_encoder.grid_size, model.final_norm.name, model.stem is None
     ((4, 4), 'encoder_norm', True)
 
     Reference:

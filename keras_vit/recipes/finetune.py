@@ -222,12 +222,12 @@ def build_lora_model(num_classes, config):
     rank, targets, alpha = settings
     lora.enable_lora(model, rank, targets=targets, alpha=alpha)
     trainable = int(sum(np.prod(w.shape) for w in model.trainable_weights))
-    return model, dict(info, lora=dict(lora.lora_config(model), trainable_params=trainable))
+    return model, dict(info, lora=dict(lora.get_lora_settings(model), trainable_params=trainable))
 
 
 def save_adapters(model, setup):
     """The `finish` hook of a LoRA run: the adapters and head in `out/lora.npz` (process 0)."""
-    if lora.lora_config(model) is None:
+    if lora.get_lora_settings(model) is None:
         return {}
     path = os.path.join(setup.out, "lora.npz")
     if multihost.is_chief():

@@ -6,8 +6,8 @@ from keras_vit.training.augment import RandomResizedCrop, build_augmenters
 from keras_vit.training.fewshot import LinearProbe, fewshot_accuracy, sample_shots, solve_ridge
 from keras_vit.training.lora import (
     enable_lora,
+    get_lora_settings,
     load_lora_weights,
-    lora_config,
     merge_lora,
     save_lora_weights,
 )
@@ -27,7 +27,7 @@ __all__ = [
     "enable_lora",
     "fewshot_accuracy",
     "load_lora_weights",
-    "lora_config",
+    "get_lora_settings",
     "merge_lora",
     "quantize",
     "sample_shots",
