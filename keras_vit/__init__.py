@@ -2,6 +2,7 @@
 and PyTorch."""
 
 from keras_vit import inspect, layers, mpp, training
+from keras_vit._api import public_names as _public_names
 from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
     DropPath,
@@ -15,6 +16,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.models import (
+    VisionTransformer,
     ViT,
     ViTB8,
     ViTB16,
@@ -57,58 +59,5 @@ from keras_vit.weights import (
 from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
 
-__all__ = [
-    "DropPath",
-    "ExportResult",
-    "MAPHead",
-    "MultiHeadSelfAttention",
-    "PatchEncoder",
-    "Patches",
-    "Preset",
-    "StdConv2D",
-    "TokenGrid",
-    "TokenPooling",
-    "TransformerBlock",
-    "ViT",
-    "ViTB8",
-    "ViTB16",
-    "ViTB32",
-    "ViTConfig",
-    "ViTH14",
-    "ViTL16",
-    "ViTL32",
-    "ViTR26B32",
-    "ViTR26S32",
-    "ViTR50B16",
-    "ViTR50L32",
-    "ViTRTi16",
-    "ViTS16",
-    "ViTS32",
-    "ViTTi16",
-    "__version__",
-    "decode_predictions",
-    "enable_lora",
-    "export_litert",
-    "export_onnx",
-    "export_saved_model",
-    "feature_extractor",
-    "from_huggingface",
-    "from_timm",
-    "get_preset_file",
-    "imagenet_classes",
-    "inspect",
-    "layers",
-    "list_presets",
-    "load_lora_weights",
-    "load_model",
-    "load_npz",
-    "get_lora_settings",
-    "merge_lora",
-    "mpp",
-    "preprocess_input",
-    "quantize",
-    "register_preset",
-    "save_lora_weights",
-    "save_npz",
-    "training",
-]
+# Everything imported above is the public API (modules aside): `__all__` is derived from it.
+__all__ = _public_names(globals())

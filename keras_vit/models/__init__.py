@@ -1,5 +1,6 @@
 """keras_vit models: `VisionTransformer`, its builders, its one `ViTConfig`, the variant table."""
 
+from keras_vit._api import public_names as _public_names
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer
 from keras_vit.models.features import feature_extractor
@@ -18,25 +19,4 @@ from keras_vit.models.vit import (
     ViTTi16,
 )
 
-__all__ = [
-    "OFFICIAL_HYBRIDS",
-    "SIZES",
-    "ViT",
-    "ViTB8",
-    "ViTB16",
-    "ViTB32",
-    "ViTConfig",
-    "ViTH14",
-    "ViTL16",
-    "ViTL32",
-    "ViTR26B32",
-    "ViTR26S32",
-    "ViTR50B16",
-    "ViTR50L32",
-    "ViTRTi16",
-    "ViTS16",
-    "ViTS32",
-    "ViTTi16",
-    "VisionTransformer",
-    "feature_extractor",
-]
+__all__ = _public_names(globals())

@@ -15,7 +15,8 @@ The builders (`keras_vit.ViT(weights=...)`) reach `presets` and `npz` through th
 package registers with `keras_vit.models.pretrained` on import: `models` never imports `weights`.
 """
 
-from keras_vit.models.pretrained import WeightsHandler, register_weights_handler
+from keras_vit._api import public_names as _public_names
+from keras_vit.models import pretrained as _pretrained
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
 from keras_vit.weights.npz import (
     NAME_TABLE,
@@ -31,27 +32,12 @@ from keras_vit.weights.presets import (
     get_preset_file,
     list_presets,
     register_preset,
-    resolve_builder_weights,
     unregister_preset,
 )
+from keras_vit.weights.presets import resolve_builder_weights as _resolve_preset
 
-register_weights_handler(
-    WeightsHandler(resolve_preset=resolve_builder_weights, load_npz=load_npz)
+_pretrained.register_weights_handler(
+    _pretrained.WeightsHandler(resolve_preset=_resolve_preset, load_npz=load_npz)
 )
 
-__all__ = [
-    "NAME_TABLE",
-    "Preset",
-    "check_npz",
-    "decode_predictions",
-    "get_preset",
-    "get_preset_file",
-    "imagenet_classes",
-    "list_presets",
-    "load_npz",
-    "official_variables",
-    "read_npz",
-    "register_preset",
-    "save_npz",
-    "unregister_preset",
-]
+__all__ = _public_names(globals())

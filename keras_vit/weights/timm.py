@@ -22,7 +22,7 @@ import re
 
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import build_model
+from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 
@@ -476,7 +476,7 @@ _norm, _linear = L.torch_norm, L.torch_linear
 
 
 def _block(i, config, qkv_bias):
-    key, path = f"blocks.{i}", f"encoderblock_{i}"
+    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
     table = {
