@@ -34,8 +34,14 @@ from typing import NamedTuple
 
 import keras
 
-from keras_vit.weights.timm import FAMILIES, HYBRIDS, PATHS, parse_timm_name, timm_config
-from keras_vit.weights.timm import timm_name_table
+from keras_vit.weights.timm import (
+    FAMILIES,
+    HYBRIDS,
+    PATHS,
+    parse_timm_name,
+    timm_config,
+    timm_name_table,
+)
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,
@@ -311,6 +317,25 @@ def _prefix_rows(config):
     return int(config.class_token) + int(config.distillation_token) + config.num_register_tokens
 
 
+def timm_export_table(config, *, qkv_bias=True):
+    """`timm_name_table` of the timm model `export_timm` names for `config`.
+
+    timm's patch embedding has a bias exactly when the model is not `pre_norm`, and a model
+    with `fc_norm` and no pooling has neither final norm (timm's `final_norm=False`).
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, pre_norm=True)
+    >>> "patch_embed.proj.bias" in timm_export_table(config)
+    False
+    """
+    table = timm_name_table(config, qkv_bias=qkv_bias, patch_bias=not config.pre_norm)
+    if config.fc_norm and config.pooling is None:
+        table = {k: v for k, v in table.items() if not k.startswith("fc_norm.")}
+    return table
+
+
 def timm_state_dict(model, *, qkv_bias=True, config=None):
     """The timm state dict of a keras_vit model, as NumPy arrays (nothing written).
 
@@ -330,9 +355,7 @@ def timm_state_dict(model, *, qkv_bias=True, config=None):
     """
     config = config or model_config(model)
     check_float_variables(model, "timm")
-    patch_bias = not config.pre_norm  # timm: PatchEmbed(bias=not pre_norm)
-    table = timm_name_table(config, qkv_bias=qkv_bias, patch_bias=patch_bias)
-    arrays, used = state_dict_from_table(model, table)
+    arrays, used = state_dict_from_table(model, timm_export_table(config, qkv_bias=qkv_bias))
     if not qkv_bias:
         if not is_zero(model, _qkv_bias_paths(config)):
             raise ValueError("qkv_bias=False, but the model's q/k/v biases are not all zero.")
@@ -341,7 +364,7 @@ def timm_state_dict(model, *, qkv_bias=True, config=None):
         encoder = model.get_layer("patch_encoder")
         table = keras.ops.convert_to_numpy(encoder.patch_position_embedding())
         arrays = _insert_after(arrays, "pos_embed", table.astype("float32"), before="patch_embed")
-    if not patch_bias:
+    if config.pre_norm:
         used.add(PATHS["patch_bias"])
         if not is_zero(model, [PATHS["patch_bias"]]):
             _fold_patch_bias(model, config, arrays)
@@ -429,4 +452,11 @@ def export_timm(model, path, *, overwrite=False):
     return exported
 
 
-__all__ = ["TimmModel", "export_timm", "timm_arguments", "timm_model_for", "timm_state_dict"]
+__all__ = [
+    "TimmModel",
+    "export_timm",
+    "timm_arguments",
+    "timm_export_table",
+    "timm_model_for",
+    "timm_state_dict",
+]

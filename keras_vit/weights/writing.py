@@ -124,7 +124,7 @@ def check_everything_exported(model, used, target):
 def check_float_variables(model, target):
     """Raises a `ValueError` when a variable is not floating point (an int8-quantized kernel)."""
     for variable in model.weights:
-        if not np.issubdtype(np.dtype(keras.backend.standardize_dtype(variable.dtype)), np.floating):
+        if not keras.backend.is_float_dtype(variable.dtype):
             raise ValueError(
                 f"Cannot export model '{model.name}' to {target}: variable {variable.path!r} has "
                 f"dtype {variable.dtype}. Export the float model (before keras_vit.quantize)."
@@ -137,9 +137,7 @@ def check_destination(path, overwrite):
     if os.path.isdir(path):
         raise IsADirectoryError(f"Expected a file path to write. Received the folder {path!r}")
     if os.path.exists(path) and not overwrite:
-        raise FileExistsError(
-            f"{path!r} already exists. Pass overwrite=True to replace it."
-        )
+        raise FileExistsError(f"{path!r} already exists. Pass overwrite=True to replace it.")
     return path
 
 
