@@ -29,9 +29,11 @@ import keras
 import numpy as np
 
 from keras_vit.weights.huggingface import huggingface_name_table
+from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.writing import (
     check_everything_exported,
     check_float_variables,
+    is_zero,
     model_config,
     state_dict_from_table,
     write_state_dict,
@@ -82,7 +84,7 @@ def check_huggingface_expressible(config):
         raise _refuse("pooling", "map", "it has no attention-pooling head")
 
 
-def huggingface_config(config):
+def huggingface_config(config, *, qkv_bias=True):
     """The transformers `config.json` (a dict) of the model `config` describes.
 
     Example:
@@ -114,7 +116,7 @@ def huggingface_config(config):
         "image_size": int_or_list(config.image_size),
         "patch_size": int_or_list(config.patch_size),
         "num_channels": config.num_channels,
-        "qkv_bias": True,
+        "qkv_bias": qkv_bias,
         "initializer_range": 0.02,
         "dtype": "float32",
     }
@@ -144,14 +146,18 @@ def huggingface_state_dict(model, config=None):
 
     Returns:
         dict {name: float32 np.ndarray}, named as `ViTForImageClassification` (with a head:
-        `vit.` prefixes) or `ViTModel` saves them.
+        `vit.` prefixes) or `ViTModel` saves them; without q/k/v biases when they are all
+        zero (transformers' `qkv_bias=False`).
     """
     config = config or model_config(model)
     check_huggingface_expressible(config)
     check_float_variables(model, "Hugging Face transformers")
-    table = huggingface_name_table(config)
+    biases = zero_qkv_biases(config.num_layers)
+    qkv_bias = not is_zero(model, biases)  # all zero: written as qkv_bias=False, as it came
+    table = huggingface_name_table(config, qkv_bias=qkv_bias)
     positions, _ = table.pop(POSITIONS)
     arrays, used = state_dict_from_table(model, table)
+    used.update(biases)
     if config.position_embedding == "learned":
         used.add(positions)
     check_everything_exported(model, used, "Hugging Face transformers")
@@ -205,7 +211,9 @@ def export_huggingface(model, folder, *, overwrite=False):
         )
     config = model_config(model)
     arrays = huggingface_state_dict(model, config)
-    hf = huggingface_config(config)
+    hf = huggingface_config(
+        config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
+    )
     os.makedirs(folder, exist_ok=True)
     staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
     try:

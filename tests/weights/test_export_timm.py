@@ -27,6 +27,7 @@ from keras_vit.weights.export_timm import (
 from keras_vit.weights.loading import load_state_dict
 from keras_vit.weights.timm import PATHS
 from keras_vit.weights.writing import model_config
+from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_timm, import_torch
 from tests.weights.test_timm import _assert_close, _images, _run, _state, _timm_run
 from tests.weights.timm_cases import (
@@ -120,24 +121,6 @@ OPTIONS = {
 }  # fmt: skip
 
 
-def _perturbed(model, seed=0):
-    """Every weight random: norm scales and LayerScale around 1, everything else around 0."""
-    rng = np.random.default_rng(seed)
-    for variable in model.weights:
-        around_one = variable.path.endswith(("gamma", "_scale"))
-        noise = 0.2 * rng.standard_normal(variable.shape).astype("float32")
-        variable.assign(noise + 1.0 if around_one else noise)
-    return model
-
-
-def _keras_images(model, size=None, seed=6):
-    _, height, width, channels = model.input_shape
-    height, width = size or (height, width)
-    return (
-        np.random.default_rng(seed).uniform(-1, 1, (2, height, width, channels)).astype("float32")
-    )
-
-
 def _load_back(model, state):
     """timm's state dict into a new keras_vit model of the same architecture (timm's table).
 
@@ -158,14 +141,14 @@ def _load_back(model, state):
 @pytest.mark.parametrize("option", list(OPTIONS))
 def test_keras_vit_to_timm_to_keras_vit(option, tmp_path):
     kwargs = {"image_size": 32, **OPTIONS[option]}
-    model = _perturbed(ViT("mu/8", **kwargs), seed=len(option))
+    model = perturbed(ViT("mu/8", **kwargs), seed=len(option))
     path = str(tmp_path / "model.safetensors")
     exported = export_timm(model, path)
     reference = _timm_from(exported, path)
     back = _load_back(model, _state(reference))
     sizes = [(48, 32), (32, 64)] if kwargs.get("dynamic_image_size") else [None]
     for size in sizes:
-        images = _keras_images(model, size)
+        images = images_for(model, size)
         ours = _run(model, images)
         _assert_close(_timm_run(reference, images), ours)
         _assert_close(_run(back, images), ours)
