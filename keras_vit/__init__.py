@@ -59,6 +59,8 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.export_huggingface import export_huggingface
+from keras_vit.weights.export_timm import export_timm
 from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
 
@@ -97,8 +99,10 @@ __all__ = [
     "decode_predictions",
     "enable_lora",
     "export_litert",
+    "export_huggingface",
     "export_onnx",
     "export_saved_model",
+    "export_timm",
     "feature_extractor",
     "from_huggingface",
     "from_timm",
