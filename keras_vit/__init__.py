@@ -15,6 +15,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.models import (
+    FlexiViT,
     ViT,
     ViTB8,
     ViTB16,
@@ -66,6 +67,7 @@ from keras_vit.weights.timm import from_timm
 __all__ = [
     "DropPath",
     "ExportResult",
+    "FlexiViT",
     "MAPHead",
     "MultiHeadSelfAttention",
     "PatchEncoder",
