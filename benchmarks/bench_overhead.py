@@ -106,8 +106,11 @@ def limit_threads(threads, backend):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # TensorFlow already initialised (a second run in one process)
+            pass
 
 
 def import_timm():
@@ -232,7 +235,7 @@ def torch_direct_step(model, x, y):
         loss = loss_fn(y, logits)
         loss.backward()
         model.optimizer.apply([v.value.grad for v in variables], variables)
-        return float(loss)
+        return float(loss.detach())
 
     return step
 

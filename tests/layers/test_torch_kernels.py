@@ -3,7 +3,8 @@
 Every comparison runs the same layer or model (same variables) twice, once on each path
 (`portable_path(False)` / `portable_path()`), with the same random state, and compares outputs
 and gradients: within 1e-6 in float32 (relative to the largest output, or gradient), on every
-option of the block. On JAX and TensorFlow only the switch itself is tested (there is no fast path there).
+option of the block. On JAX and TensorFlow only the switch itself is tested (no fast path
+there).
 """
 
 import json
