@@ -11,6 +11,7 @@ from keras_vit.models.hybrid import (
     ViTR50L32,
     ViTRTi16,
 )
+from keras_vit.models.patch_resize import with_patch_size
 from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
 from keras_vit.models.vit import (
     ViT,
@@ -49,4 +50,5 @@ __all__ = [
     "config_from_model",
     "feature_extractor",
     "parse_variant",
+    "with_patch_size",
 ]
