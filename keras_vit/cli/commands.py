@@ -9,6 +9,7 @@ The table of commands is `keras_vit.cli.app.COMMANDS`.
 import importlib.util
 import os
 
+from keras_vit.cli import convert_to
 from keras_vit.cli import flags as F
 
 # Optional modules the commands import, and the extra that installs each.
@@ -236,9 +237,9 @@ def convert_flags(parser):
         "--from",
         dest="source",
         choices=tuple(CONVERT_SOURCES),
-        default="npz",
         help="what the checkpoint is: npz (official, default), timm, huggingface",
     )
+    convert_to.add_target_flag(parser)
     parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
     parser.add_argument(
         "--image-size",
@@ -318,6 +319,9 @@ def _convert_arguments(args):
 def run_convert(args):
     from keras_vit.weights import convert
 
+    if args.target is not None:
+        return convert_to.run_convert_to(args)
+    args.source = args.source or "npz"
     paths = _convert_arguments(args)
     _show_loader_log()
     common = dict(
