@@ -33,7 +33,7 @@ import keras  # noqa: E402
 
 import keras_vit  # noqa: E402
 from keras_vit import quickstart  # noqa: E402
-from keras_vit.training import data  # noqa: E402
+from keras_vit import data  # noqa: E402
 
 MODES = (None, "float16", "dynamic_int8", "int8")
 

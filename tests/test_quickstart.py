@@ -25,7 +25,7 @@ def test_quickstart_uses_the_runner_digits_split():
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from keras_vit.training import data
+    from keras_vit import data
 
     target = load_digits().target
     y_train, y_test = train_test_split(target, test_size=0.3, random_state=0, stratify=target)

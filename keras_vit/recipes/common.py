@@ -134,7 +134,7 @@ def merge(config, overrides):
 
 
 def _data():
-    from keras_vit.training import data
+    from keras_vit import data
 
     return data
 

@@ -74,7 +74,7 @@ def feature_model(model):
 
 
 def extract(features, source, image_size, batch_size):
-    from keras_vit.training import data
+    from keras_vit import data
 
     ds = data.eval_pipeline(source, image_size=image_size, batch_size=batch_size)
     feats, labels = [], []

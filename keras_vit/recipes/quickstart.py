@@ -2,7 +2,7 @@
 
 Command: `keras-vit quickstart` (or `python -m keras_vit quickstart`), on any backend. Meant for a
 laptop or a 2-core CPU: about a minute with JAX there, >= 97.5% test accuracy on the fixed
-stratified 30% of the digits held out (`keras_vit.training.data`'s digits split).
+stratified 30% of the digits held out (`keras_vit.data`'s digits split).
 
 It goes through the same runner as every recipe (`common.run_training`): the tf.data pipeline's
 random resized crop and rotation (one resampling pass), AdamW with a linear warm-up and cosine
