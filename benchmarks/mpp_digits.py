@@ -68,7 +68,7 @@ import keras  # noqa: E402
 
 from keras_vit import mpp  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
-from keras_vit.recipes.finetune import transfer_weights  # noqa: E402
+from keras_vit.runner.finetune import transfer_weights  # noqa: E402
 from keras_vit.training.fewshot import fewshot_accuracy  # noqa: E402
 from keras_vit.training.schedules import WarmupDecay  # noqa: E402
 

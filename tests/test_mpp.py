@@ -374,7 +374,7 @@ def test_pretrain_mpp_recipe_smoke_then_finetune_init(tmp_path):
 
 def test_pretrain_mpp_config_has_the_paper_numbers():
     pytest.importorskip("tensorflow")
-    from keras_vit.recipes import pretrain_mpp
+    from keras_vit.runner import pretrain_mpp
 
     paper = pretrain_mpp.get_config("paper")
     assert paper["optimizer"] == "adam"

@@ -47,7 +47,7 @@ class Command:
 
 
 def _training_command(help_text, *extra_flags):
-    """A recipe command that trains through `keras_vit.recipes.common.run_training`."""
+    """A recipe command that trains through `keras_vit.runner.run.run_training`."""
     return Command(help_text, (*TRAINING, *extra_flags), C.run_training, needs=TRAINING_NEEDS)
 
 

@@ -66,14 +66,14 @@ def _dataset_modules(dataset):
 def _recipe_config(name, args):
     from keras_vit.cli.config import config_from_args
 
-    module = importlib.import_module(f"keras_vit.recipes.{name.replace('-', '_')}")
+    module = importlib.import_module(f"keras_vit.runner.{name.replace('-', '_')}")
     config = config_from_args(module, name, args)
     if getattr(args, "print_config", False):
         import json
 
-        from keras_vit.recipes.common import _jsonable
+        from keras_vit.runner.config import jsonable
 
-        print(json.dumps(_jsonable(config), indent=2))
+        print(json.dumps(jsonable(config), indent=2))
         return module, None
     require(*_dataset_modules(config.get("dataset")), *_augment_modules(config.get("augment")))
     return module, config
@@ -102,7 +102,7 @@ def run_fewshot(args):
     pretrain_config = None
     if not config["model_path"]:
         require("tensorboard", "sklearn")  # the default pretrain run comes first
-        from keras_vit.recipes import pretrain
+        from keras_vit.runner import pretrain
 
         pretrain_config = pretrain.get_config(smoke=args.smoke)
         pretrain_config["seed"] = config["seed"]
@@ -177,7 +177,7 @@ def mpp_flags(parser):
 
 
 def quickstart_flags(parser):
-    from keras_vit.quickstart import DEFAULTS
+    from keras_vit.runner.quickstart import DEFAULTS
 
     parser.add_argument(
         "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
@@ -191,14 +191,14 @@ def quickstart_flags(parser):
 
 
 def run_quickstart(args):
-    from keras_vit import quickstart
+    from keras_vit.runner import quickstart
 
     overrides = dict(
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed
     )
     if args.overwrite:
-        overrides["overwrite"] = True  # quickstart.run refuses settings it does not know
-    metrics = quickstart.run(out_dir=args.out, verbose=args.verbose, **overrides)
+        overrides["overwrite"] = True  # quickstart.train refuses settings it does not know
+    metrics = quickstart.train(out_dir=args.out, verbose=args.verbose, **overrides)
     print(
         f"backend={metrics['backend']} test_accuracy={metrics['test_accuracy']:.4f} "
         f"({metrics['test_examples']} held-out digits) time={metrics['seconds']:.1f}s "
@@ -219,7 +219,6 @@ CONVERT_SOURCES = {
     "timm": (("NAME", "CHECKPOINT", "OUTPUT"), ()),
     "huggingface": (("FOLDER", "OUTPUT"), ()),
 }
-_FLAG_NAMES = {"no_strict": "--no-strict", "source_grid": "--source-grid"}
 
 
 def convert_flags(parser):
@@ -304,7 +303,7 @@ def _convert_arguments(args):
             value = getattr(args, flag)
             if source != args.source and value is not None and value is not False:
                 raise ValueError(
-                    f"{_FLAG_NAMES.get(flag, '--' + flag.replace('_', '-'))} applies to "
+                    f"{F.flag_name(flag)} applies to "
                     f"--from {source} only; received it with --from {args.source}"
                 )
     if args.source == "npz" and not args.model:
@@ -412,14 +411,14 @@ def run_weights(args):
 EXPORT_FORMATS = ("saved_model", "onnx", "litert")
 _SUFFIX_FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 QUANTIZE_CHOICES = ("none", "float16", "dynamic_int8", "int8")
-# Flags that only one format reads: (dest, flag, format).
+# Flags that only one format reads: (dest, format).
 _FORMAT_FLAGS = (
-    ("version", "--version", "saved_model"),
-    ("top_k", "--top-k", "saved_model"),
-    ("class_names", "--class-names", "saved_model"),
-    ("quantize", "--quantize", "litert"),
-    ("representative_data", "--representative-data", "litert"),
-    ("representative_samples", "--representative-samples", "litert"),
+    ("version", "saved_model"),
+    ("top_k", "saved_model"),
+    ("class_names", "saved_model"),
+    ("quantize", "litert"),
+    ("representative_data", "litert"),
+    ("representative_samples", "litert"),
 )
 
 
@@ -496,7 +495,8 @@ def run_export(args):
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
     fmt = export_format(args)
-    for dest, flag, only in _FORMAT_FLAGS:
+    for dest, only in _FORMAT_FLAGS:
+        flag = F.flag_name(dest)
         if getattr(args, dest) is not None and fmt != only:
             raise ValueError(
                 f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"

@@ -8,6 +8,8 @@ preset, then a `--config` file, decide its value.
 
 import argparse
 
+from keras_vit.runner.flag_names import flag_name
+
 
 def _number(text, kind, what):
     try:
@@ -159,11 +161,6 @@ OVERWRITE_HELP = (
 )
 
 
-def flag_name(dest):
-    """The command-line flag of a config key: `crop_scale` -> `--crop-scale`."""
-    return "--" + dest.replace("_", "-")
-
-
 def run_flags(parser):
     """--config, --preset, --smoke, --out, --seed, --overwrite, --mixed-precision."""
     group = parser.add_argument_group("run")
@@ -246,17 +243,19 @@ def training_flags(parser):
         type=positive_int,
         help="cap on batches per epoch (default: one pass over the data)",
     )
-    group.add_argument("--lr", dest="learning_rate", type=positive_float, help="peak LR")
+    group.add_argument(
+        flag_name("learning_rate"), dest="learning_rate", type=positive_float, help="peak LR"
+    )
     group.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
     group.add_argument("--warmup-steps", dest="warmup_steps", type=nonnegative_int)
     group.add_argument(
-        "--grad-accum",
+        flag_name("gradient_accumulation_steps"),
         dest="gradient_accumulation_steps",
         type=positive_int,
         help="gradient accumulation steps (effective batch = batch x this)",
     )
     group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
-    group.add_argument("--dropout", dest="dropout_rate", type=probability)
+    group.add_argument(flag_name("dropout_rate"), dest="dropout_rate", type=probability)
     group.add_argument(
         "--remat",
         action="store_true",
@@ -339,7 +338,7 @@ def cluster_flags(parser):
         "--process-id", dest="process_id", type=nonnegative_int, help="0 .. num-processes - 1"
     )
     group.add_argument(
-        "--multi-host",
+        flag_name("multi_host"),
         dest="multi_host",
         action="store_true",
         default=None,

@@ -17,7 +17,8 @@ the paper preset is the upstream model that reaches 84-85% ImageNet top-1 after 
 """
 
 from keras_vit.models.vit import ViT
-from keras_vit.recipes import common
+from keras_vit.runner.config import make_config, vit_kwargs
+from keras_vit.runner.run import run_training
 
 # Table 3 / Appendix B.1: ImageNet-21k, ViT-B/16 (lr 1e-3, wd 0.03, dropout 0.1), Adam 0.9/0.999,
 # batch 4096, 10k linear warm-up then linear decay, 90 epochs, 224 px, pre-logits of hidden size.
@@ -82,21 +83,22 @@ PRESETS = {"digits": DIGITS, "paper": PAPER}
 def get_config(preset="digits", smoke=False):
     """The pre-training config: `preset` `"digits"` (offline default) or `"paper"` (Table 3).
 
-    Run settings (`out`, `overwrite`, `seed`, ...) come from `common.RUNTIME`; `smoke=True`
-    shrinks it for tests (`common.SMOKE`: a 2-layer width-32 model, 16 px, 3 epochs of 8 steps).
+    Run settings (`out`, `overwrite`, `seed`, ...) come from `keras_vit.runner.config.RUNTIME`;
+    `smoke=True` shrinks it for tests (`keras_vit.runner.config.SMOKE`: a 2-layer width-32 model,
+    16 px, 3 epochs of 8 steps).
     """
-    return common.make_config(
+    return make_config(
         PRESETS, preset, smoke, runtime=dict(out="runs/pretrain"),
         smoke_overrides=dict(representation_size=32),
     )
 
 
 def build_model(num_classes, config, name=None):
-    """A `ViT` from the config's variant code and model fields (`common.vit_kwargs`)."""
-    model = ViT(config["model"], num_classes=num_classes, name=name, **common.vit_kwargs(config))
+    """A `ViT` from the config's variant code and model fields (`vit_kwargs`)."""
+    model = ViT(config["model"], num_classes=num_classes, name=name, **vit_kwargs(config))
     return model, {"variant": config["model"], "init": "random"}
 
 
 def run(config, callbacks=()):
     """Pre-trains a ViT as configured; returns the metrics (also in `out/metrics.json`)."""
-    return common.run_training(config, build_model, "pretrain", callbacks=callbacks)
+    return run_training(config, build_model, "pretrain", callbacks=callbacks)

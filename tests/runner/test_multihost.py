@@ -183,7 +183,7 @@ KILL_SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys
     import keras
-    from keras_vit.recipes import pretrain
+    from keras_vit.runner import pretrain
 
     config_file, out, index, port, kill = sys.argv[1:6]
 

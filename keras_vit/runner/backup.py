@@ -4,7 +4,7 @@ Every artefact is written to a temporary file in the same folder and moved into 
 `os.replace` (`atomic_write`, `write_json`), so a kill leaves the old file or the new one, never
 half of one. `AtomicBackupAndRestore` keeps the previous backup and records each backup's SHA-256,
 so a rerun resumes from the newest consistent backup (`find_backup`), and `trim_csv_log` drops the
-CSV rows of epochs a resume repeats. Used by the recipe runner (`keras_vit.recipes.common`).
+CSV rows of epochs a resume repeats. Used by the recipe runner (`keras_vit.runner`).
 
 With several processes (`keras_vit.training.multihost`) every process runs these callbacks (saving
 may gather weights sharded over processes, which takes all of them) and process 0 alone writes.

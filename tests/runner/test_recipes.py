@@ -12,7 +12,7 @@ pytest.importorskip("tensorflow")
 
 from keras_vit.cli import main  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
-from keras_vit.recipes import finetune  # noqa: E402
+from keras_vit.runner import finetune  # noqa: E402
 from tests.helpers import randomize_weights, to_numpy  # noqa: E402
 
 

@@ -32,7 +32,10 @@ masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras
 import os
 
 from keras_vit import mpp
-from keras_vit.recipes import backup, common, pretrain
+from keras_vit.runner import backup, pretrain
+from keras_vit.runner.compile import compile_kwargs, optimizer_from_config
+from keras_vit.runner.config import make_config
+from keras_vit.runner.run import run_training
 from keras_vit.saving import load_model
 from keras_vit.training import multihost
 from keras_vit.training.distribution import without_distribution
@@ -65,9 +68,9 @@ def get_config(preset="digits", smoke=False):
     """The MPP pre-training config: `preset` `"digits"` (offline default) or `"paper"` (B.1.2).
 
     No per-epoch validation (labels are never read). `smoke=True` shrinks it for tests
-    (`common.SMOKE` with batch 16 and 6 steps).
+    (`keras_vit.runner.config.SMOKE` with batch 16 and 6 steps).
     """
-    return common.make_config(
+    return make_config(
         PRESETS, preset, smoke, runtime=dict(out="runs/mpp", validation_freq=0),
         smoke_overrides=dict(
             batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0
@@ -98,8 +101,8 @@ def build_model(num_classes, config):
 
 def compile_mpp(model, config, setup):
     """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
-    optimizer = common.build_optimizer(config, setup.total_steps, setup.warmup_steps)
-    model.compile(optimizer=optimizer, **common.compile_kwargs(config))
+    optimizer = optimizer_from_config(config, setup.total_steps, setup.warmup_steps)
+    model.compile(optimizer=optimizer, **compile_kwargs(config))
     # The untrained model's held-out loss: the reference the final loss must beat.
     initial = None
     if not setup.start_epoch:
@@ -132,7 +135,7 @@ def save_encoder(model, setup):
 def run(config, callbacks=()):
     """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
-    return common.run_training(
+    return run_training(
         config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,
         evaluate=evaluate_mpp, finish=save_encoder,
     )

@@ -41,11 +41,13 @@ from keras_vit import saving
 from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
 from keras_vit.models.vit import ViT
-from keras_vit.recipes import common, pretrain
+from keras_vit.runner import pretrain
+from keras_vit.runner.config import jsonable, make_config
+from keras_vit.runner.run import run_training
 from keras_vit.training import lora, multihost
 from keras_vit.training.distribution import without_distribution
 
-logger = logging.getLogger("keras_vit.recipes")
+logger = logging.getLogger(__name__)
 
 # Table 4 / Appendix B.1.1: CIFAR-10 from ImageNet-21k ViT-B/16: batch 512, 10k steps, 384 px,
 # LR from {0.001, 0.003, 0.01, 0.03} (0.01 here), 500 warm-up steps (official code), cosine.
@@ -92,9 +94,9 @@ PRESETS = {"digits": DIGITS, "paper": PAPER}
 def get_config(preset="digits", smoke=False):
     """The fine-tuning config: `preset` `"digits"` (offline default) or `"paper"` (Table 4).
 
-    `smoke=True` shrinks it for tests (`common.SMOKE`) at the digits learning rate.
+    `smoke=True` shrinks it for tests (`keras_vit.runner.config.SMOKE`) at the digits learning rate.
     """
-    return common.make_config(
+    return make_config(
         PRESETS, preset, smoke, runtime=dict(out="runs/finetune"),
         smoke_overrides=dict(learning_rate=0.03),
     )
@@ -190,7 +192,7 @@ def build_model(num_classes, config):
         copied = transfer_weights(source, model)
         info = {
             "init": config["init"],
-            "architecture": common._jsonable(arch),
+            "architecture": jsonable(arch),
             "source_image_size": list(source.get_layer("patch_encoder").image_size),
             "copied_layers": len(copied),
         }
@@ -241,6 +243,6 @@ def run(config, callbacks=()):
         _lora_settings(config)  # before any data is loaded
     except ValueError as error:
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
-    return common.run_training(
+    return run_training(
         config, build_lora_model, "finetune", callbacks=callbacks, finish=save_adapters
     )

@@ -1,4 +1,4 @@
-"""The recipe runner (`keras_vit.recipes.common`): checks, output folder, atomic backups, resume."""
+"""The recipe runner (`keras_vit.runner`): checks, output folder, atomic backups, resume."""
 
 import json
 import os
@@ -12,8 +12,12 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from keras_vit.recipes import backup as backup_lib  # noqa: E402
-from keras_vit.recipes import common, fewshot, pretrain  # noqa: E402
+from keras_vit.runner import backup as backup_lib  # noqa: E402
+from keras_vit.runner import fewshot, pretrain  # noqa: E402
+from keras_vit.runner.callbacks import ThroughputLogger, training_callbacks  # noqa: E402
+from keras_vit.runner.config import check_config  # noqa: E402
+from keras_vit.runner.output import prepare_out  # noqa: E402
+from keras_vit.runner.setup import RunSetup  # noqa: E402
 
 
 class Interrupt(Exception):
@@ -159,9 +163,9 @@ def test_bad_out_folders(tmp_path):
     file = tmp_path / "file.txt"
     file.write_text("x")
     with pytest.raises(NotADirectoryError, match="file.txt"):
-        common.prepare_out({"out": str(file)})
+        prepare_out({"out": str(file)})
     with pytest.raises(NotADirectoryError, match="file.txt"):
-        common.prepare_out({"out": str(file / "run")})
+        prepare_out({"out": str(file / "run")})
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
@@ -169,7 +173,7 @@ def test_bad_out_folders(tmp_path):
         if os.access(locked, os.W_OK):
             pytest.skip("running as root: permissions are not enforced")
         with pytest.raises(PermissionError, match="locked"):
-            common.prepare_out({"out": str(locked / "run")})
+            prepare_out({"out": str(locked / "run")})
     finally:
         locked.chmod(0o700)
 
@@ -177,10 +181,10 @@ def test_bad_out_folders(tmp_path):
 def test_interrupted_run_is_not_finished(tmp_path):
     (tmp_path / "backup").mkdir()
     (tmp_path / "model.keras").write_bytes(b"x")  # saved, killed before metrics.json
-    assert common.prepare_out({"out": str(tmp_path)}) == str(tmp_path)
+    assert prepare_out({"out": str(tmp_path)}) == str(tmp_path)
     (tmp_path / "metrics.json").write_text("{}")
     with pytest.raises(FileExistsError):
-        common.prepare_out({"out": str(tmp_path)})
+        prepare_out({"out": str(tmp_path)})
 
 
 def test_fewshot_refuses_a_finished_out(tmp_path):
@@ -192,14 +196,14 @@ def test_fewshot_refuses_a_finished_out(tmp_path):
 
 
 def test_one_smoke_shrink_for_every_recipe():
-    from keras_vit.recipes import finetune, pretrain_mpp, quickstart
+    from keras_vit.runner import finetune, pretrain_mpp, quickstart
 
     for module in (pretrain, finetune, pretrain_mpp, quickstart):
         config = module.get_config(smoke=True)
         assert config["model"] == "mu/4" and config["image_size"] == 16
         assert config["overwrite"] is False
-        common.check_config(config)
-        common.check_config(module.get_config())
+        check_config(config)
+        check_config(module.get_config())
     assert pretrain.get_config("paper")["overwrite"] is False
     with pytest.raises(ValueError, match="preset"):
         pretrain.get_config("nope")
@@ -217,7 +221,7 @@ def test_trim_csv_log(tmp_path):
 
 def test_backup_every_k_epochs_and_after_the_last(tmp_path, monkeypatch):
     """`backup_every=k` backs up after epochs k, 2k, ... and always after the run's last epoch."""
-    from keras_vit.recipes.backup import AtomicBackupAndRestore
+    from keras_vit.runner.backup import AtomicBackupAndRestore
 
     saved = []
     backup = AtomicBackupAndRestore(str(tmp_path / "backup"), every=3, epochs=7)
@@ -245,13 +249,13 @@ def test_a_recipe_run_prints_no_spurious_warning(tmp_path):
 
 def test_runner_callbacks_let_fit_dispatch_asynchronously(tmp_path):
     """No per-step sync from the runner's callbacks: Keras runs their batch hooks off-thread."""
-    setup = common.RunSetup(
+    setup = RunSetup(
         out=str(tmp_path), train_source=None, eval_source=None, epochs=2, steps_per_epoch=4,
         total_steps=8, warmup_steps=0, backup_dir=str(tmp_path / "backup"), start_epoch=0,
-        train_ds=None, eval_ds=None, throughput=common.ThroughputLogger(8, 4),
+        train_ds=None, eval_ds=None, throughput=ThroughputLogger(8, 4),
     )
     config = smoke_config(tmp_path)
-    callbacks = common.training_callbacks(setup, config, validation=True)
+    callbacks = training_callbacks(setup, config, validation=True)
     assert len(callbacks) == 6 and all(c.async_safe for c in callbacks)
     dispatch = keras.callbacks.CallbackList(callbacks, add_progbar=True, add_history=True)
     # Keras' rule: asynchronous only where the backend is thread safe (not TensorFlow).

@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
     import keras
-    from keras_vit.recipes import pretrain
+    from keras_vit.runner import pretrain
 
     out, kill = sys.argv[1], sys.argv[2] == "kill"
 
@@ -80,7 +80,7 @@ KILL_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     import keras
-    from keras_vit.recipes import pretrain
+    from keras_vit.runner import pretrain
 
     class Slow(keras.callbacks.Callback):  # spreads the run so that kills land everywhere
         def on_train_begin(self, logs=None):

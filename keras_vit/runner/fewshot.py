@@ -26,7 +26,10 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.recipes import backup, common, pretrain
+from keras_vit.runner import backup, pretrain
+from keras_vit.runner.config import jsonable
+from keras_vit.runner.output import prepare_out
+from keras_vit.runner.setup import load_data
 from keras_vit.training import multihost
 from keras_vit.training.fewshot import fewshot_accuracy
 
@@ -96,7 +99,7 @@ def run(config, pretrain_config=None):
             "ask for several: unset them (and run `keras-vit pretrain` on several processes "
             "first if needed, then give its model with --model-path)."
         )
-    out = common.prepare_out(config)
+    out = prepare_out(config)
     keras.utils.set_random_seed(config["seed"])
     path = config["model_path"]
     if path is None:
@@ -109,7 +112,7 @@ def run(config, pretrain_config=None):
         keras.config.set_dtype_policy(config["mixed_precision"])
     model = saving.load_model(path)
     image_size = config["image_size"] or tuple(model.input_shape[1:3])
-    train, test = common.load_data(config)
+    train, test = load_data(config)
     features = feature_model(model)
     x_train, y_train = extract(features, train, image_size, config["batch_size"])
     x_test, y_test = extract(features, test, image_size, config["batch_size"])
@@ -136,7 +139,7 @@ def run(config, pretrain_config=None):
         "feature_dim": int(x_train.shape[-1]),
         "num_test_examples": int(len(y_test)),
         "shots": results,
-        "config": common._jsonable(config),
+        "config": jsonable(config),
     }
     backup.write_json(os.path.join(out, "metrics.json"), metrics)
     for n, r in results.items():

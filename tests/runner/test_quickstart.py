@@ -5,11 +5,11 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit.quickstart import run
+from keras_vit.runner.quickstart import train
 
 
 def test_quickstart_smoke(tmp_path):
-    metrics = run(out_dir=str(tmp_path), verbose=0, epochs=3, warmup_epochs=1, num_layers=1)
+    metrics = train(out_dir=str(tmp_path), verbose=0, epochs=3, warmup_epochs=1, num_layers=1)
     losses = metrics["train_loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert metrics["backend"] == keras.backend.backend()
@@ -38,6 +38,6 @@ def test_quickstart_uses_the_runner_digits_split():
 def test_quickstart_refuses_a_finished_out_and_rejects_unknown_settings(tmp_path):
     (tmp_path / "metrics.json").write_text("{}")
     with pytest.raises(FileExistsError, match="--overwrite"):
-        run(out_dir=str(tmp_path), verbose=0, epochs=1)
+        train(out_dir=str(tmp_path), verbose=0, epochs=1)
     with pytest.raises(ValueError, match="test_fraction"):
-        run(out_dir=str(tmp_path / "new"), verbose=0, test_fraction=0.2)
+        train(out_dir=str(tmp_path / "new"), verbose=0, test_fraction=0.2)
