@@ -565,15 +565,15 @@ def inspect_flags(parser):
 
 
 def run_inspect(args):
-    from keras_vit import inspect as vit_inspect
+    from keras_vit import inspection
     from keras_vit.preprocessing import load_image
 
     if not os.path.isfile(args.image):
         raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
     model = load_model(args.model)
-    _, height, width, channels = vit_inspect.model_input_shape(model)
+    _, height, width, channels = inspection.model_input_shape(model)
     images, display = load_image(args.image, (height, width), channels)
-    paths = vit_inspect.save_inspection_figures(
+    paths = inspection.save_inspection_figures(
         model,
         images,
         args.out,
