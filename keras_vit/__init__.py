@@ -1,7 +1,7 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX
 and PyTorch."""
 
-from keras_vit import inspection, layers, mpp, training
+from keras_vit import inspection, layers, training
 from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
     DropPath,
@@ -109,7 +109,6 @@ __all__ = [
     "load_npz",
     "lora_config",
     "merge_lora",
-    "mpp",
     "parse_variant",
     "preprocess_input",
     "quantize",

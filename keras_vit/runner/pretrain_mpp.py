@@ -2,7 +2,7 @@
 
 Self-supervised: labels are never read. 50% of the patch embeddings of every image are
 corrupted (80% mask embedding, 10% another patch's embedding, 10% unchanged) and the model
-predicts the 3-bit mean colour of each corrupted patch (`keras_vit.mpp`). Adam, LR 2e-4, 10k
+predicts the 3-bit mean colour of each corrupted patch (`keras_vit.models.mpp`). Adam, LR 2e-4, 10k
 warm-up steps, cosine decay, batch 4096, 1M steps.
 
 Command (defaults: the offline `digits` preset: a 4-layer width-64 ViT, 4 px patches on 16 px
@@ -31,7 +31,7 @@ masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras
 
 import os
 
-from keras_vit import mpp
+from keras_vit.models import mpp
 from keras_vit.runner import backup, pretrain
 from keras_vit.runner.compile import compile_kwargs, optimizer_from_config
 from keras_vit.runner.config import make_config
@@ -83,7 +83,7 @@ MPP_KEYS = ("target", "corruption_rate", "mask_fraction", "random_fraction", "se
 
 
 def build_model(num_classes, config):
-    """`keras_vit.mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
+    """`mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
     overrides = dict(config["model_overrides"] or {})
     if config["dropout_rate"]:
         overrides["dropout_rate"] = config["dropout_rate"]

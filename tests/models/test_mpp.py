@@ -1,4 +1,5 @@
-"""Tests for keras_vit/mpp.py (masked patch prediction) and the pretrain-mpp recipe."""
+"""keras_vit/models/mpp.py (masked patch prediction: loss, model, encoder) and the pretrain-mpp
+recipe."""
 
 import json
 import os
@@ -7,204 +8,17 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit import mpp
-from keras_vit.layers import PatchEncoder
+from keras_vit.layers import patch_targets
+from keras_vit.models import mpp
 from keras_vit.models.config import ViTConfig
-from tests.helpers import check_config_complete, np_patches, to_numpy
-
-# ----------------------------------------------------------------------------- corruption
-
-
-def _draw(batch, num_patches, **kwargs):
-    return [to_numpy(t) for t in mpp.sample_corruption(batch, num_patches, **kwargs)]
-
-
-def test_corruption_statistics_80_10_10():
-    mask, source, weights = _draw(4000, 16, seed=3)
-    corrupted = weights.astype(bool)
-    # Exactly round(0.5 * 16) = 8 patches per image.
-    np.testing.assert_array_equal(weights.sum(1), np.full(4000, 8.0))
-    positions = np.arange(16)[None]
-    replaced = source != positions
-    assert not (mask & ~corrupted).any(), "mask embedding outside the corrupted patches"
-    assert not (replaced & ~corrupted).any(), "random replacement outside the corrupted patches"
-    assert not (mask & replaced).any()
-    n = corrupted.sum()
-    assert abs(mask.sum() / n - 0.8) < 0.01
-    assert abs(replaced.sum() / n - 0.1) < 0.01
-    assert abs((corrupted & ~mask & ~replaced).sum() / n - 0.1) < 0.01
-    # Every position is equally likely to be corrupted.
-    np.testing.assert_allclose(corrupted.mean(0), 0.5, atol=0.03)
-    # Replacements borrow another patch of the same image, uniformly.
-    assert ((source >= 0) & (source < 16)).all()
-    offsets = (source - positions)[replaced] % 16
-    assert offsets.min() >= 1
-    counts = np.bincount(offsets, minlength=16)[1:]
-    assert counts.min() > 0.5 * counts.mean()
-
-
-@pytest.mark.parametrize(
-    "num_patches, rate, expected", [(16, 0.25, 4), (10, 0.3, 3), (49, 0.5, 25), (16, 0.0, 0)]
-)
-def test_corruption_exact_count_per_image(num_patches, rate, expected):
-    assert mpp.num_corrupted(num_patches, rate) == expected
-    mask, source, weights = _draw(64, num_patches, corruption_rate=rate, seed=0)
-    np.testing.assert_array_equal(weights.sum(1), np.full(64, float(expected)))
-
-
-def test_corruption_rates_are_arguments():
-    mask, source, weights = _draw(2000, 16, mask_fraction=0.0, random_fraction=1.0, seed=1)
-    corrupted = weights.astype(bool)
-    assert not mask.any()
-    np.testing.assert_array_equal(source != np.arange(16)[None], corrupted)
-    mask, source, weights = _draw(2000, 16, mask_fraction=0.5, random_fraction=0.2, seed=2)
-    n = weights.sum()
-    assert abs(mask.sum() / n - 0.5) < 0.02
-    assert abs((source != np.arange(16)[None]).sum() / n - 0.2) < 0.02
-
-
-def test_corruption_seeding():
-    a = _draw(8, 16, seed=5)
-    b = _draw(8, 16, seed=5)
-    for x, y in zip(a, b, strict=True):
-        np.testing.assert_array_equal(x, y)
-    generator = keras.random.SeedGenerator(5)
-    first = _draw(8, 16, seed=generator)
-    second = _draw(8, 16, seed=generator)
-    assert not np.array_equal(first[2], second[2]), "a SeedGenerator must give fresh draws"
-
-
-def test_corruption_argument_errors():
-    with pytest.raises(ValueError, match="corruption_rate"):
-        mpp.sample_corruption(2, 16, corruption_rate=1.5)
-    with pytest.raises(ValueError, match="mask_fraction \\+ random_fraction"):
-        mpp.sample_corruption(2, 16, mask_fraction=0.8, random_fraction=0.3)
-    with pytest.raises(ValueError, match="target must be one of"):
-        mpp.patch_targets(np.zeros((1, 8, 8, 3), "float32"), 4, target="colour")
-
-
-def test_patch_corruption_layer_config_and_shapes():
-    layer = mpp.PatchCorruption(4, corruption_rate=0.25, seed=7)
-    check_config_complete(layer)
-    mask, source, weights = layer(np.zeros((3, 16, 8, 1), "float32"))
-    assert tuple(mask.shape) == tuple(source.shape) == tuple(weights.shape) == (3, 8)
-    np.testing.assert_array_equal(to_numpy(weights).sum(1), [2, 2, 2])
-    check_config_complete(mpp.PatchTargets(4, target="downsampled"))
-
-
-# --------------------------------------------------------- corrupted embeddings (PatchEncoder)
-
-
-def test_patch_encoder_patch_source_and_mask():
-    rng = np.random.default_rng(0)
-    images = rng.uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
-    encoder = PatchEncoder(8, 4, use_mask_embedding=True, position_embedding="learned")
-    encoder.build(images.shape)
-    mask, source, weights = _draw(4, 16, seed=11)
-    mask[0, :2] = True  # make sure each kind occurs
-    source[1, 3] = 7
-    plain = to_numpy(encoder(images))
-    identity = np.tile(np.arange(16, dtype="int32"), (4, 1))
-    np.testing.assert_allclose(to_numpy(encoder(images, patch_source=identity)), plain, atol=0)
-    out = to_numpy(encoder(images, patch_mask=mask, patch_source=source))
-    projected = to_numpy(encoder.project(images))
-    pos = to_numpy(encoder.position_embeddings)[0]
-    mask_embedding = to_numpy(encoder.mask_embedding)[0, 0]
-    np.testing.assert_allclose(out[:, 0], plain[:, 0], atol=1e-6)  # class token untouched
-    for b in range(4):
-        for i in range(16):
-            if mask[b, i]:
-                expected = mask_embedding + pos[1 + i]
-            else:
-                expected = projected[b, source[b, i]] + pos[1 + i]
-            np.testing.assert_allclose(out[b, 1 + i], expected, rtol=1e-5, atol=1e-5)
-    untouched = ~mask & (source == np.arange(16)[None])
-    np.testing.assert_array_equal(out[:, 1:][untouched], plain[:, 1:][untouched])
-    with pytest.raises(ValueError, match="patch_source must have shape"):
-        encoder(images, patch_source=identity[:, :5])
-
-
-# ----------------------------------------------------------------------------- targets
-
-
-def np_targets(images, patch, target):
-    """Plain NumPy reference of the three target kinds."""
-    b, h, w, c = images.shape
-    patches = np_patches(images, patch).reshape(b, -1, patch, patch, c)
-    weights = 8 ** np.arange(c - 1, -1, -1)
-
-    def classes(values):  # values in [-1, 1], (..., C)
-        levels = np.clip(np.floor((values + 1.0) / 2.0 * 8.0), 0, 7).astype("int64")
-        return (levels * weights).sum(-1)
-
-    if target == "pixels":
-        return patches.reshape(b, patches.shape[1], -1)
-    if target == "color":
-        return classes(patches.mean(axis=(2, 3)))
-    s = patch // 4
-    cells = np.zeros((b, patches.shape[1], 4, 4, c))
-    for i in range(4):
-        for j in range(4):
-            cells[:, :, i, j] = patches[:, :, i * s : (i + 1) * s, j * s : (j + 1) * s].mean((2, 3))
-    return classes(cells).reshape(b, patches.shape[1], 16)
-
-
-@pytest.mark.parametrize("channels", [3, 1])
-@pytest.mark.parametrize("target", ["color", "downsampled", "pixels"])
-def test_targets_match_numpy(target, channels):
-    rng = np.random.default_rng(1)
-    # Levels in steps of 1/4 land exactly on the quantisation boundaries, incl. -1 and 1.
-    images = rng.integers(-4, 5, (3, 16, 24, channels)).astype("float32") / 4.0
-    images[0, :8, :8] = 1.0
-    images[1, :8, :8] = -1.0
-    patch = 8
-    got = to_numpy(mpp.patch_targets(images, patch, target))
-    expected = np_targets(images.astype("float64"), patch, target)
-    if target == "pixels":
-        np.testing.assert_allclose(got, expected, atol=1e-6)
-    else:
-        np.testing.assert_array_equal(got, expected)
-        assert got.max() < 8**channels and got.min() >= 0
-    layer_out = to_numpy(mpp.PatchTargets(patch, target)(images))
-    np.testing.assert_array_equal(layer_out, got)
-
-
-def test_color_target_is_the_top_three_bits_of_8_bit_pixels():
-    """App. B.1.2's "3-bit colour": for 0..255 images preprocessed to [-1, 1] (x / 127.5 - 1)
-    the level of every value is its top three bits, `p >> 5`, for all 256 values."""
-    values = np.arange(256)
-    gray = (values.reshape(1, 16, 16, 1) / 127.5 - 1.0).astype("float32")
-    levels = to_numpy(mpp.patch_targets(gray, 1))  # 1 px patches: the mean is the pixel
-    np.testing.assert_array_equal(levels.reshape(-1), values >> 5)
-    # 4x4 cells of a 4 px patch are its pixels: the "downsampled" target is per-pixel levels.
-    cells = to_numpy(mpp.patch_targets(gray, 4, "downsampled"))
-    np.testing.assert_array_equal(cells.reshape(4, 4, 4, 4).transpose(0, 2, 1, 3).reshape(16, 16),
-                                  (values >> 5).reshape(16, 16))
-    rng = np.random.default_rng(0)
-    rgb = rng.integers(0, 256, (2, 4, 4, 3))
-    classes = to_numpy(mpp.patch_targets((rgb / 127.5 - 1.0).astype("float32"), 1))
-    top = rgb.reshape(2, 16, 3) >> 5
-    np.testing.assert_array_equal(classes, top[..., 0] * 64 + top[..., 1] * 8 + top[..., 2])
-
-
-def test_color_target_class_layout():
-    image = np.zeros((1, 4, 4, 3), "float32")
-    image[..., 0], image[..., 1], image[..., 2] = 1.0, -1.0, 0.0  # levels 7, 0, 4
-    assert to_numpy(mpp.patch_targets(image, 4))[0, 0] == 7 * 64 + 0 * 8 + 4
-    assert mpp.num_target_classes("color", 3) == 512
-    assert mpp.num_target_classes("downsampled", 1) == 8
-    with pytest.raises(ValueError, match="divisible by 4"):
-        mpp.patch_targets(np.zeros((1, 6, 6, 3), "float32"), 6, "downsampled")
-
-
-# ----------------------------------------------------------------------------- loss
+from tests.helpers import to_numpy
 
 
 @pytest.mark.parametrize("target", ["color", "downsampled", "pixels"])
 def test_loss_ignores_uncorrupted_patches(target):
     rng = np.random.default_rng(2)
     images = rng.uniform(-1, 1, (4, 8, 8, 3)).astype("float32")
-    targets = to_numpy(mpp.patch_targets(images, 4, target))
+    targets = to_numpy(patch_targets.patch_targets(images, 4, target))
     shape = {"color": (4, 4, 512), "downsampled": (4, 4, 16, 512), "pixels": (4, 4, 48)}[target]
     predictions = rng.normal(size=shape).astype("float32")
     weights = np.zeros((4, 4), "float32")
