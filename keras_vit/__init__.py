@@ -35,6 +35,7 @@ from keras_vit.models import (
     config_from_model,
     feature_extractor,
     parse_variant,
+    with_patch_size,
 )
 from keras_vit.preprocessing import preprocess_input
 from keras_vit.saving import load_model
@@ -116,4 +117,5 @@ __all__ = [
     "save_lora_weights",
     "save_npz",
     "training",
+    "with_patch_size",
 ]

@@ -6,6 +6,7 @@ from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
+from keras_vit.layers.patch_resize import resample_patch_embedding
 from keras_vit.layers.patch_targets import PatchTargets
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.pooling import TokenPooling
@@ -31,6 +32,7 @@ __all__ = [
     "TokenPooling",
     "TransformerBlock",
     "quick_gelu",
+    "resample_patch_embedding",
     "resample_position_embedding",
     "residual_unit",
     "resnet_stem",

@@ -12,6 +12,7 @@ from keras_vit.models.hybrid import (
     ViTRTi16,
 )
 from keras_vit.models.mpp import MaskedPatchPredictor, build_mpp_model, extract_encoder
+from keras_vit.models.patch_resize import with_patch_size
 from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
 from keras_vit.models.vit import (
     ViT,
@@ -53,4 +54,5 @@ __all__ = [
     "extract_encoder",
     "feature_extractor",
     "parse_variant",
+    "with_patch_size",
 ]
