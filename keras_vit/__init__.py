@@ -15,6 +15,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.models import (
+    FlexiViT,
     ViT,
     ViTB8,
     ViTB16,
@@ -58,12 +59,15 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.export_huggingface import export_huggingface
+from keras_vit.weights.export_timm import export_timm
 from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
 
 __all__ = [
     "DropPath",
     "ExportResult",
+    "FlexiViT",
     "MAPHead",
     "MultiHeadSelfAttention",
     "PatchEncoder",
@@ -95,8 +99,10 @@ __all__ = [
     "decode_predictions",
     "enable_lora",
     "export_litert",
+    "export_huggingface",
     "export_onnx",
     "export_saved_model",
+    "export_timm",
     "feature_extractor",
     "from_huggingface",
     "from_timm",

@@ -2,6 +2,7 @@
 
 from keras_vit.models.config import ViTConfig, config_from_model
 from keras_vit.models.features import feature_extractor
+from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.hybrid import (
     StdConv2D,
     ViTHybrid,
@@ -28,6 +29,7 @@ from keras_vit.models.vit import (
 )
 
 __all__ = [
+    "FlexiViT",
     "MaskedPatchPredictor",
     "OFFICIAL_HYBRIDS",
     "SIZES",

@@ -9,6 +9,7 @@ from keras_vit.layers.patch_resize import PATCH_INTERPOLATIONS, resample_patch_e
 from keras_vit.layers.position_embedding import INTERPOLATIONS
 from keras_vit.models.config import config_from_model
 from keras_vit.models.encoder import build_model
+from keras_vit.models.flexi import FlexiViT
 
 
 def _patch_encoder(model):
@@ -40,11 +41,13 @@ def with_patch_size(
 
     Enlarging the patch while keeping the grid (e.g. patch 8 at 16 px -> patch 16 at 32 px) is
     exact: the new model on images whose patches were resized with the same resize gives the
-    same outputs.
+    same outputs. A `FlexiViT` resized to one of its patch sizes computes what it computed in
+    training at that size.
 
     Args:
         model: a model built by `keras_vit.ViT` (plain or hybrid; for hybrids the patch size
-            applies to the stem's feature map).
+            applies to the stem's feature map), or a `keras_vit.FlexiViT` (the result is its
+            backbone, which takes any image size, at `patch_size`).
         patch_size: int or (height, width). The new patch size; it must divide the image size.
         image_size: optional int or (height, width). The new image size; the model's own when
             None. Defaults to None.
@@ -79,7 +82,7 @@ def with_patch_size(
             f"position_interpolation must be one of {INTERPOLATIONS}. "
             f"Received: position_interpolation={position_interpolation!r}"
         )
-    source = model
+    source = model.backbone if isinstance(model, FlexiViT) else model
     if not isinstance(source, keras.Model):
         raise ValueError(
             f"with_patch_size needs a keras.Model built by keras_vit.ViT. Received: {model!r}"
