@@ -1,7 +1,7 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX
 and PyTorch."""
 
-from keras_vit import inspect, layers, mpp, training
+from keras_vit import inspection, layers, training
 from keras_vit._api import public_names as _public_names
 from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
@@ -16,6 +16,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.models import (
+    FlexiViT,
     VisionTransformer,
     ViT,
     ViTB8,
@@ -34,6 +35,7 @@ from keras_vit.models import (
     ViTS32,
     ViTTi16,
     feature_extractor,
+    with_patch_size,
 )
 from keras_vit.preprocessing import preprocess_input
 from keras_vit.saving import load_model
@@ -56,6 +58,8 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
+from keras_vit.weights.export_huggingface import export_huggingface
+from keras_vit.weights.export_timm import export_timm
 from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
 

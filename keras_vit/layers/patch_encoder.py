@@ -12,6 +12,7 @@ from keras_vit.layers._checks import (
     check_positive_int_pair,
     check_rate,
 )
+from keras_vit.layers.patch_resize import resample_patch_embedding_ops
 
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 
@@ -83,6 +84,11 @@ class PatchEncoder(keras.layers.Layer):
             `arange(N)` changes nothing). Masked-patch prediction uses it to put
             another patch's embedding at a corrupted position. Applied before
             `patch_mask`.
+        patch_size: optional int or (height, width): embed with this patch size instead
+            (FlexiViT): the kernel PI-resized to it (bilinear, antialiased:
+            `keras_vit.layers.resample_patch_embedding`) and the position embedding
+            resampled to the image's grid at that patch size. Needs
+            `dynamic_image_size=True` (the token count changes).
         training: bool, whether dropout is active.
 
     Returns:
@@ -254,9 +260,13 @@ class PatchEncoder(keras.layers.Layer):
         self.dropout.build((None, num_tokens, self.hidden_dim))
         self.built = True
 
-    def _project_grid(self, images):
-        """`(B, H, W, C)` -> `(B, H / ph, W / pw, D)` patch embeddings."""
-        x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
+    def _project_grid(self, images, patch_size=None):
+        """`(B, H, W, C)` -> `(B, H / ph, W / pw, D)` patch embeddings (kernel PI-resized to
+        `patch_size` when given)."""
+        kernel, strides = self.kernel, self.patch_size
+        if patch_size is not None and patch_size != self.patch_size:
+            kernel, strides = resample_patch_embedding_ops(kernel, patch_size), patch_size
+        x = ops.conv(images, kernel, strides=strides, padding="valid")
         return x + ops.cast(self.bias, x.dtype)
 
     def project(self, images):
@@ -319,16 +329,24 @@ class PatchEncoder(keras.layers.Layer):
             prefix, (ops.shape(batch)[0], self.num_prefix_tokens, self.hidden_dim)
         )
 
-    def call(self, images, patch_mask=None, patch_source=None, training=None):
+    def call(self, images, patch_mask=None, patch_source=None, patch_size=None, training=None):
+        if patch_size is not None:
+            patch_size = check_positive_int_pair(patch_size, "patch_size")
+            if patch_size != self.patch_size and not self.dynamic_image_size:
+                raise ValueError(
+                    f"Layer '{self.name}' embeds with another patch size only with "
+                    f"dynamic_image_size=True. Received: patch_size={patch_size}, "
+                    f"layer patch_size={self.patch_size}"
+                )
         check_image_shape(
             images.shape,
-            self.patch_size,
+            patch_size or self.patch_size,
             name=self.name,
             channels=self.num_channels,
             image_size=None if self.dynamic_image_size else self.image_size,
         )
         if self.dynamic_image_size:
-            x = self._project_grid(images)
+            x = self._project_grid(images, patch_size)
             shape = ops.shape(x)
             grid = (shape[1], shape[2])
             x = ops.reshape(x, (shape[0], -1, self.hidden_dim))

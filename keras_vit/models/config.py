@@ -1,9 +1,9 @@
 """`ViTConfig`: every argument of the ViT builders, declared and validated once.
 
-`keras_vit.ViT`, the named builders, masked-patch prediction
-(`keras_vit.mpp`) and the recipes all describe a model with one frozen dataclass. Its fields are
-grouped (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or
-"the hybrid arguments" reads one list instead of writing its own:
+`keras_vit.ViT`, the named builders, masked-patch prediction (`keras_vit.models.mpp`) and the
+recipes all describe a model with one frozen dataclass. Its fields are grouped
+(`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or "the hybrid
+arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
 - `"input"`: `image_size`, `num_channels`, `dynamic_image_size`;

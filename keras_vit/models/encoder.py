@@ -4,7 +4,7 @@
 the style of KerasHub's `Backbone`. `__init__` takes a `ViTConfig` and builds the graph
 (`build_graph`); `get_config` / `from_config` round-trip through that config (`.keras` files),
 with the dtype policies of mixed precision and quantized layers. Plain and hybrid models differ
-only in their stem (`keras_vit.models.stems`); masked-patch pre-training (`keras_vit.mpp`)
+only in their stem (`keras_vit.models.stems`); masked-patch pre-training (`keras_vit.models.mpp`)
 reuses `make_patch_encoder` and `apply_blocks`.
 
 Consumers (weight loaders, LoRA, quantization, export, inspection, `feature_extractor`) find

@@ -7,6 +7,8 @@
 - `download`: the resumable, verified download those files go through;
 - `imagenet`: the ImageNet-1k class names and `decode_predictions`;
 - `timm` and `huggingface`: `from_timm` and `from_huggingface`, each with its name table;
+- `export_timm` and `export_huggingface`: the way back (`export_timm`, `export_huggingface`),
+  through the same name tables read backwards by `writing`;
 - `state_dict`: PyTorch-style checkpoints read safely (safetensors, `weights_only` torch files);
 - `loading`: the strict plan-then-assign loader they (and `npz`) share (their position
   embeddings are resampled with `keras_vit.layers.position_embedding`, PyTorch's bicubic).

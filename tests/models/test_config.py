@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import mpp
-from keras_vit.models import legacy, vit
+from keras_vit.models import legacy, mpp, vit
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import VisionTransformer, build_model
 from tests.helpers import randomize_weights, to_numpy

@@ -1,0 +1,231 @@
+"""keras_vit models -> Hugging Face transformers: `export_huggingface(model, folder)`.
+
+The reverse of `keras_vit.weights.huggingface.from_huggingface`: a `save_pretrained` folder
+(`config.json` + `model.safetensors`) of transformers' ViT (`model_type` `"vit"`), the family
+`from_huggingface` reads. A model with a head becomes a `ViTForImageClassification` (its
+`logits` are our outputs), one without a `ViTModel` (its `last_hidden_state` is our
+`pooling=None` output; `[:, 0]` our `pooling="token"`, the mean of `[:, 1:]` our `"gap"`). The
+weights are named by `huggingface_name_table` (transformers 4 names, which transformers 5 still
+writes and reads), read backwards by `keras_vit.weights.writing`.
+
+transformers' ViT is the original architecture: what it has no option for (registers, a
+distillation token, LayerScale, qk-norm, pre-norm, `fc_norm`, a MAP head, a hybrid stem,
+`representation_size` under a head, `classifier_activation`, `dynamic_image_size`) is a
+`ValueError` naming the option and its value, before anything is written. A position embedding
+without a class-token row (`prefix_position_embedding=False`, or the fixed `"sincos2d"` table)
+is written with a zero class-token row: the same sums.
+
+`AutoModel.from_pretrained(folder)` of a headless export builds a `ViTModel` with a pooler, which
+this folder has no weights for (transformers initialises it and warns); load it with
+`ViTModel.from_pretrained(folder, add_pooling_layer=False)` for a strict load.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+
+from keras_vit.weights.huggingface import huggingface_name_table
+from keras_vit.weights.loading import zero_qkv_biases
+from keras_vit.weights.writing import (
+    check_everything_exported,
+    check_float_variables,
+    is_zero,
+    model_config,
+    patch_encoder,
+    state_dict_from_table,
+    write_state_dict,
+)
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+POSITIONS = "embeddings.position_embeddings"
+
+
+def _refuse(option, value, why):
+    return ValueError(f"transformers' ViT cannot express {option}={value!r}: {why}.")
+
+
+# Options transformers' ViT lacks: (field, value that is fine, why).
+_PLAIN = (
+    ("num_register_tokens", 0, "it has no register tokens"),
+    ("distillation_token", False, "DeiT's distillation token is another model type (deit)"),
+    ("layer_scale_init_value", None, "its blocks have no LayerScale"),
+    ("qk_norm", False, "its attention has no qk-norm"),
+    ("pre_norm", False, "it has no LayerNorm before the blocks"),
+    ("fc_norm", False, "its final LayerNorm is on the tokens, not the pooled vector"),
+    ("dynamic_image_size", False, "it resamples positions without antialiasing "
+     "(interpolate_pos_encoding), ours as timm does"),
+    ("representation_size", None, "its classifier reads the class token, not the pooler"),
+    ("classifier_activation", None, "it returns logits"),
+    ("backbone", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
+    ("resnet_units", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
+)  # fmt: skip
+
+
+def check_huggingface_expressible(config):
+    """Raises a `ValueError` naming the first option of `config` transformers' ViT lacks."""
+    for field, fine, why in _PLAIN:
+        value = getattr(config, field)
+        if value != fine and not (fine is None and value is None):
+            shown = getattr(value, "name", value) if field == "backbone" else value
+            raise _refuse(field, shown, why)
+    if not config.class_token:
+        raise _refuse("class_token", False, "it always has a class token")
+    if config.position_embedding is None:
+        raise _refuse("position_embedding", None, "it always adds a learned position embedding")
+    if config.include_top and config.pooling != "token":
+        raise _refuse(
+            "pooling", config.pooling, "ViTForImageClassification classifies the class token"
+        )
+    if config.pooling == "map":
+        raise _refuse("pooling", "map", "it has no attention-pooling head")
+
+
+def huggingface_config(config, *, qkv_bias=True):
+    """The transformers `config.json` (a dict) of the model `config` describes.
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> hf = huggingface_config(ViTConfig.from_variant("mu/8", image_size=32, num_classes=3))
+    >>> hf["architectures"], hf["hidden_size"], hf["hidden_act"], len(hf["id2label"])
+    (['ViTForImageClassification'], 32, 'gelu_pytorch_tanh', 3)
+    """
+    if config.activation == "quick_gelu":
+        activation = "quick_gelu"
+    else:
+        activation = "gelu_pytorch_tanh" if config.approximate_gelu else "gelu"
+
+    def int_or_list(pair):
+        return pair[0] if pair[0] == pair[1] else list(pair)
+
+    hf = {
+        "architectures": ["ViTForImageClassification" if config.include_top else "ViTModel"],
+        "model_type": "vit",
+        "hidden_size": config.hidden_dim,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.mlp_dim,
+        "hidden_act": activation,
+        "hidden_dropout_prob": config.dropout_rate,
+        "attention_probs_dropout_prob": config.attention_dropout_rate,
+        "layer_norm_eps": config.layer_norm_epsilon,
+        "image_size": int_or_list(config.image_size),
+        "patch_size": int_or_list(config.patch_size),
+        "num_channels": config.num_channels,
+        "qkv_bias": qkv_bias,
+        "initializer_range": 0.02,
+        "dtype": "float32",
+    }
+    if config.include_top:
+        hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config.num_classes)}
+        hf["label2id"] = {f"LABEL_{i}": i for i in range(config.num_classes)}
+    if isinstance(config.name, str) and config.name:
+        hf["_name_or_path"] = config.name
+    return hf
+
+
+def _position_embedding(model, config):
+    """transformers' `(1, 1 + N, D)` position embedding: a zero class row where ours has none."""
+    encoder = patch_encoder(model)
+    if config.position_embedding == "learned" and config.prefix_position_embedding:
+        return keras.ops.convert_to_numpy(encoder.position_embeddings).astype("float32")
+    patches = keras.ops.convert_to_numpy(encoder.patch_position_embedding()).astype("float32")
+    return np.concatenate([np.zeros_like(patches[:, :1]), patches], axis=1)
+
+
+def huggingface_state_dict(model, config=None):
+    """The transformers ViT state dict of a keras_vit model, as NumPy arrays (nothing written).
+
+    Args:
+        model: a keras_vit model transformers' ViT can express (see `export_huggingface`).
+        config: optional `ViTConfig` of the model (read from it when None).
+
+    Returns:
+        dict {name: float32 np.ndarray}, named as `ViTForImageClassification` (with a head:
+        `vit.` prefixes) or `ViTModel` saves them; without q/k/v biases when they are all
+        zero (transformers' `qkv_bias=False`).
+    """
+    config = config or model_config(model)
+    check_huggingface_expressible(config)
+    check_float_variables(model, "Hugging Face transformers")
+    biases = zero_qkv_biases(config.num_layers)
+    qkv_bias = not is_zero(model, biases)  # all zero: written as qkv_bias=False, as it came
+    table = huggingface_name_table(config, qkv_bias=qkv_bias)
+    positions, _ = table.pop(POSITIONS)
+    arrays, used = state_dict_from_table(model, table)
+    used.update(biases)
+    if config.position_embedding == "learned":
+        used.add(positions)
+    check_everything_exported(model, used, "Hugging Face transformers")
+    arrays = {POSITIONS: _position_embedding(model, config), **arrays}
+    if not config.include_top:
+        return arrays
+    return {k if k.startswith("classifier.") else f"vit.{k}": v for k, v in arrays.items()}
+
+
+def export_huggingface(model, folder, *, overwrite=False):
+    """Writes a keras_vit model as a transformers `save_pretrained` folder.
+
+    The folder holds `config.json` and `model.safetensors` of transformers' ViT
+    (`model_type` `"vit"`, the family `keras_vit.from_huggingface` reads):
+    `ViTForImageClassification` for a model with a head, `ViTModel` without one.
+    `transformers.AutoModelForImageClassification.from_pretrained(folder)` (or
+    `ViTModel.from_pretrained(folder, add_pooling_layer=False)`) loads it, and its outputs
+    equal ours (on NCHW images); `from_huggingface(folder)` reads it back.
+
+    Args:
+        model: a keras_vit model with the original ViT architecture (e.g.
+            `keras_vit.ViT("B/16")`, `from_huggingface`, or a `from_timm` ViT / DeiT).
+        folder: str or path-like. The folder to write (created).
+        overwrite: bool. Replace the files of an existing folder. Defaults to False.
+
+    Returns:
+        The folder, as a str.
+
+    Raises:
+        FileExistsError: the folder holds a `config.json` or `model.safetensors` and
+            `overwrite` is False.
+        ValueError: an option transformers' ViT lacks (registers, LayerScale, a hybrid stem,
+            ...), naming it and its value, or LoRA / quantized weights. Nothing is written.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from keras_vit.models import ViT
+    >>> folder = export_huggingface(ViT("mu/8", image_size=32, num_classes=3),
+    ...                             os.path.join(tempfile.mkdtemp(), "vit"))
+    >>> sorted(os.listdir(folder))
+    ['config.json', 'model.safetensors']
+    """
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(f"Expected a folder to write. Received the file {folder!r}")
+    existing = [n for n in (CONFIG_FILE, WEIGHTS_FILE) if os.path.exists(os.path.join(folder, n))]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
+        )
+    config = model_config(model)
+    arrays = huggingface_state_dict(model, config)
+    hf = huggingface_config(
+        config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
+    )
+    os.makedirs(folder, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
+    try:
+        write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
+        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(hf, f, indent=2, sort_keys=True)
+        for name in (WEIGHTS_FILE, CONFIG_FILE):
+            os.replace(os.path.join(staging, name), os.path.join(folder, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+__all__ = ["export_huggingface", "huggingface_config", "huggingface_state_dict"]
