@@ -12,6 +12,7 @@ import keras
 
 from keras_vit.layers import MAPHead, PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
 from keras_vit.layers._quantization import quantized_sublayers
+from keras_vit.models import encoder as builder
 from keras_vit.models import variants
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer
@@ -40,7 +41,7 @@ def upgrade(model):
     except ValueError:
         return model
     layers = _layers_by_name(model)
-    default = layers["patch_encoder"].dtype_policy
+    default = layers[builder.PATCH_ENCODER].dtype_policy
     quantized = quantized_sublayers(model)
     dtype = keras.dtype_policies.DTypePolicyMap(default, quantized) if quantized else default
     try:
@@ -108,7 +109,7 @@ def read_config(model):
             f"Received: {type(model).__name__}"
         )
     layers = _layers_by_name(model)
-    encoder = layers.get("patch_encoder")
+    encoder = layers.get(builder.PATCH_ENCODER)
     if not isinstance(encoder, PatchEncoder):
         raise ValueError(
             "read_config needs a model built by keras_vit.ViT, with a PatchEncoder named "
@@ -120,10 +121,10 @@ def read_config(model):
             "read_config needs a ViT with transformer blocks. "
             f"Received: model {model.name!r} without a TransformerBlock"
         )
-    head, pre_logits = layers.get("head"), layers.get("pre_logits")
+    head, pre_logits = layers.get(builder.HEAD), layers.get(builder.PRE_LOGITS)
     activation = head.get_config()["activation"] if head is not None else None
-    if "classifier_activation" in layers:  # distilled heads: the activation after the average
-        activation = layers["classifier_activation"].get_config()["activation"]
+    if builder.CLASSIFIER_ACTIVATION in layers:  # distilled heads: the activation after the average
+        activation = layers[builder.CLASSIFIER_ACTIVATION].get_config()["activation"]
     _, height, width, channels = model.input_shape
     stem = _stem_fields(model, encoder)
     if encoder.dynamic_image_size:  # the size the position embedding is made for
@@ -144,7 +145,7 @@ def read_config(model):
         pooling=_pooling_of(model, layers),
         representation_size=pre_logits.units if pre_logits is not None else None,
         classifier_activation=None if activation == "linear" else activation,
-        fc_norm="fc_norm" in layers or "encoder_norm" not in layers,
+        fc_norm=builder.FC_NORM in layers or builder.FINAL_NORM not in layers,
         class_token=encoder.class_token,
         position_embedding=encoder.position_embedding,
         dropout_rate=encoder.dropout_rate,
@@ -157,7 +158,7 @@ def read_config(model):
         num_register_tokens=encoder.num_register_tokens,
         distillation_token=encoder.distillation_token,
         prefix_position_embedding=encoder.prefix_position_embedding,
-        pre_norm="pre_norm" in layers,
+        pre_norm=builder.PRE_NORM in layers,
         qk_norm=first.qk_norm,
         activation=first.activation,
         name=model.name,
@@ -168,7 +169,7 @@ def read_config(model):
 
 def _pooling_of(model, layers):
     """The `pooling` field of a built model: its pooling layer's kind, or None."""
-    pooling = layers.get("pooling")
+    pooling = layers.get(builder.POOLING)
     if not isinstance(pooling, (TokenPooling, MAPHead)):
         found = [layer for layer in model.layers if isinstance(layer, (TokenPooling, MAPHead))]
         pooling = found[0] if found else None

@@ -407,8 +407,8 @@ def parse_timm_name(name):
     Example:
 
     >>> spec = parse_timm_name("timm/vit_small_patch16_384.augreg_in21k_ft_in1k")
-    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["hidden_dim"]
-    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 384)
+    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["variant"]
+    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 'S/16')
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(
