@@ -594,7 +594,7 @@ def test_subprocess_error_keeps_its_type_and_message(tmp_path):
     with pytest.raises(ValueError) as info:
         export_saved_model(tmp_path / "features.keras", tmp_path / "serving", method="subprocess")
     message = str(info.value)
-    assert "needs a layer named 'head'" in message
+    assert "needs a classifier head" in message
     assert "raised by the export subprocess with KERAS_BACKEND=tensorflow" in message
     assert not (tmp_path / "serving").exists()
 

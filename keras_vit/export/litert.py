@@ -105,7 +105,7 @@ def _from_dataset(spec, image_shape, num_samples, seed):
     TensorFlow's global seed, spread over (about the first half of) the split, and never more
     than one image in memory (no shuffle buffer of the whole dataset).
     """
-    from keras_vit import data
+    import keras_vit.data as data
 
     tf = _checks.import_tensorflow()
     height, width, channels = image_shape
