@@ -1,54 +1,159 @@
-"""PyTorch adapter (backend-specific, imported only under the torch backend).
+"""PyTorch fast path of the ViT block (backend-specific, imported only under the torch backend).
 
-`TransformerBlock` computes its linear layers and its attention through PyTorch's own fused
-kernels when Keras runs on PyTorch. Same weights, same variables, same mathematics as the
-`keras.ops` path (tested against it); only the kernels differ:
+The one module for keras_vit's backend adapters. On PyTorch, `TransformerBlock` and
+`MultiHeadSelfAttention` compute through these functions: the layers' own variables, read
+once per call, into plain `torch.nn.functional` calls, with no Keras layer call or `keras.ops`
+dispatch inside the block. In a ViT-B/16-deep model at tiny width (benchmarks/bench_overhead.py)
+those per-sublayer calls cost more than the arithmetic; here a block is one Keras layer call
+and about 20 PyTorch ops, as in timm.
 
-- `F.linear` adds the bias inside the matrix product (`addmm`), where a Keras `Dense` or
-  `EinsumDense` is a matmul followed by a separate add (one more pass over the activations,
-  forward and backward);
-- the query, key and value projections run as one `(B*T, D) x (D, 3D)` product on the three
-  kernels side by side (`MultiHeadAttention` runs three `einsum`s), and the heads go to
-  `F.scaled_dot_product_attention` as strided views of that product.
+Same function, same variables, same random draws as the portable `keras.ops` path, which stays
+the reference (tested against it, outputs and gradients, on every block option):
 
-What it bought, measured on 2 CPU cores (benchmarks/RESULTS.md): the same speed as the keras.ops
-path within noise, and 16% less peak memory (RSS) in a ViT-S/16 training step at batch 16.
+- LayerNorm: `F.layer_norm` in at least float32, cast back (what `ops.layer_normalization`
+  does on PyTorch);
+- dense layers: `F.linear` (bias inside `addmm`) on the Keras kernels' `(in, out)` layout; the
+  attention's `(D, heads, head_dim)` kernels as `(D, D)` views;
+- attention: `F.scaled_dot_product_attention` on strided `(B, heads, T, head_dim)` views, scale
+  `1 / sqrt(head_dim)`; the QK-norm LayerNorms over the head width;
+- GELU: `F.gelu` (the same call as `ops.gelu` on PyTorch); QuickGELU through
+  `keras_vit.layers.activations`;
+- dropout and drop path: the Keras layers' own `call` (their seed generators, in the same order)
+  and only when training with a rate above zero; otherwise they are the identity and skipped;
+- variables: what `Variable.value` gives (autocast under mixed precision, a stateless scope's
+  values, symbolic tensors), with its scope look-ups done once per call (`variable_reader`).
 
-The keras.ops path stays the reference (and the path on JAX and TensorFlow); set
-`KERAS_VIT_TORCH_KERNELS=0` to use it on PyTorch too.
+What takes the portable path instead: a dense layer that is quantized (int8, ...) or has LoRA
+enabled (that layer alone: it runs its own Keras call); the whole attention when one of its
+projections is such a layer, when attention dropout is active (training with
+`attention_dropout_rate > 0`), or when the attention weights are asked for.
+
+The switch: `KERAS_VIT_TORCH_KERNELS=0` (read at import) or
+`keras_vit.layers.attention.portable_path()` (a context manager) runs the `keras.ops` path.
 """
 
+import torch
 import torch.nn.functional as F
+from keras.src.backend.common.stateless_scope import in_stateless_scope
+from keras.src.backend.common.variables import get_autocast_scope
+from keras.src.backend.torch.core import get_device
+
+from keras_vit.layers.activations import mlp_activation
+
+_HALF = (torch.float16, torch.bfloat16)
 
 
-def linear(x, kernel, bias):
-    """`x @ kernel + bias` in one `addmm`; `kernel` is Keras' `(in, out)` layout."""
-    return F.linear(x, kernel.t(), bias)
+def _full_read(variable):
+    return variable.value
 
 
-def self_attention(x, qkv_kernel, qkv_bias, out_kernel, out_bias, num_heads, qk_norm=None):
-    """Multi-head self-attention of `x` `(B, T, D)`.
+def _raw_read(variable):
+    return variable._value
 
-    Args:
-        qkv_kernel: `(D, 3 * D)`, the query, key and value kernels side by side, each
-            `(D, heads * head_dim)` in head-major order (Keras' `(D, heads, head_dim)`).
-        qkv_bias: `(3 * D,)`, the three biases in the same order.
-        out_kernel: `(D, D)`, the output kernel `(heads * head_dim, D)`.
-        out_bias: `(D,)`.
-        qk_norm: optional `(query_gamma, query_beta, key_gamma, key_beta, epsilon)`: a
-            LayerNorm over the head width on the queries and on the keys.
+
+def variable_reader():
+    """How this call reads variables: `Variable.value`, or the variable's own tensor.
+
+    `Variable.value` looks up three scopes at every read (stateless scope, autocast scope,
+    symbolic "meta" device), 3-10 us each time, 16 reads per block. The look-ups are done once
+    per call here: when none applies (a float32 model called eagerly, statefully), `.value` is
+    the variable's own tensor (`_value`), which is read directly; otherwise `.value` is used.
     """
-    batch, tokens, _ = x.shape
-    qkv = linear(x, qkv_kernel, qkv_bias)  # (B, T, 3 * D)
-    qkv = qkv.view(batch, tokens, 3, num_heads, -1).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
-    query, key, value = qkv[0], qkv[1], qkv[2]
-    if qk_norm is not None:
-        query_gamma, query_beta, key_gamma, key_beta, epsilon = qk_norm
-        width = (query.shape[-1],)
-        query = F.layer_norm(query, width, query_gamma, query_beta, epsilon)
-        key = F.layer_norm(key, width, key_gamma, key_beta, epsilon)
-    # The default scale is 1 / sqrt(head_dim), as Keras' MultiHeadAttention uses.
-    out = F.scaled_dot_product_attention(query, key, value)  # (B, H, T, hd)
-    out = out.transpose(1, 2).reshape(batch, tokens, -1)
-    return linear(out, out_kernel, out_bias)
+    if in_stateless_scope() or get_autocast_scope() is not None or str(get_device()) == "meta":
+        return _full_read
+    return _raw_read
 
+
+def _cast(x, dtype):
+    return x if x.dtype == dtype else x.to(dtype)
+
+
+def layer_norm(x, norm, read=_full_read):
+    """`keras.layers.LayerNormalization(x)` (last axis, centre and scale) in float32 or wider."""
+    y = x.float() if x.dtype in _HALF else x
+    out = F.layer_norm(y, (y.shape[-1],), read(norm.gamma), read(norm.beta), norm.epsilon)
+    return _cast(out, x.dtype)
+
+
+def is_plain(layer):
+    """A float `Dense` / `EinsumDense` with a bias and no LoRA: one `F.linear` (no activation)."""
+    return (
+        layer.quantization_mode is None
+        and not layer.lora_enabled
+        and layer.bias is not None
+    )
+
+
+def _weights(layer, dtype, in_features, read):
+    """A plain layer's kernel as an `(out, in)` view for `F.linear`, and its bias, flat."""
+    kernel = _cast(read(layer._kernel), dtype).reshape(in_features, -1)  # `layer.kernel` here
+    return kernel.t(), _cast(read(layer.bias), dtype).reshape(-1)
+
+
+def linear(layer, x, read=_full_read):
+    """A dense sublayer on `x`: `F.linear` when plain, the layer's own Keras call otherwise."""
+    if not is_plain(layer):
+        return layer(x)
+    kernel, bias = _weights(layer, x.dtype, x.shape[-1], read)
+    return F.linear(x, kernel, bias)
+
+
+def attention_is_plain(attention):
+    layers = (attention.query_dense, attention.key_dense, attention.value_dense)
+    return all(is_plain(layer) for layer in layers + (attention.output_dense,))
+
+
+def self_attention(attention, x, read=None):
+    """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain."""
+    read = read or variable_reader()
+    batch, tokens, width = x.shape
+    heads = attention.num_heads
+
+    def project(layer):  # (B, T, D) -> (B, heads, T, head_dim), a strided view
+        kernel, bias = _weights(layer, x.dtype, width, read)
+        return F.linear(x, kernel, bias).view(batch, tokens, heads, -1).transpose(1, 2)
+
+    query = project(attention.query_dense)
+    key = project(attention.key_dense)
+    value = project(attention.value_dense)
+    if attention.qk_norm:
+        query = layer_norm(query, attention.query_norm, read)
+        key = layer_norm(key, attention.key_norm, read)
+    out = F.scaled_dot_product_attention(query, key, value, scale=attention._scale)
+    out = out.transpose(1, 2).reshape(batch, tokens, width)
+    kernel, bias = _weights(attention.output_dense, x.dtype, width, read)
+    return F.linear(out, kernel, bias)
+
+
+def _dropout(layer, x, training):
+    """A Keras `Dropout` / `DropPath` sublayer: its own `call` (same draws), or the identity."""
+    if training and layer.rate > 0:
+        return layer.call(x, training=True)
+    return x
+
+
+def transformer_block(block, inputs, training):
+    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype."""
+    read = variable_reader()
+    x = layer_norm(inputs, block.attention_norm, read)
+    attention = block.attention
+    attention_dropout = training and attention.attention_dropout_rate > 0
+    if attention_dropout or not attention_is_plain(attention):
+        x = attention(x, training=training)  # its own Keras call (and dropout draws)
+    else:
+        x = self_attention(attention, x, read)
+    x = _dropout(block.attention_dropout, x, training)
+    if block.layer_scale_init_value is not None:
+        x = x * _cast(read(block.attention_scale), x.dtype)
+    x = inputs + _dropout(block.drop_path, x, training)
+
+    y = linear(block.mlp_dense_1, layer_norm(x, block.mlp_norm, read), read)
+    if block.activation == "gelu":
+        y = F.gelu(y, approximate="tanh" if block.approximate_gelu else "none")
+    else:
+        y = mlp_activation(y, block.activation, block.approximate_gelu)
+    y = _dropout(block.mlp_dropout_1, y, training)
+    y = _dropout(block.mlp_dropout_2, linear(block.mlp_dense_2, y, read), training)
+    if block.layer_scale_init_value is not None:
+        y = y * _cast(read(block.mlp_scale), y.dtype)
+    return x + _dropout(block.drop_path, y, training)

@@ -1,12 +1,43 @@
 """`MultiHeadSelfAttention`: the ViT's attention, optionally with query-key normalisation."""
 
+import contextlib
 import math
+import os
 
 import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+
+# On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
+# keras_vit/layers/_torch_kernels.py (same variables and function, tested against the keras.ops
+# path). KERAS_VIT_TORCH_KERNELS=0 (read at import) or `portable_path()` keeps keras.ops.
+_FAST_PATH = {
+    "torch": keras.backend.backend() == "torch"
+    and os.environ.get("KERAS_VIT_TORCH_KERNELS", "1") != "0"
+}
+
+
+def torch_fast_path():
+    """Whether the attention and the blocks take the PyTorch fast path now."""
+    return _FAST_PATH["torch"]
+
+
+@contextlib.contextmanager
+def portable_path(portable=True):
+    """Inside the `with`, the layers compute through the portable `keras.ops` path.
+
+    The fast path's reference (the tests compare the two); `portable_path(False)` turns the
+    fast path on instead (on PyTorch). Read at call time: an eager PyTorch model switches
+    between calls; a `torch.compile`d step keeps the path it was traced with.
+    """
+    previous = _FAST_PATH["torch"]
+    _FAST_PATH["torch"] = not portable and keras.backend.backend() == "torch"
+    try:
+        yield
+    finally:
+        _FAST_PATH["torch"] = previous
 
 
 def check_epsilon(value, name="layer_norm_epsilon"):
@@ -32,7 +63,9 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
 
     The attention itself is `keras.ops.dot_product_attention` (the backend's fused kernel)
     unless the weights are asked for or attention dropout is active (training with
-    `attention_dropout_rate > 0`), which compute them explicitly.
+    `attention_dropout_rate > 0`), which compute them explicitly. On PyTorch the same
+    function runs through `F.linear` and `F.scaled_dot_product_attention` on the layer's own
+    variables (`keras_vit/layers/_torch_kernels.py`; `portable_path()` turns it off).
 
     Args:
         num_heads: int. Number of heads; must divide the input width.
@@ -138,8 +171,13 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         return query, key, value
 
     def call(self, inputs, training=None, return_attention_scores=False):
-        query, key, value = self.project(inputs)
         dropout = bool(training) and self.attention_dropout_rate > 0
+        if _FAST_PATH["torch"] and not return_attention_scores and not dropout:
+            from keras_vit.layers import _torch_kernels
+
+            if _torch_kernels.attention_is_plain(self):
+                return _torch_kernels.self_attention(self, inputs)
+        query, key, value = self.project(inputs)
         if not return_attention_scores and not dropout:
             out = ops.dot_product_attention(query, key, value, scale=self._scale)
             return self.output_dense(out)

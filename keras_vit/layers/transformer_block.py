@@ -1,23 +1,17 @@
 """`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3)."""
 
 import functools
-import os
 import warnings
 
 import keras
 from keras import ops
 
+from keras_vit.layers import attention as attention_module
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
-
-# On PyTorch the block runs its linear layers and attention through torch's fused kernels
-# (keras_vit/layers/_torch_kernels.py); KERAS_VIT_TORCH_KERNELS=0 keeps the keras.ops path.
-_TORCH_KERNELS = (
-    keras.backend.backend() == "torch" and os.environ.get("KERAS_VIT_TORCH_KERNELS", "1") != "0"
-)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -37,10 +31,13 @@ class TransformerBlock(RecordsQuantizedSublayers):
     The sublayers are created in `build()` rather than `__init__()` because the
     attention's per-head width depends on the input width D.
 
-    On the PyTorch backend the block computes with the same weights through
-    PyTorch's fused kernels (`F.linear`, one QKV product into
-    `F.scaled_dot_product_attention`): same outputs, 16% less training memory.
-    `KERAS_VIT_TORCH_KERNELS=0` (read at import) keeps the `keras.ops` path.
+    On the PyTorch backend the block computes with the same variables through
+    plain `torch.nn.functional` calls (`F.layer_norm`, `F.linear`,
+    `F.scaled_dot_product_attention`, `F.gelu`) without a Keras call per sublayer
+    (`keras_vit/layers/_torch_kernels.py`): the same outputs, gradients and dropout
+    draws as the `keras.ops` path, at a fraction of its per-step host cost.
+    `KERAS_VIT_TORCH_KERNELS=0` (read at import) or
+    `keras_vit.layers.attention.portable_path()` keeps the `keras.ops` path.
 
     Args:
         num_heads: int. Number of attention heads; must divide the input width.
@@ -260,14 +257,16 @@ class TransformerBlock(RecordsQuantizedSublayers):
         return True
 
     def _forward(self, inputs, training, return_attention_scores):
-        x = self.attention_norm(inputs)
-        torch_kernels = self._use_torch_kernels(training, return_attention_scores)
-        if torch_kernels:
-            x = self._torch_attention(x)
-        elif return_attention_scores:
-            x, scores = self.attention(x, training=training, return_attention_scores=True)
+        if attention_module.torch_fast_path() and not return_attention_scores:
+            from keras_vit.layers import _torch_kernels
+
+            return _torch_kernels.transformer_block(self, inputs, training)
+        if return_attention_scores:
+            x, scores = self.attention(
+                self.attention_norm(inputs), training=training, return_attention_scores=True
+            )
         else:
-            x = self.attention(x, training=training)
+            x = self.attention(self.attention_norm(inputs), training=training)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale
@@ -280,10 +279,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
         shape = ops.shape(x)
         flat = keras.backend.backend() == "jax"
         y = self.mlp_norm(ops.reshape(x, (-1, shape[-1])) if flat else x)
-        y = self._dense(self.mlp_dense_1, y, torch_kernels)
+        y = self.mlp_dense_1(y)
         y = mlp_activation(y, self.activation, self.approximate_gelu)
         y = self.mlp_dropout_1(y, training=training)
-        y = self._dense(self.mlp_dense_2, y, torch_kernels)
+        y = self.mlp_dense_2(y)
         y = self.mlp_dropout_2(y, training=training)
         if flat:
             y = ops.reshape(y, shape)
@@ -293,56 +292,6 @@ class TransformerBlock(RecordsQuantizedSublayers):
         if return_attention_scores:
             return out, scores
         return out
-
-    # PyTorch: the same weights through torch's fused kernels (see `_torch_kernels`).
-
-    def _use_torch_kernels(self, training, return_attention_scores):
-        if not _TORCH_KERNELS or return_attention_scores:
-            return False
-        if training and self.attention_dropout_rate:
-            return False  # dropout on the attention weights: the attention layer's own path
-        a = self.attention
-        layers = (a.query_dense, a.key_dense, a.value_dense, a.output_dense)
-        layers += (self.mlp_dense_1, self.mlp_dense_2)
-        # Quantized or LoRA-enabled layers keep their own call.
-        return all(
-            getattr(layer, "quantization_mode", None) is None
-            and not getattr(layer, "lora_enabled", False)
-            and getattr(layer, "bias", None) is not None
-            for layer in layers
-        )
-
-    def _weight(self, variable, shape=None):
-        value = ops.cast(variable, self.compute_dtype)
-        return value if shape is None else ops.reshape(value, shape)
-
-    def _dense(self, layer, x, torch_kernels):
-        if not torch_kernels:
-            return layer(x)
-        from keras_vit.layers import _torch_kernels as kernels
-
-        return kernels.linear(x, self._weight(layer.kernel), self._weight(layer.bias))
-
-    def _torch_attention(self, x):
-        from keras_vit.layers import _torch_kernels as kernels
-
-        a = self.attention
-        width = x.shape[-1]
-        projections = (a.query_dense, a.key_dense, a.value_dense)
-        qkv_kernel = ops.concatenate(
-            [self._weight(p.kernel, (width, -1)) for p in projections], axis=-1
-        )
-        qkv_bias = ops.concatenate([self._weight(p.bias, (-1,)) for p in projections], axis=0)
-        out_kernel = self._weight(a.output_dense.kernel, (-1, width))
-        out_bias = self._weight(a.output_dense.bias)
-        qk_norm = None
-        if self.qk_norm:
-            qk_norm = tuple(
-                self._weight(v) for n in (a.query_norm, a.key_norm) for v in (n.gamma, n.beta)
-            ) + (self.layer_norm_epsilon,)
-        return kernels.self_attention(
-            x, qkv_kernel, qkv_bias, out_kernel, out_bias, self.num_heads, qk_norm=qk_norm
-        )
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -48,6 +48,7 @@ from keras_vit.weights.writing import (
     check_float_variables,
     is_zero,
     model_config,
+    patch_encoder,
     state_dict_from_table,
     write_state_dict,
 )
@@ -361,7 +362,7 @@ def timm_state_dict(model, *, qkv_bias=True, config=None):
             raise ValueError("qkv_bias=False, but the model's q/k/v biases are not all zero.")
         used.update(_qkv_bias_paths(config))
     if config.position_embedding == "sincos2d":
-        encoder = model.get_layer("patch_encoder")
+        encoder = patch_encoder(model)
         table = keras.ops.convert_to_numpy(encoder.patch_position_embedding())
         arrays = _insert_after(arrays, "pos_embed", table.astype("float32"), before="patch_embed")
     if config.pre_norm:
@@ -393,7 +394,7 @@ def _fold_patch_bias(model, config, arrays):
             "timm's pre-norm models have no patch-embedding bias, and this model's non-zero "
             "bias has no position embedding to go into (position_embedding=None)",
         )
-    encoder = model.get_layer("patch_encoder")
+    encoder = patch_encoder(model)
     bias = keras.ops.convert_to_numpy(encoder.bias).astype("float32")
     rows = _prefix_rows(config)
     posemb = arrays["pos_embed"].copy()

@@ -270,26 +270,3 @@ def test_remat_mixed_precision_with_dropout_tiny():
         history = model.fit(x, np.zeros((2, 3, 8), "float32"), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert all(w.dtype == "float32" for w in model.weights if w.trainable)
-
-
-@pytest.mark.skipif(
-    keras.backend.backend() != "torch", reason="tests the PyTorch-only kernels adapter"
-)
-@pytest.mark.parametrize("options", [{}, dict(qk_norm=True, activation="quick_gelu")])
-def test_torch_kernels_match_keras_ops_path(monkeypatch, options):
-    """On PyTorch the fused kernels give the keras.ops path's outputs and gradients."""
-    from keras_vit.layers import transformer_block
-
-    x = _tokens()
-    model = _block_model(False, drop_path_rate=0.0, **options)
-    rng = np.random.default_rng(1)
-    model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.weights])
-    monkeypatch.setattr(transformer_block, "_TORCH_KERNELS", True)
-    fused = to_numpy(model(x)), _loss_and_grads(model, x)
-    monkeypatch.setattr(transformer_block, "_TORCH_KERNELS", False)
-    reference = to_numpy(model(x)), _loss_and_grads(model, x)
-    np.testing.assert_allclose(fused[0], reference[0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(fused[1][0], reference[1][0], rtol=1e-5)
-    for g_fused, g_ref in zip(fused[1][1], reference[1][1], strict=True):
-        assert np.abs(g_ref).max() > 0
-        np.testing.assert_allclose(g_fused, g_ref, rtol=1e-4, atol=1e-5)

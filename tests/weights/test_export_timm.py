@@ -216,3 +216,24 @@ def test_what_timm_cannot_express_is_refused_before_writing(case, tmp_path):
     with pytest.raises(ValueError, match=re.escape(message)):
         export_timm(build(), path)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vit_small_r26_s32_224", "vit_base_r50_s16_224"])
+def test_full_resnet_stems_round_trip(name, tmp_path):
+    """timm's own R26 / R50 stems (full width, 32 px images, one tiny block) both ways."""
+    sizes = dict(img_size=32, depth=1, embed_dim=32, num_heads=2, num_classes=3)
+    reference = timm.create_model(name, pretrained=False, **sizes).eval()
+    reference = perturb(torch, reference, seed=11)
+    state = _state(reference)
+    ours = from_timm(name, state, image_size=32, num_layers=1, hidden_dim=32, num_heads=2,
+                     mlp_dim=128)  # fmt: skip
+    path = str(tmp_path / "hybrid.safetensors")
+    exported = export_timm(ours, path)
+    assert exported == (name, {**sizes, "mlp_ratio": 4.0})
+    written = safetensors_torch.load_file(path)
+    assert sorted(written) == sorted(state)
+    for key, value in state.items():
+        np.testing.assert_array_equal(written[key].numpy(), value, err_msg=key)
+    images = _images(32, seed=8)
+    _assert_close(_timm_run(_timm_from(exported, path), images), _run(ours, images))

@@ -1,0 +1,295 @@
+"""keras_vit/layers/_torch_kernels.py: the PyTorch fast path equals the portable keras.ops path.
+
+Every comparison runs the same layer or model (same variables) twice, once on each path
+(`portable_path(False)` / `portable_path()`), with the same random state, and compares outputs
+and gradients: within 1e-6 in float32 (relative to the largest output, or gradient), on every
+option of the block. On JAX and TensorFlow only the switch itself is tested (no fast path
+there).
+"""
+
+import json
+import os
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.layers import MultiHeadSelfAttention, TransformerBlock
+from keras_vit.layers import attention as attention_module
+from keras_vit.layers.attention import portable_path
+from tests.helpers import to_numpy
+
+torch_only = pytest.mark.skipif(
+    keras.backend.backend() != "torch", reason="the fast path is PyTorch's"
+)
+
+TOL = 1e-6  # float32, relative to the largest magnitude of the compared array
+
+
+def _close(a, b, tol=TOL, scale=None):
+    """`a` equals `b` within `tol` times `scale` (default: the largest magnitude in `b`)."""
+    a, b = np.asarray(a, "float64"), np.asarray(b, "float64")
+    scale = max(np.abs(b).max() if scale is None else scale, 1e-30)
+    np.testing.assert_allclose(a / scale, b / scale, rtol=0, atol=tol)
+
+
+def _model(num_blocks=2, width=16, heads=2, mlp=24, tokens=5, **options):
+    inputs = keras.Input((tokens, width), name="tokens")
+    x = inputs
+    for i in range(num_blocks):
+        x = TransformerBlock(heads, mlp, name=f"block_{i}", **options)(x)
+    return keras.Model(inputs, x, name="blocks")
+
+
+def _randomize(model, seed=0):
+    rng = np.random.default_rng(seed)
+    for w in model.trainable_weights:
+        w.assign(rng.normal(0, 0.3, tuple(w.shape)).astype(w.dtype))
+
+
+def _random_state(model):
+    """What the next random draws depend on: torch's generator and the seed generators."""
+    import torch
+
+    return torch.get_rng_state(), [to_numpy(v) for v in model.non_trainable_variables]
+
+
+def _set_random_state(model, state):
+    import torch
+
+    torch.set_rng_state(state[0])
+    for variable, value in zip(model.non_trainable_variables, state[1], strict=True):
+        variable.assign(value)
+
+
+def _run(model, x, training, **call_kwargs):
+    """Outputs and gradients (of sum(out * r)) w.r.t. the trainable weights and the input."""
+    import torch
+
+    for variable in model.trainable_variables:  # LoRA's are not the module's parameters
+        variable.value.grad = None
+    xt = torch.tensor(x, requires_grad=True)
+    out = model(xt, training=training, **call_kwargs)
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    weights = torch.from_numpy(np.random.default_rng(7).normal(size=tuple(first.shape)))
+    (first * weights.to(first.dtype)).float().sum().backward()
+    grads = [to_numpy(w.value.grad) for w in model.trainable_variables if w.value.grad is not None]
+    outputs = [to_numpy(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
+    return outputs, grads + [to_numpy(xt.grad)]
+
+
+def _both_paths(model, x, training=False, **call_kwargs):
+    state = _random_state(model)
+    with portable_path(False):
+        fast = _run(model, x, training, **call_kwargs)
+    _set_random_state(model, state)
+    with portable_path():
+        portable = _run(model, x, training, **call_kwargs)
+    return fast, portable
+
+
+def _assert_same(fast, portable, tol=TOL):
+    """Outputs within `tol` of their largest value, gradients of the largest gradient.
+
+    The gradients' common scale: some are zero in exact arithmetic (a key bias shifts every
+    attention logit of a query alike), and their float32 values are rounding noise.
+    """
+    for a, b in zip(fast[0], portable[0], strict=True):
+        _close(a, b, tol)
+    assert len(fast[1]) == len(portable[1]) > 0
+    scale = max(np.abs(g).max() for g in portable[1])
+    for a, b in zip(fast[1], portable[1], strict=True):
+        _close(a, b, tol, scale)
+
+
+def _tokens(batch=2, tokens=5, width=16, seed=1):
+    return np.random.default_rng(seed).normal(size=(batch, tokens, width)).astype("float32")
+
+
+OPTIONS = {
+    "default": {},
+    "qk_norm": dict(qk_norm=True),
+    "layer_scale": dict(layer_scale_init_value=0.5),
+    "exact_gelu": dict(approximate_gelu=False),
+    "quick_gelu": dict(activation="quick_gelu"),
+    "epsilon": dict(layer_norm_epsilon=1e-5),
+    "remat": dict(remat=True),
+    "zero_rates": dict(dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0),
+    "all": dict(qk_norm=True, layer_scale_init_value=0.1, remat=True, activation="quick_gelu"),
+}
+
+
+@torch_only
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_block_fast_path_equals_portable(name, training):
+    model = _model(**OPTIONS[name])
+    _randomize(model)
+    _assert_same(*_both_paths(model, _tokens(), training=training))
+
+
+@torch_only
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(dropout_rate=0.3),
+        dict(drop_path_rate=0.4),
+        dict(attention_dropout_rate=0.3),  # the attention takes its own (portable) call
+        dict(dropout_rate=0.2, drop_path_rate=0.3, attention_dropout_rate=0.2, remat=True),
+    ],
+)
+def test_dropout_and_drop_path_draw_the_same_masks(options):
+    """Training with dropout: the same draws in the same order, so the same outputs."""
+    model = _model(**options)
+    _randomize(model)
+    fast, portable = _both_paths(model, _tokens(batch=4), training=True)
+    _assert_same(fast, portable)
+    # The masks were active: outputs differ from the same model in inference.
+    with portable_path():
+        inference = _run(model, _tokens(batch=4), False)
+    assert np.abs(fast[0][0] - inference[0][0]).max() > 1e-3
+
+
+@torch_only
+def test_fast_path_taken_and_left(monkeypatch):
+    """Taken by a block's call; not for attention scores, where the attention layer computes."""
+    from keras_vit.layers import _torch_kernels
+
+    calls = []
+    original = _torch_kernels.transformer_block
+
+    def counting(block, inputs, training):
+        calls.append(block.name)
+        return original(block, inputs, training)
+
+    monkeypatch.setattr(_torch_kernels, "transformer_block", counting)
+    block = TransformerBlock(2, 24)
+    x = _tokens()
+    with portable_path(False):
+        plain = to_numpy(block(x))
+        assert calls == [block.name]
+        out, scores = block(x, return_attention_scores=True)
+        assert calls == [block.name]
+    with portable_path():
+        block(x)
+    assert calls == [block.name]
+    _close(to_numpy(out), plain)
+    assert tuple(scores.shape) == (2, 2, 5, 5)
+
+
+@torch_only
+def test_attention_scores_equal_fast_path_outputs():
+    block = TransformerBlock(2, 24, qk_norm=True, layer_scale_init_value=0.3)
+    x = _tokens()
+    block.build(x.shape)
+    _randomize(block)
+    with portable_path(False):
+        fast = to_numpy(block(x))
+        with_scores = [to_numpy(t) for t in block(x, return_attention_scores=True)]
+    with portable_path():
+        reference = [to_numpy(t) for t in block(x, return_attention_scores=True)]
+    _close(fast, reference[0])
+    _close(with_scores[0], reference[0])
+    _close(with_scores[1], reference[1])
+
+
+@torch_only
+@pytest.mark.parametrize("qk_norm", [False, True])
+@pytest.mark.parametrize("training", [False, True])
+def test_attention_layer_fast_path_equals_portable(qk_norm, training):
+    inputs = keras.Input((5, 16))
+    model = keras.Model(inputs, MultiHeadSelfAttention(4, qk_norm=qk_norm)(inputs))
+    _randomize(model)
+    _assert_same(*_both_paths(model, _tokens(), training=training))
+
+
+@torch_only
+@pytest.mark.parametrize("targets", [("query", "value"), ("mlp_dense_1",), ("all",)])
+def test_lora_layers_take_their_own_call(targets):
+    """LoRA-enabled dense layers run their Keras call inside the fast path: same function."""
+    model = _model()
+    _randomize(model)
+    for block in model.layers[1:]:
+        a = block.attention
+        layers = {"query": a.query_dense, "key": a.key_dense, "value": a.value_dense,
+                  "out": a.output_dense, "mlp_dense_1": block.mlp_dense_1,
+                  "mlp_dense_2": block.mlp_dense_2}
+        chosen = layers.values() if targets == ("all",) else [layers[t] for t in targets]
+        for layer in chosen:
+            layer.enable_lora(2)
+            layer.lora_kernel_b.assign(np.full(tuple(layer.lora_kernel_b.shape), 0.1, "float32"))
+    for training in (False, True):
+        _assert_same(*_both_paths(model, _tokens(), training=training))
+
+
+@torch_only
+def test_int8_quantized_layers_take_their_own_call():
+    model = _model()
+    _randomize(model)
+    model.quantize("int8")
+    x = _tokens()
+    with portable_path(False):
+        fast = to_numpy(model(x))
+    with portable_path():
+        portable = to_numpy(model(x))
+    _close(fast, portable)
+
+
+@torch_only
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision(policy):
+    """Same casts as the portable path (LayerNorm in float32, the rest in the compute dtype)."""
+    keras.config.set_dtype_policy(policy)
+    model = _model(qk_norm=True, layer_scale_init_value=0.5)
+    _randomize(model)
+    fast, portable = _both_paths(model, _tokens(), training=True)
+    assert fast[0][0].dtype == portable[0][0].dtype == keras.config.dtype_policy().compute_dtype
+    # One product-and-add (addmm) against a product then an add, each rounded to 8 or 11 bits.
+    _assert_same(fast, portable, tol=3e-2 if policy == "mixed_bfloat16" else 4e-3)
+
+
+@torch_only
+def test_map_head_model():
+    """A whole ViT with a MAP head and every block option, fast against portable."""
+    import keras_vit
+
+    model = keras_vit.ViT(
+        "mu/8", image_size=16, num_classes=3, pooling="map", qk_norm=True,
+        layer_scale_init_value=0.1,
+    )
+    _randomize(model)
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    for training in (False, True):
+        _assert_same(*_both_paths(model, x, training=training))
+
+
+def test_switch_restores_and_is_off_elsewhere():
+    before = attention_module.torch_fast_path()
+    with portable_path():
+        assert not attention_module.torch_fast_path()
+        with portable_path(False):
+            assert attention_module.torch_fast_path() == (keras.backend.backend() == "torch")
+        assert not attention_module.torch_fast_path()
+    assert attention_module.torch_fast_path() == before
+    if keras.backend.backend() != "torch":
+        assert not before
+
+
+def test_saved_file_does_not_depend_on_the_path(tmp_path):
+    """The fast path adds no variable or config: the same `.keras` contents either way."""
+    contents = []
+    for portable in (False, True):
+        keras.utils.set_random_seed(3)
+        with portable_path(portable):
+            model = _model(qk_norm=True, layer_scale_init_value=0.5)
+            model(_tokens())
+            path = os.path.join(tmp_path, f"model_{portable}.keras")
+            model.save(path)
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+        contents.append((config, [w.path for w in model.weights], model.get_weights()))
+    assert contents[0][0] == contents[1][0]
+    assert contents[0][1] == contents[1][1]
+    for a, b in zip(contents[0][2], contents[1][2], strict=True):
+        np.testing.assert_array_equal(a, b)
