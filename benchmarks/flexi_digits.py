@@ -3,9 +3,11 @@ FlexiViT paper's Figure 3 in small).
 
 For each seed:
 1. trains one ViT per patch size in `--patch-sizes` (fixed patch, the usual training);
-2. trains one `keras_vit.FlexiViT` on the same data, same epochs and batch, drawing a patch size
-   from `--patch-sizes` at every step (base kernel `--base-patch`, base position-embedding grid
-   `image-size / base-patch`);
+2. trains one `keras_vit.FlexiViT` per value of `--flexi-epochs` (default: the same epochs as
+   the fixed models) on the same data and batch, drawing a patch size from `--patch-sizes` at
+   every step (base kernel `--base-patch`, base position-embedding grid
+   `image-size / base-patch`); with epochs x 3 it sees each of 3 sizes as often as a fixed model
+   sees its one;
 3. evaluates every model at every patch size on the held-out split: each model is turned into a
    plain ViT at that size with `keras_vit.with_patch_size` (bilinear PI-resize of the kernel,
    antialiased bicubic position embedding), so a fixed model away from its own size is "PI-resized
@@ -18,9 +20,9 @@ MLP 64, 2 heads, GAP pooling (the "mu" size); AdamW (1e-3, weight decay 0.05), b
 +-2 px, drawn anew per epoch). Every run of a seed starts from `keras.utils.set_random_seed(seed)`.
 
 Prints a Markdown table (mean and standard deviation over the seeds, and each seed) and writes
-the numbers as JSON with `--out`. Command (JAX, about 15 minutes on 2 shared CPU cores):
+the numbers as JSON with `--out`. Command (JAX, about 25 minutes on 2 shared CPU cores):
 
-    KERAS_BACKEND=jax python benchmarks/flexi_digits.py --seeds 0,1,2 \
+    KERAS_BACKEND=jax python benchmarks/flexi_digits.py --seeds 0,1,2 --flexi-epochs 20,60 \
         --out benchmarks/results/flexi_digits.json
 """
 
@@ -100,8 +102,9 @@ def run_seed(seed, args):
     keras.utils.set_random_seed(seed)
     train_data, test_data = digits(args.image_size, seed)
     results, seconds = {}, {}
-    runs = [(f"fixed {p}", p) for p in args.patch_sizes] + [("FlexiViT", None)]
-    for name, patch in runs:
+    runs = [(f"fixed {p}", p, args.epochs) for p in args.patch_sizes]
+    runs += [(f"FlexiViT, {e} epochs", None, e) for e in args.flexi_epochs]
+    for name, patch, epochs in runs:
         keras.utils.set_random_seed(seed)
         backbone = keras_vit.ViT(
             "mu/4",
@@ -113,7 +116,7 @@ def run_seed(seed, args):
         model = backbone
         if patch is None:
             model = keras_vit.FlexiViT(backbone, args.patch_sizes, seed=seed)
-        seconds[name] = train(model, train_data, args.epochs, args.batch_size, seed)
+        seconds[name] = train(model, train_data, epochs, args.batch_size, seed)
         results[name] = {
             str(p): accuracy(keras_vit.with_patch_size(model, p), test_data)
             for p in args.patch_sizes
@@ -145,6 +148,12 @@ def build_parser():
     parser.add_argument("--base-patch", type=int, default=8, help="FlexiViT's base kernel")
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument(
+        "--flexi-epochs",
+        default=None,
+        help="comma list: one FlexiViT run per value (default: --epochs; epochs x the number "
+        "of patch sizes gives each size as many steps as its fixed model)",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--out", default=None, help="JSON file for the numbers")
     return parser
@@ -154,6 +163,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     seeds = parse_ints(args.seeds, "--seeds", minimum=0)
     args.patch_sizes = parse_ints(args.patch_sizes, "--patch-sizes")
+    args.flexi_epochs = parse_ints(args.flexi_epochs or str(args.epochs), "--flexi-epochs")
     for p in [*args.patch_sizes, args.base_patch]:
         if args.image_size % p:
             raise ValueError(

@@ -42,7 +42,7 @@ def test_tiny_run_writes_every_model_at_every_patch_size(bench, tmp_path):
     record = json.loads(out.read_text())
     assert record["seeds"] == [0]
     (accuracy,) = record["accuracy"]
-    assert sorted(accuracy) == ["FlexiViT", "fixed 4", "fixed 8"]
+    assert sorted(accuracy) == ["FlexiViT, 1 epochs", "fixed 4", "fixed 8"]
     for per_size in accuracy.values():
         assert sorted(per_size) == ["4", "8"]
         assert all(0.0 <= v <= 1.0 for v in per_size.values())
