@@ -79,13 +79,16 @@ COMMANDS = {
         F.mpp_flags,
     ),
     "convert": Command(
-        "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model",
+        "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model, "
+        "or a .keras model back to timm or Hugging Face",
         (F.convert_flags,),
         C.run_convert,
         description="keras-vit convert CHECKPOINT.npz OUT.keras --model B/16; keras-vit convert "
         "--from timm NAME CHECKPOINT OUT.keras; keras-vit convert --from huggingface FOLDER "
         "OUT.keras. Options left out are read from the checkpoint (image size, classes, "
-        "pre_logits, pooling).",
+        "pre_logits, pooling). Back to PyTorch: keras-vit convert MODEL.keras OUT.safetensors "
+        "--to timm (prints the timm.create_model call); keras-vit convert MODEL.keras FOLDER "
+        "--to huggingface.",
     ),
     "weights": Command(
         "list the named pretrained weights, or fetch one into the Keras cache",

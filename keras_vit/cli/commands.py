@@ -9,6 +9,7 @@ The table of commands is `keras_vit.cli.app.COMMANDS`.
 import importlib.util
 import os
 
+from keras_vit.cli import convert_to
 from keras_vit.cli import flags as F
 from keras_vit.cli.extras import require
 
@@ -143,6 +144,9 @@ def _convert_arguments(args):
 def run_convert(args):
     from keras_vit.weights import convert
 
+    if args.target is not None:
+        return convert_to.run_convert_to(args)
+    args.source = args.source or "npz"
     paths = _convert_arguments(args)
     _show_loader_log()
     common = dict(

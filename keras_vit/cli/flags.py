@@ -4,6 +4,7 @@ commands share, and each command's own. A flag left out stays None: the recipe's
 `keras_vit.runner.flag_names.flag_name` (the one mapping).
 """
 
+from keras_vit.cli.convert_to import add_target_flag
 from keras_vit.cli.types import (
     augment_list,
     float_pair,
@@ -309,9 +310,9 @@ def convert_flags(parser):
         "--from",
         dest="source",
         choices=tuple(CONVERT_SOURCES),
-        default="npz",
         help="what the checkpoint is: npz (official, default), timm, huggingface",
     )
+    add_target_flag(parser)
     parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
     parser.add_argument(
         "--image-size",
