@@ -1,6 +1,6 @@
 """CPU cost of the recipes' training input pipeline (`tf.data`), per image (issue 17).
 
-Builds `keras_vit.training.data.train_pipeline` as the recipes do (random resized crop, flip,
+Builds `keras_vit.data.train_pipeline` as the recipes do (random resized crop, flip,
 scaling to [-1, 1], one-hot labels, batching, prefetch) on a dataset spec, skips one warm-up
 epoch, reads `--epochs` more and prints the wall-clock images/s and the process's CPU time per
 image (every tf.data thread counted). CPU-ms per image is the figure that transfers to another
@@ -17,7 +17,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_vit.training import data  # noqa: E402
+from keras_vit import data  # noqa: E402
 
 
 def measure(args, index_shuffle):

@@ -8,7 +8,7 @@ Workloads (224 px, 1,000 classes, random data unless set otherwise):
   (Keras: `model.train_on_batch`, what `model.fit` runs; PyTorch peers: forward, loss,
   backward, step);
 - `fit` (Keras libraries only): `model.fit` end to end through the fine-tuning recipe
-  (`keras_vit.recipes.finetune`, the paper preset: SGD momentum, clipping, cosine schedule) on
+  (`keras_vit.runner.finetune`, the paper preset: SGD momentum, clipping, cosine schedule) on
   `--dataset synthetic` images (random, made in the `tf.data` graph: crop, flip, batching,
   prefetch as for any dataset), against the bare `train_on_batch` step of the same compiled
   model on a batch already on the device, in the same process. Without TensorFlow (no
@@ -261,7 +261,9 @@ def _run_fit(lib, spec, args):
     """`model.fit` through the fine-tuning recipe on synthetic data, then the bare step."""
     import keras
 
-    from keras_vit.recipes import common, finetune
+    from keras_vit.runner import finetune
+    from keras_vit.runner.callbacks import ThroughputLogger
+    from keras_vit.runner.compile import compile_model
 
     fit_input = args.fit_input
     if fit_input == "auto":
@@ -306,8 +308,8 @@ def _run_fit(lib, spec, args):
         y = np.eye(args.num_classes, dtype="float32")[np.arange(images) % args.num_classes]
         model, _ = finetune.build_model(args.num_classes, config)
         total = epochs * steps
-        common.compile_model(model, config, total, 0)
-        logger = common.ThroughputLogger(args.batch, steps)
+        compile_model(model, config, total, 0)
+        logger = ThroughputLogger(args.batch, steps)
         logger.async_safe = True
         model.fit(x, y, batch_size=args.batch, epochs=epochs, steps_per_epoch=steps,
                   callbacks=[logger], verbose=0)

@@ -1,7 +1,7 @@
 """What keras-cv augmentations cost in the recipes' `tf.data` pipeline, per layer, on this backend.
 
 For each `--augment` entry (a keras-cv layer by name, or a Keras one for comparison) builds the
-recipes' training pipeline on digits (`keras_vit.training.data.train_pipeline`: random resized
+recipes' training pipeline on digits (`keras_vit.data.train_pipeline`: random resized
 crop, then the augmentation, then the scaling to [-1, 1]) at `--image-size` and `--batch-size`,
 reads `--warmup` batches, then times `--batches` batches, and prints images per second and the
 ratio to the same pipeline without augmentation, measured in the same process (repeats

@@ -1,6 +1,6 @@
 """LiteRT export of the quickstart digits model: accuracy, size and CPU latency per mode.
 
-1. trains the quickstart model (`keras_vit.quickstart.run`: 16 px gray digits, 4x4 patches,
+1. trains the quickstart model (`keras_vit.runner.quickstart.train`: 16 px gray digits, 4x4 patches,
    4 layers, width 64; about a minute with JAX on 2 cores), or loads `--model PATH`;
 2. exports it with `keras_vit.export_litert` four times: float32, `float16`, `dynamic_int8` and
    `int8` (full integer, calibrated on `--calibration-samples` shuffled *training* digits);
@@ -32,8 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 
 import keras_vit  # noqa: E402
-from keras_vit import quickstart  # noqa: E402
-from keras_vit.training import data  # noqa: E402
+from keras_vit import data  # noqa: E402
+from keras_vit.runner import quickstart  # noqa: E402
 
 MODES = (None, "float16", "dynamic_int8", "int8")
 
@@ -73,7 +73,7 @@ def main(argv=None):
         model_path = args.model
         train_seconds = None
     else:
-        result = quickstart.run(
+        result = quickstart.train(
             os.path.join(args.out, "quickstart"), verbose=0, overwrite=True
         )
         model_path, train_seconds = result["model_path"], result["seconds"]

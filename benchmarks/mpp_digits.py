@@ -6,7 +6,7 @@ The paper's Sec. 4.6 / Appendix B.1.2 experiment, small enough for a CPU. For ea
      training images; a stratified `--val-fraction` (30%: 38 images) of it is held out as the
      validation split;
   2. pre-training, once per seed and arm (nothing shared between seeds):
-     - `mpp-<target>`: masked patch prediction (`keras_vit.mpp`, 50% corruption, 80/10/10) on
+     - `mpp-<target>`: masked patch prediction (`keras_vit.models.mpp`, 50% corruption, 80/10/10) on
        all 1,257 training images, labels unused, for each of `--targets` (`color`: 3-bit mean
        colour; `downsampled`: 4x4 cells x 3 bits; `pixels`: L2 on the patch pixels);
      - `supervised` (with `--supervised`): a classifier trained on the labels of the *other*
@@ -14,8 +14,8 @@ The paper's Sec. 4.6 / Appendix B.1.2 experiment, small enough for a CPU. For ea
        supervised pre-training on a bigger labelled set);
      - `scratch`: none (random initialisation);
   3. fine-tuning, the same for every arm: a fresh classifier gets the pre-trained encoder
-     (`keras_vit.mpp.extract_encoder` + the fine-tuning recipe's `transfer_weights`, the path
-     `keras-vit finetune --init` takes) and a zero head, then trains on the labelled images
+     (`keras_vit.models.mpp.extract_encoder` + the fine-tuning recipe's `transfer_weights`, the
+     path `keras-vit finetune --init` takes) and a zero head, then trains on the labelled images
      outside the validation split with Adam (10% warm-up, cosine decay to 0), once for every
      learning rate of `--finetune-lrs` and length of `--finetune-steps`;
   4. selection on the validation split only: the (learning rate, length) whose run ends with
@@ -66,9 +66,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
 
-from keras_vit import mpp  # noqa: E402
+from keras_vit.layers.patch_targets import TARGETS  # noqa: E402
+from keras_vit.models import mpp  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
-from keras_vit.recipes.finetune import transfer_weights  # noqa: E402
+from keras_vit.runner.finetune import transfer_weights  # noqa: E402
 from keras_vit.training.fewshot import fewshot_accuracy  # noqa: E402
 from keras_vit.training.schedules import WarmupDecay  # noqa: E402
 
@@ -181,14 +182,14 @@ def parse_seeds(text):
 
 
 def parse_targets(text):
-    """`"color"`, `"color,pixels"` or `"all"` -> a tuple of `keras_vit.mpp.TARGETS` names."""
+    """`"color"`, `"color,pixels"` or `"all"` -> a tuple of `TARGETS` names (the MPP targets)."""
     if str(text).strip() == "all":
-        return mpp.TARGETS
+        return TARGETS
     targets = tuple(t.strip() for t in str(text).split(",") if t.strip())
-    unknown = [t for t in targets if t not in mpp.TARGETS]
+    unknown = [t for t in targets if t not in TARGETS]
     if unknown or not targets:
         raise ValueError(
-            f"--targets expects 'all' or names from {mpp.TARGETS}. Received: {text!r}"
+            f"--targets expects 'all' or names from {TARGETS}. Received: {text!r}"
         )
     return targets
 
@@ -441,7 +442,7 @@ def build_parser():
     parser.add_argument("--seeds", default="0-4", help="Ints and ranges: 0,1,2 or 0-9.")
     parser.add_argument(
         "--targets", "--target", dest="targets", default="color",
-        help=f"MPP targets, comma-separated from {mpp.TARGETS}, or 'all'. Defaults to color.",
+        help=f"MPP targets, comma-separated from {TARGETS}, or 'all'. Defaults to color.",
     )
     parser.add_argument(
         "--supervised", action="store_true",

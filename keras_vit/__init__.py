@@ -1,7 +1,7 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX
 and PyTorch."""
 
-from keras_vit import inspect, layers, mpp, training
+from keras_vit import inspection, layers, training
 from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
 from keras_vit.layers import (
     DropPath,
@@ -108,7 +108,7 @@ __all__ = [
     "from_timm",
     "get_weights_file",
     "imagenet_classes",
-    "inspect",
+    "inspection",
     "layers",
     "list_weights",
     "load_lora_weights",
@@ -116,7 +116,6 @@ __all__ = [
     "load_npz",
     "lora_config",
     "merge_lora",
-    "mpp",
     "parse_variant",
     "preprocess_input",
     "quantize",

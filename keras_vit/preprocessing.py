@@ -9,6 +9,16 @@ from keras import ops
 DISPLAY_MAX_SIDE = 512
 
 
+def scale_pixels(images):
+    """`x / 127.5 - 1`: values in [0, 255] to [-1, 1], in the arithmetic of `images` itself.
+
+    The one definition of the input scaling: `preprocess_input` (backend tensors), `load_image`
+    and LiteRT calibration (NumPy), and the `tf.data` pipelines (`tf.Tensor`s inside the graph, on
+    every Keras backend) all call it. Expects a float array; see `preprocess_input` for checks.
+    """
+    return images / 127.5 - 1.0
+
+
 def preprocess_input(images):
     """Maps images with values in [0, 255] to [-1, 1] (`x / 127.5 - 1`), as official models expect.
 
@@ -38,7 +48,7 @@ def preprocess_input(images):
             f"an integer or a float dtype). Received: dtype={name}. Decode image files first "
             "(e.g. keras_vit.preprocessing.load_image) and pass their pixel arrays."
         )
-    return ops.cast(images, "float32") / 127.5 - 1.0
+    return scale_pixels(ops.cast(images, "float32"))
 
 
 def load_image(path, size, channels=3):
@@ -98,5 +108,5 @@ def load_image(path, size, channels=3):
         (max(1, round(image.size[0] * scale)), max(1, round(image.size[1] * scale))),
         Image.BILINEAR,
     )
-    model_input = model_input.reshape(1, height, width, channels) / 127.5 - 1.0
+    model_input = scale_pixels(model_input.reshape(1, height, width, channels))
     return model_input, np.asarray(display)

@@ -4,7 +4,7 @@
 Trains a small ViT on scikit-learn's 8x8 handwritten digits (upsampled to
 32 px, one channel, patch 4: an 8 x 8 grid of 64 patches; 4 layers, width 64,
 4 heads) for a few epochs, or loads a saved model with `--model`, then draws
-with `keras_vit.inspect`:
+with `keras_vit.inspection`:
 
 - `inspect_attention_overlay.png`: attention rollout on scikit-image's
   `chelsea()` photo (converted to the model's channels) and on test digits;
@@ -107,7 +107,7 @@ def main(argv=None):
     parser.add_argument("--save-model", help="Also save the trained model to this .keras path.")
     args = parser.parse_args(argv)
 
-    from keras_vit import inspect as vi
+    from keras_vit import inspection as vi
     from keras_vit.cli.commands import load_model
 
     start = time.time()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from keras_vit.cli import commands as C
 from keras_vit.cli import flags as F
+from keras_vit.cli.extras import MissingExtraError, require
 
 PROG = "keras-vit"
 
@@ -28,7 +29,7 @@ USER_ERRORS = (
     PermissionError,
     NotADirectoryError,
     IsADirectoryError,
-    C.MissingExtraError,
+    MissingExtraError,
 )
 
 TRAINING = (F.run_flags, F.data_flags, F.model_flags, F.training_flags, F.cluster_flags)
@@ -47,14 +48,14 @@ class Command:
 
 
 def _training_command(help_text, *extra_flags):
-    """A recipe command that trains through `keras_vit.recipes.common.run_training`."""
+    """A recipe command that trains through `keras_vit.runner.run.run_training`."""
     return Command(help_text, (*TRAINING, *extra_flags), C.run_training, needs=TRAINING_NEEDS)
 
 
 COMMANDS = {
     "quickstart": Command(
         "train a small ViT from scratch on scikit-learn's digits (offline) and save it",
-        (C.quickstart_flags,),
+        (F.quickstart_flags,),
         C.run_quickstart,
         needs=("sklearn",),
     ),
@@ -64,38 +65,41 @@ COMMANDS = {
     "finetune": _training_command(
         "fine-tuning (paper Sec. 4.1, Table 4): SGD, cosine, clip 1, zero head, resampled "
         "position embedding",
-        C.finetune_flags,
+        F.finetune_flags,
     ),
     "fewshot": Command(
         "few-shot linear evaluation (closed-form ridge on frozen features, paper Sec. 4.1)",
-        (F.run_flags, F.data_flags, C.fewshot_flags),
+        (F.run_flags, F.data_flags, F.fewshot_flags),
         C.run_fewshot,
         needs=("tensorflow",),
     ),
     "pretrain-mpp": _training_command(
         "self-supervised masked patch prediction (paper Sec. 4.6, App. B.1.2); saves "
         "encoder.keras for `keras-vit finetune --init`",
-        C.mpp_flags,
+        F.mpp_flags,
     ),
     "convert": Command(
-        "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model",
-        (C.convert_flags,),
+        "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model, "
+        "or a .keras model back to timm or Hugging Face",
+        (F.convert_flags,),
         C.run_convert,
         description="keras-vit convert CHECKPOINT.npz OUT.keras --model B/16; keras-vit convert "
         "--from timm NAME CHECKPOINT OUT.keras; keras-vit convert --from huggingface FOLDER "
         "OUT.keras. Options left out are read from the checkpoint (image size, classes, "
-        "pre_logits, pooling).",
+        "pre_logits, pooling). Back to PyTorch: keras-vit convert MODEL.keras OUT.safetensors "
+        "--to timm (prints the timm.create_model call); keras-vit convert MODEL.keras FOLDER "
+        "--to huggingface.",
     ),
     "weights": Command(
         "list the named pretrained weights, or fetch one into the Keras cache",
-        (C.weights_flags,),
+        (F.weights_flags,),
         C.run_weights,
         description="--fetch downloads (or verifies a cached) file and prints its path: run it "
         "with network access, then copy $KERAS_HOME/keras_vit/ to an offline machine.",
     ),
     "export": Command(
         "export a .keras model as a TF Serving SavedModel, ONNX or LiteRT (.tflite) file",
-        (C.export_flags,),
+        (F.export_flags,),
         C.run_export,
         needs=("tensorflow",),
         description="saved_model writes OUT[/VERSION] with the signatures serving_default "
@@ -107,7 +111,7 @@ COMMANDS = {
     "inspect": Command(
         "draw attention rollout, attention distance, position-embedding similarity and "
         "embedding filters of a saved model (paper Fig. 6-7)",
-        (C.inspect_flags,),
+        (F.inspect_flags,),
         C.run_inspect,
         needs=("matplotlib", "PIL"),
         description="Writes four PNGs and prints their paths, one per line.",
@@ -211,7 +215,7 @@ def main(argv=None):
     prog = f"{PROG} {args.command}"
     command = COMMANDS[args.command]
     try:
-        C.require(*command.needs)
+        require(*command.needs)
         return command.run(args) or 0
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted.", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""What each `keras-vit` command does: its own flags and its run function.
+"""What each `keras-vit` command does: its run function (its flags are in `keras_vit.cli.flags`).
 
 A run function takes the parsed arguments, does the work (importing what it
 needs only then) and returns an exit code. Errors are raised, never printed
@@ -9,41 +9,9 @@ The table of commands is `keras_vit.cli.app.COMMANDS`.
 import importlib.util
 import os
 
+from keras_vit.cli import convert_to
 from keras_vit.cli import flags as F
-
-# Optional modules the commands import, and the extra that installs each.
-EXTRAS = {
-    "tensorflow": "recipes",
-    "tensorflow_datasets": "recipes",
-    "tensorboard": "recipes",
-    "sklearn": "recipes",
-    "matplotlib": "recipes",
-    "PIL": "recipes",
-    "tf2onnx": "onnx",
-    "onnx": "onnx",
-    "keras_cv": "cv",
-}
-PIP_NAMES = {
-    "sklearn": "scikit-learn",
-    "PIL": "pillow",
-    "tensorflow_datasets": "tensorflow-datasets",
-    "keras_cv": "keras-cv",
-}
-
-
-class MissingExtraError(RuntimeError):
-    """An optional dependency a command needs is not installed (a usage error: exit 2)."""
-
-
-def require(*modules):
-    """Raises `MissingExtraError` naming the extra to install when a module is missing."""
-    for module in modules:
-        if importlib.util.find_spec(module) is None:
-            extra = EXTRAS.get(module, "all")
-            raise MissingExtraError(
-                f"this command needs {PIP_NAMES.get(module, module)}, which is not installed in "
-                f"this Python environment. Install it with: pip install \"keras-vit[{extra}]\""
-            )
+from keras_vit.cli.extras import require
 
 
 def load_model(path):
@@ -66,14 +34,14 @@ def _dataset_modules(dataset):
 def _recipe_config(name, args):
     from keras_vit.cli.config import config_from_args
 
-    module = importlib.import_module(f"keras_vit.recipes.{name.replace('-', '_')}")
+    module = importlib.import_module(f"keras_vit.runner.{name.replace('-', '_')}")
     config = config_from_args(module, name, args)
     if getattr(args, "print_config", False):
         import json
 
-        from keras_vit.recipes.common import _jsonable
+        from keras_vit.runner.config import jsonable
 
-        print(json.dumps(_jsonable(config), indent=2))
+        print(json.dumps(jsonable(config), indent=2))
         return module, None
     require(*_dataset_modules(config.get("dataset")), *_augment_modules(config.get("augment")))
     return module, config
@@ -102,7 +70,7 @@ def run_fewshot(args):
     pretrain_config = None
     if not config["model_path"]:
         require("tensorboard", "sklearn")  # the default pretrain run comes first
-        from keras_vit.recipes import pretrain
+        from keras_vit.runner import pretrain
 
         pretrain_config = pretrain.get_config(smoke=args.smoke)
         pretrain_config["seed"] = config["seed"]
@@ -115,164 +83,22 @@ def run_fewshot(args):
     return 0
 
 
-def fewshot_flags(parser):
-    group = parser.add_argument_group("few-shot")
-    group.add_argument(
-        "--model-path",
-        dest="model_path",
-        metavar="MODEL.keras",
-        help="trained model (default: run the pretrain recipe first)",
-    )
-    group.add_argument("--shots", type=F.positive_int_list, help="comma list, e.g. 1,5,10,25")
-    group.add_argument("--seeds", type=F.int_list, help="comma list of sampling seeds")
-
-
-def finetune_flags(parser):
-    group = parser.add_argument_group("initialisation")
-    group.add_argument(
-        "--init",
-        metavar="MODEL.keras",
-        help="one of our saved models to start from (resized to --image-size)",
-    )
-    group.add_argument("--weights", metavar="FILE.npz", help="official ViT .npz checkpoint")
-    group = parser.add_argument_group("LoRA (keras_vit.enable_lora)")
-    group.add_argument(
-        "--lora-rank",
-        type=F.positive_int,
-        metavar="N",
-        help="fine-tune rank-N LoRA adapters and the head only, the encoder frozen",
-    )
-    group.add_argument(
-        "--lora-targets",
-        type=F.str_list,
-        metavar="NAMES",
-        help="comma list of the blocks' layers to adapt, from query, key, value, "
-        "attention_output, mlp_dense_1, mlp_dense_2 (default query,value)",
-    )
-    group.add_argument(
-        "--lora-alpha",
-        type=F.positive_float,
-        metavar="ALPHA",
-        help="the adapters' scale is ALPHA / N (default N: scale 1)",
-    )
-
-
-def mpp_flags(parser):
-    group = parser.add_argument_group("masked patch prediction")
-    group.add_argument(
-        "--target",
-        choices=("color", "downsampled", "pixels"),
-        help="3-bit mean colour (default), 4x4 downsized patch, or L2 on pixels",
-    )
-    shares = (
-        ("corruption_rate", "share of patches corrupted per image (default 0.5)"),
-        ("mask_fraction", "share of corrupted patches given the mask embedding (default 0.8)"),
-        ("random_fraction", "share given another patch's embedding (default 0.1)"),
-    )
-    for dest, help_text in shares:
-        group.add_argument(F.flag_name(dest), dest=dest, type=F.fraction, help=help_text)
-
-
-# --- quickstart -------------------------------------------------------------------------------
-
-
-def quickstart_flags(parser):
-    from keras_vit.quickstart import DEFAULTS
-
-    parser.add_argument(
-        "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
-    )
-    parser.add_argument("--epochs", type=F.positive_int, default=DEFAULTS["epochs"])
-    parser.add_argument("--batch-size", type=F.positive_int, default=DEFAULTS["batch_size"])
-    parser.add_argument("--lr", type=F.positive_float, default=DEFAULTS["learning_rate"])
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
-    parser.add_argument("--overwrite", action="store_true", help=F.OVERWRITE_HELP)
-    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2, help="fit verbosity")
-
 
 def run_quickstart(args):
-    from keras_vit import quickstart
+    from keras_vit.runner import quickstart
 
     overrides = dict(
         epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed
     )
     if args.overwrite:
-        overrides["overwrite"] = True  # quickstart.run refuses settings it does not know
-    metrics = quickstart.run(out_dir=args.out, verbose=args.verbose, **overrides)
+        overrides["overwrite"] = True  # quickstart.train refuses settings it does not know
+    metrics = quickstart.train(out_dir=args.out, verbose=args.verbose, **overrides)
     print(
         f"backend={metrics['backend']} test_accuracy={metrics['test_accuracy']:.4f} "
         f"({metrics['test_examples']} held-out digits) time={metrics['seconds']:.1f}s "
         f"params={metrics['parameters']:,} saved={metrics['model_path']}"
     )
     return 0
-
-
-# --- convert, weights -------------------------------------------------------------------------
-
-
-# What `convert` reads, its positional arguments, and the flags only it takes.
-CONVERT_SOURCES = {
-    "npz": (
-        ("CHECKPOINT", "OUTPUT"),
-        ("model", "representation_size", "pooling", "source_grid", "no_strict"),
-    ),
-    "timm": (("NAME", "CHECKPOINT", "OUTPUT"), ()),
-    "huggingface": (("FOLDER", "OUTPUT"), ()),
-}
-_FLAG_NAMES = {"no_strict": "--no-strict", "source_grid": "--source-grid"}
-
-
-def convert_flags(parser):
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        metavar="ARG",
-        help="CHECKPOINT OUTPUT (an official .npz, e.g. ViT-B_16.npz); with --from timm: NAME "
-        "CHECKPOINT OUTPUT (a timm model name and its .safetensors/.pth); with --from "
-        "huggingface: FOLDER OUTPUT (a transformers save_pretrained folder). OUTPUT is the "
-        ".keras file to write",
-    )
-    parser.add_argument(
-        "--from",
-        dest="source",
-        choices=tuple(CONVERT_SOURCES),
-        default="npz",
-        help="what the checkpoint is: npz (official, default), timm, huggingface",
-    )
-    parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
-    parser.add_argument(
-        "--image-size",
-        type=F.image_size,
-        help="N or HxW; the position embedding is resampled to it (default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--num-classes",
-        type=F.positive_int,
-        help="classes of the head; another count than the checkpoint's gives a zero head "
-        "(default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--representation-size",
-        type=F.nonnegative_int,
-        help="pre_logits width; 0 drops pre_logits (default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--pooling",
-        choices=("token", "gap"),
-        help="default: token if the checkpoint has a class token, else gap",
-    )
-    parser.add_argument("--no-top", action="store_true", help="leave out the classifier head")
-    parser.add_argument(
-        "--source-grid",
-        type=F.image_size,
-        help="HxW patch grid of a non-square checkpoint position embedding",
-    )
-    parser.add_argument(
-        "--no-strict",
-        action="store_true",
-        help="load what matches instead of failing on missing, unexpected or mis-shaped arrays",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
 
 
 def _show_loader_log():
@@ -293,18 +119,18 @@ def _show_loader_log():
 
 def _convert_arguments(args):
     """The positional arguments of `convert` for its `--from`, checked (ValueError: exit 2)."""
-    names, own_flags = CONVERT_SOURCES[args.source]
+    names, own_flags = F.CONVERT_SOURCES[args.source]
     if len(args.paths) != len(names):
         raise ValueError(
             f"convert --from {args.source} expects {len(names)} arguments, "
             f"{' '.join(names)}; received {len(args.paths)}: {' '.join(args.paths)}"
         )
-    for source, (_, flags) in CONVERT_SOURCES.items():
+    for source, (_, flags) in F.CONVERT_SOURCES.items():
         for flag in flags:
             value = getattr(args, flag)
             if source != args.source and value is not None and value is not False:
                 raise ValueError(
-                    f"{_FLAG_NAMES.get(flag, '--' + flag.replace('_', '-'))} applies to "
+                    f"{F.flag_name(flag)} applies to "
                     f"--from {source} only; received it with --from {args.source}"
                 )
     if args.source == "npz" and not args.model:
@@ -318,6 +144,9 @@ def _convert_arguments(args):
 def run_convert(args):
     from keras_vit.weights import convert
 
+    if args.target is not None:
+        return convert_to.run_convert_to(args)
+    args.source = args.source or "npz"
     paths = _convert_arguments(args)
     _show_loader_log()
     common = dict(
@@ -352,15 +181,6 @@ def run_convert(args):
     )
     return 0
 
-
-def weights_flags(parser):
-    parser.add_argument("--model", help="variant code, e.g. B/16, R50+B/16")
-    parser.add_argument("--fetch", metavar="NAME", help="preset to download")
-    parser.add_argument(
-        "--base-url",
-        help="bucket mirror (https://, http:// or file://); default $KERAS_VIT_WEIGHTS_URL, "
-        "else the official bucket",
-    )
 
 
 def _format_table(rows):
@@ -406,79 +226,8 @@ def run_weights(args):
     return 0
 
 
-# --- export, inspect --------------------------------------------------------------------------
 
-
-EXPORT_FORMATS = ("saved_model", "onnx", "litert")
 _SUFFIX_FORMATS = {".tflite": "litert", ".onnx": "onnx"}
-QUANTIZE_CHOICES = ("none", "float16", "dynamic_int8", "int8")
-# Flags that only one format reads: (dest, flag, format).
-_FORMAT_FLAGS = (
-    ("version", "--version", "saved_model"),
-    ("top_k", "--top-k", "saved_model"),
-    ("class_names", "--class-names", "saved_model"),
-    ("quantize", "--quantize", "litert"),
-    ("representative_data", "--representative-data", "litert"),
-    ("representative_samples", "--representative-samples", "litert"),
-)
-
-
-def export_flags(parser):
-    parser.add_argument("model", metavar="MODEL.keras", help="a model saved with model.save()")
-    parser.add_argument(
-        "out",
-        metavar="OUT",
-        help="TF Serving model folder (saved_model), or the .onnx / .tflite file to write",
-    )
-    parser.add_argument(
-        "--format",
-        choices=EXPORT_FORMATS,
-        help="saved_model (TF Serving), onnx or litert (.tflite). Default: litert for an OUT "
-        "ending in .tflite, onnx for .onnx, else saved_model",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing export at OUT"
-    )
-    group = parser.add_argument_group("saved_model")
-    group.add_argument(
-        "--version",
-        type=F.nonnegative_int,
-        metavar="N",
-        help="write to OUT/N (TF Serving's MODEL_DIR/VERSION layout)",
-    )
-    group.add_argument(
-        "--top-k",
-        type=F.positive_int,
-        metavar="K",
-        help="add top_k_indices and top_k_probabilities outputs (default 5 with --class-names)",
-    )
-    group.add_argument(
-        "--class-names",
-        metavar="FILE",
-        help="text file with one class name per line, in class-index order; adds top_k_classes",
-    )
-    group = parser.add_argument_group("litert")
-    group.add_argument(
-        "--quantize",
-        choices=QUANTIZE_CHOICES,
-        help="none (float32, the default), float16 (float16 weights), dynamic_int8 "
-        "(dynamic-range: int8 weights) or int8 (full integer; needs --representative-data)",
-    )
-    group.add_argument(
-        "--representative-data",
-        dest="representative_data",
-        metavar="DATA",
-        help="calibration images for --quantize int8: a dataset spec (digits, folder:PATH, "
-        "imagefolder:PATH, tfds:NAME) or a .npy/.npz file of (N, H, W, C) images (uint8 "
-        "0..255, or floats in [-1, 1])",
-    )
-    group.add_argument(
-        "--representative-samples",
-        dest="representative_samples",
-        type=F.positive_int,
-        metavar="N",
-        help="images drawn from a dataset spec for calibration (default: 200)",
-    )
 
 
 def export_format(args):
@@ -496,7 +245,8 @@ def run_export(args):
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
     fmt = export_format(args)
-    for dest, flag, only in _FORMAT_FLAGS:
+    for dest, only in F.FORMAT_FLAGS:
+        flag = F.flag_name(dest)
         if getattr(args, dest) is not None and fmt != only:
             raise ValueError(
                 f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"
@@ -537,43 +287,17 @@ def run_export(args):
     return 0
 
 
-def inspect_flags(parser):
-    parser.add_argument("model", help="saved model (.keras) built with keras_vit")
-    parser.add_argument(
-        "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
-    )
-    parser.add_argument("--out", required=True, help="output folder for the PNG files")
-    parser.add_argument(
-        "--head-fusion",
-        default="mean",
-        choices=("mean", "max", "min"),
-        help="how the rollout fuses heads (default: mean)",
-    )
-    parser.add_argument(
-        "--discard-ratio",
-        type=F.probability,
-        default=0.0,
-        help="fraction of the lowest attention weights dropped per layer in the rollout "
-        "(default: 0)",
-    )
-    parser.add_argument(
-        "--num-filters",
-        type=F.positive_int,
-        default=28,
-        help="principal components of the patch embedding to draw (default: 28)",
-    )
-
 
 def run_inspect(args):
-    from keras_vit import inspect as vit_inspect
+    from keras_vit import inspection
     from keras_vit.preprocessing import load_image
 
     if not os.path.isfile(args.image):
         raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
     model = load_model(args.model)
-    _, height, width, channels = vit_inspect.model_input_shape(model)
+    _, height, width, channels = inspection.model_input_shape(model)
     images, display = load_image(args.image, (height, width), channels)
-    paths = vit_inspect.save_inspection_figures(
+    paths = inspection.save_inspection_figures(
         model,
         images,
         args.out,

@@ -1,167 +1,32 @@
-"""Value types and the flag groups the `keras-vit` commands share, each defined once.
-
-A type rejects a bad value while the command line is parsed (argparse turns the
-`argparse.ArgumentTypeError` into a usage error, exit code 2), so no command
-starts work on a value it cannot use. A flag left out stays None: the recipe's
-preset, then a `--config` file, decide its value.
+"""The flag groups of the `keras-vit` commands, each defined once: the groups the training
+commands share, and each command's own. A flag left out stays None: the recipe's preset, then a
+`--config` file, decide its value. Flag names of config keys come from
+`keras_vit.runner.flag_names.flag_name` (the one mapping).
 """
 
-import argparse
-
-
-def _number(text, kind, what):
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}; received {text!r}") from None
-
-
-def positive_int(text):
-    """`"3"` -> 3; 0, negative and non-integer values are refused."""
-    value = _number(text, int, "a positive integer")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; received {text!r}")
-    return value
-
-
-def nonnegative_int(text):
-    """`"0"` -> 0; negative and non-integer values are refused."""
-    value = _number(text, int, "an integer >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0; received {text!r}")
-    return value
-
-
-def positive_float(text):
-    value = _number(text, float, "a positive number")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number; received {text!r}")
-    return value
-
-
-def nonnegative_float(text):
-    value = _number(text, float, "a number >= 0")
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0; received {text!r}")
-    return value
-
-
-def probability(text):
-    """A rate in [0, 1): dropout, label smoothing, a discard ratio."""
-    value = _number(text, float, "a number in [0, 1)")
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); received {text!r}")
-    return value
-
-
-def fraction(text):
-    """A share in [0, 1]."""
-    value = _number(text, float, "a number in [0, 1]")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1]; received {text!r}")
-    return value
-
-
-def image_size(text):
-    """`"384"` -> 384, `"384x512"` or `"384,512"` -> (384, 512) (height, width)."""
-    parts = text.lower().replace("x", ",").split(",")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if len(values) not in (1, 2) or min(values, default=0) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected N or HxW (or H,W) with positive integers; received {text!r}"
-        )
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def int_list(text):
-    """`"1,5,10"` -> (1, 5, 10)."""
-    try:
-        values = tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        values = ()
-    if not values:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of integers, e.g. 1,5,10; received {text!r}"
-        )
-    return values
-
-
-def positive_int_list(text):
-    values = int_list(text)
-    if min(values) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of positive integers, e.g. 1,5,10; received {text!r}"
-        )
-    return values
-
-
-def float_pair(text):
-    """`"0.08,1"` -> (0.08, 1.0): a positive MIN,MAX range."""
-    try:
-        values = tuple(float(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        values = ()
-    if len(values) != 2 or not 0 < values[0] <= values[1]:
-        raise argparse.ArgumentTypeError(
-            f"expected MIN,MAX with 0 < MIN <= MAX, e.g. 0.08,1; received {text!r}"
-        )
-    return values
-
-
-def str_list(text):
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
-def augment_list(text):
-    """`"randaugment,keras_cv.RandAugment(value_range=(0, 255), magnitude=0.3)"` -> two names.
-
-    Splits at the commas outside brackets, and checks the syntax of each keras-cv entry
-    (`keras_cv.NAME` or `keras_cv.NAME(literal arguments)`, parsed, never executed) without
-    importing keras-cv.
-    """
-    from keras_vit.training.cv_augment import is_keras_cv_spec, parse_keras_cv_spec
-
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += char in "([{"
-        depth -= char in ")]}"
-        if char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    names = [p.strip() for p in parts if p.strip()]
-    if depth != 0 or not names:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of augmentations with balanced brackets; received {text!r}"
-        )
-    for name in names:
-        if is_keras_cv_spec(name):
-            try:
-                parse_keras_cv_spec(name)
-            except ValueError as error:
-                raise argparse.ArgumentTypeError(str(error)) from None
-    return names
-
-
-def jit_compile(text):
-    values = {"auto": "auto", "true": True, "false": False}
-    if text.lower() not in values:
-        raise argparse.ArgumentTypeError(f"expected auto, true or false; received {text!r}")
-    return values[text.lower()]
-
+from keras_vit.cli.convert_to import add_target_flag
+from keras_vit.cli.types import (
+    augment_list,
+    float_pair,
+    fraction,
+    image_size,
+    int_list,
+    jit_compile,
+    job_addresses,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    positive_int_list,
+    probability,
+    str_list,
+)
+from keras_vit.runner.flag_names import flag_name
 
 OVERWRITE_HELP = (
     "replace what an earlier run left in the output (by default a command refuses to write "
     "over existing work)"
 )
-
-
-def flag_name(dest):
-    """The command-line flag of a config key: `crop_scale` -> `--crop-scale`."""
-    return "--" + dest.replace("_", "-")
 
 
 def run_flags(parser):
@@ -246,17 +111,19 @@ def training_flags(parser):
         type=positive_int,
         help="cap on batches per epoch (default: one pass over the data)",
     )
-    group.add_argument("--lr", dest="learning_rate", type=positive_float, help="peak LR")
+    group.add_argument(
+        flag_name("learning_rate"), dest="learning_rate", type=positive_float, help="peak LR"
+    )
     group.add_argument("--weight-decay", dest="weight_decay", type=nonnegative_float)
     group.add_argument("--warmup-steps", dest="warmup_steps", type=nonnegative_int)
     group.add_argument(
-        "--grad-accum",
+        flag_name("gradient_accumulation_steps"),
         dest="gradient_accumulation_steps",
         type=positive_int,
         help="gradient accumulation steps (effective batch = batch x this)",
     )
     group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
-    group.add_argument("--dropout", dest="dropout_rate", type=probability)
+    group.add_argument(flag_name("dropout_rate"), dest="dropout_rate", type=probability)
     group.add_argument(
         "--remat",
         action="store_true",
@@ -306,18 +173,6 @@ def training_flags(parser):
     group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")
 
 
-def job_addresses(text):
-    """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
-    from keras_vit.training.multihost import parse_job_addresses
-
-    try:
-        return ",".join(parse_job_addresses(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected HOST:PORT of process 0 (or every process's, comma-separated, process 0's "
-            f"first), e.g. 10.0.0.1:1234; received {text!r}"
-        ) from None
-
 
 def cluster_flags(parser):
     """Several processes (machines) training one model: JAX's runtime via Keras."""
@@ -339,7 +194,7 @@ def cluster_flags(parser):
         "--process-id", dest="process_id", type=nonnegative_int, help="0 .. num-processes - 1"
     )
     group.add_argument(
-        "--multi-host",
+        flag_name("multi_host"),
         dest="multi_host",
         action="store_true",
         default=None,
@@ -353,3 +208,255 @@ def cluster_flags(parser):
         metavar="SECONDS",
         help="longest wait for the coordinator and all processes to connect (default 300)",
     )
+
+
+def fewshot_flags(parser):
+    group = parser.add_argument_group("few-shot")
+    group.add_argument(
+        "--model-path",
+        dest="model_path",
+        metavar="MODEL.keras",
+        help="trained model (default: run the pretrain recipe first)",
+    )
+    group.add_argument("--shots", type=positive_int_list, help="comma list, e.g. 1,5,10,25")
+    group.add_argument("--seeds", type=int_list, help="comma list of sampling seeds")
+
+
+def finetune_flags(parser):
+    group = parser.add_argument_group("initialisation")
+    group.add_argument(
+        "--init",
+        metavar="MODEL.keras",
+        help="one of our saved models to start from (resized to --image-size)",
+    )
+    group.add_argument("--weights", metavar="FILE.npz", help="official ViT .npz checkpoint")
+    group = parser.add_argument_group("LoRA (keras_vit.enable_lora)")
+    group.add_argument(
+        "--lora-rank",
+        type=positive_int,
+        metavar="N",
+        help="fine-tune rank-N LoRA adapters and the head only, the encoder frozen",
+    )
+    group.add_argument(
+        "--lora-targets",
+        type=str_list,
+        metavar="NAMES",
+        help="comma list of the blocks' layers to adapt, from query, key, value, "
+        "attention_output, mlp_dense_1, mlp_dense_2 (default query,value)",
+    )
+    group.add_argument(
+        "--lora-alpha",
+        type=positive_float,
+        metavar="ALPHA",
+        help="the adapters' scale is ALPHA / N (default N: scale 1)",
+    )
+
+
+def mpp_flags(parser):
+    group = parser.add_argument_group("masked patch prediction")
+    group.add_argument(
+        "--target",
+        choices=("color", "downsampled", "pixels"),
+        help="3-bit mean colour (default), 4x4 downsized patch, or L2 on pixels",
+    )
+    shares = (
+        ("corruption_rate", "share of patches corrupted per image (default 0.5)"),
+        ("mask_fraction", "share of corrupted patches given the mask embedding (default 0.8)"),
+        ("random_fraction", "share given another patch's embedding (default 0.1)"),
+    )
+    for dest, help_text in shares:
+        group.add_argument(flag_name(dest), dest=dest, type=fraction, help=help_text)
+
+
+
+def quickstart_flags(parser):
+    from keras_vit.runner.quickstart import DEFAULTS
+
+    parser.add_argument(
+        "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
+    )
+    parser.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"])
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"])
+    parser.add_argument("--lr", type=positive_float, default=DEFAULTS["learning_rate"])
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2, help="fit verbosity")
+
+
+
+# What `convert` reads, its positional arguments, and the flags only it takes.
+CONVERT_SOURCES = {
+    "npz": (
+        ("CHECKPOINT", "OUTPUT"),
+        ("model", "representation_size", "pooling", "source_grid", "no_strict"),
+    ),
+    "timm": (("NAME", "CHECKPOINT", "OUTPUT"), ()),
+    "huggingface": (("FOLDER", "OUTPUT"), ()),
+}
+
+
+
+def convert_flags(parser):
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="ARG",
+        help="CHECKPOINT OUTPUT (an official .npz, e.g. ViT-B_16.npz); with --from timm: NAME "
+        "CHECKPOINT OUTPUT (a timm model name and its .safetensors/.pth); with --from "
+        "huggingface: FOLDER OUTPUT (a transformers save_pretrained folder). OUTPUT is the "
+        ".keras file to write",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        choices=tuple(CONVERT_SOURCES),
+        help="what the checkpoint is: npz (official, default), timm, huggingface",
+    )
+    add_target_flag(parser)
+    parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
+    parser.add_argument(
+        "--image-size",
+        type=image_size,
+        help="N or HxW; the position embedding is resampled to it (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=positive_int,
+        help="classes of the head; another count than the checkpoint's gives a zero head "
+        "(default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--representation-size",
+        type=nonnegative_int,
+        help="pre_logits width; 0 drops pre_logits (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=("token", "gap"),
+        help="default: token if the checkpoint has a class token, else gap",
+    )
+    parser.add_argument("--no-top", action="store_true", help="leave out the classifier head")
+    parser.add_argument(
+        "--source-grid",
+        type=image_size,
+        help="HxW patch grid of a non-square checkpoint position embedding",
+    )
+    parser.add_argument(
+        "--no-strict",
+        action="store_true",
+        help="load what matches instead of failing on missing, unexpected or mis-shaped arrays",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+
+
+
+def weights_flags(parser):
+    parser.add_argument("--model", help="variant code, e.g. B/16, R50+B/16")
+    parser.add_argument("--fetch", metavar="NAME", help="preset to download")
+    parser.add_argument(
+        "--base-url",
+        help="bucket mirror (https://, http:// or file://); default $KERAS_VIT_WEIGHTS_URL, "
+        "else the official bucket",
+    )
+
+
+
+EXPORT_FORMATS = ("saved_model", "onnx", "litert")
+
+QUANTIZE_CHOICES = ("none", "float16", "dynamic_int8", "int8")
+# Flags that only one format reads: (dest, format).
+FORMAT_FLAGS = (
+    ("version", "saved_model"),
+    ("top_k", "saved_model"),
+    ("class_names", "saved_model"),
+    ("quantize", "litert"),
+    ("representative_data", "litert"),
+    ("representative_samples", "litert"),
+)
+
+
+def export_flags(parser):
+    parser.add_argument("model", metavar="MODEL.keras", help="a model saved with model.save()")
+    parser.add_argument(
+        "out",
+        metavar="OUT",
+        help="TF Serving model folder (saved_model), or the .onnx / .tflite file to write",
+    )
+    parser.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="saved_model (TF Serving), onnx or litert (.tflite). Default: litert for an OUT "
+        "ending in .tflite, onnx for .onnx, else saved_model",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing export at OUT"
+    )
+    group = parser.add_argument_group("saved_model")
+    group.add_argument(
+        "--version",
+        type=nonnegative_int,
+        metavar="N",
+        help="write to OUT/N (TF Serving's MODEL_DIR/VERSION layout)",
+    )
+    group.add_argument(
+        "--top-k",
+        type=positive_int,
+        metavar="K",
+        help="add top_k_indices and top_k_probabilities outputs (default 5 with --class-names)",
+    )
+    group.add_argument(
+        "--class-names",
+        metavar="FILE",
+        help="text file with one class name per line, in class-index order; adds top_k_classes",
+    )
+    group = parser.add_argument_group("litert")
+    group.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        help="none (float32, the default), float16 (float16 weights), dynamic_int8 "
+        "(dynamic-range: int8 weights) or int8 (full integer; needs --representative-data)",
+    )
+    group.add_argument(
+        "--representative-data",
+        dest="representative_data",
+        metavar="DATA",
+        help="calibration images for --quantize int8: a dataset spec (digits, folder:PATH, "
+        "imagefolder:PATH, tfds:NAME) or a .npy/.npz file of (N, H, W, C) images (uint8 "
+        "0..255, or floats in [-1, 1])",
+    )
+    group.add_argument(
+        "--representative-samples",
+        dest="representative_samples",
+        type=positive_int,
+        metavar="N",
+        help="images drawn from a dataset spec for calibration (default: 200)",
+    )
+
+
+
+def inspect_flags(parser):
+    parser.add_argument("model", help="saved model (.keras) built with keras_vit")
+    parser.add_argument(
+        "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
+    )
+    parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument(
+        "--head-fusion",
+        default="mean",
+        choices=("mean", "max", "min"),
+        help="how the rollout fuses heads (default: mean)",
+    )
+    parser.add_argument(
+        "--discard-ratio",
+        type=probability,
+        default=0.0,
+        help="fraction of the lowest attention weights dropped per layer in the rollout "
+        "(default: 0)",
+    )
+    parser.add_argument(
+        "--num-filters",
+        type=positive_int,
+        default=28,
+        help="principal components of the patch embedding to draw (default: 28)",
+    )
+

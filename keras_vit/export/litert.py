@@ -41,6 +41,7 @@ import numpy as np
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.export.saved_model import ExportResult
+from keras_vit.preprocessing import scale_pixels
 from keras_vit.saving import atomic_write
 
 QUANTIZE_MODES = (None, "float16", "dynamic_int8", "int8")
@@ -104,7 +105,7 @@ def _from_dataset(spec, image_shape, num_samples, seed):
     TensorFlow's global seed, spread over (about the first half of) the split, and never more
     than one image in memory (no shuffle buffer of the whole dataset).
     """
-    from keras_vit.training import data
+    from keras_vit import data
 
     tf = _checks.import_tensorflow()
     height, width, channels = image_shape
@@ -189,7 +190,7 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
             f"Received: shape {array.shape}"
         )
     if array.dtype == np.uint8:
-        return array.astype("float32") / 127.5 - 1.0
+        return scale_pixels(array.astype("float32"))
     if not np.issubdtype(array.dtype, np.floating):
         raise ValueError(
             "Representative images must be uint8 pixels (0..255) or floats in [-1, 1]. "

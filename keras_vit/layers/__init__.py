@@ -4,8 +4,10 @@ from keras_vit.layers.activations import quick_gelu
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
+from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.patch_resize import resample_patch_embedding
+from keras_vit.layers.patch_targets import PatchTargets
 from keras_vit.layers.patches import Patches
 from keras_vit.layers.pooling import TokenPooling
 from keras_vit.layers.position_embedding import (
@@ -21,7 +23,9 @@ __all__ = [
     "DropPath",
     "MAPHead",
     "MultiHeadSelfAttention",
+    "PatchCorruption",
     "PatchEncoder",
+    "PatchTargets",
     "Patches",
     "StdConv2D",
     "TokenGrid",

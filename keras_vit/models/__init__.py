@@ -12,6 +12,7 @@ from keras_vit.models.hybrid import (
     ViTR50L32,
     ViTRTi16,
 )
+from keras_vit.models.mpp import MaskedPatchPredictor, build_mpp_model, extract_encoder
 from keras_vit.models.patch_resize import with_patch_size
 from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES, parse_variant
 from keras_vit.models.vit import (
@@ -29,6 +30,7 @@ from keras_vit.models.vit import (
 
 __all__ = [
     "FlexiViT",
+    "MaskedPatchPredictor",
     "OFFICIAL_HYBRIDS",
     "SIZES",
     "StdConv2D",
@@ -49,7 +51,9 @@ __all__ = [
     "ViTS16",
     "ViTS32",
     "ViTTi16",
+    "build_mpp_model",
     "config_from_model",
+    "extract_encoder",
     "feature_extractor",
     "parse_variant",
     "with_patch_size",

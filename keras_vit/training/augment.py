@@ -3,7 +3,7 @@
 Keras 3 ships RandAugment, MixUp, CutMix and RandomErasing that run on all three backends (and
 inside `tf.data`), so they are the default. Keras has no inception-style random-resized-crop layer,
 so `RandomResizedCrop` below is ours (the `tf.data` pipeline uses the equivalent stateless op
-`keras_vit.training.data.random_resized_crop`).
+`keras_vit.data.random_resized_crop`).
 
 keras-cv: `build_augmenters` also takes keras-cv layers by name (`"keras_cv.GridMask"`,
 `"keras_cv.RandAugment(magnitude=0.3)"`; see `keras_vit.training.cv_augment`, the `cv` extra) and

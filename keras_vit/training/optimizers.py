@@ -84,7 +84,7 @@ def build_optimizer(
 def build_loss(label_smoothing=0.0, from_logits=True):
     """Categorical cross-entropy on one-hot targets, with optional label smoothing.
 
-    The pipelines in `keras_vit.training.data` yield one-hot labels, so MixUp/CutMix (which mix
+    The pipelines in `keras_vit.data` yield one-hot labels, so MixUp/CutMix (which mix
     labels) and label smoothing share one loss.
 
     Args:

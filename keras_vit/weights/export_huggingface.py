@@ -35,6 +35,7 @@ from keras_vit.weights.writing import (
     check_float_variables,
     is_zero,
     model_config,
+    patch_encoder,
     state_dict_from_table,
     write_state_dict,
 )
@@ -130,7 +131,7 @@ def huggingface_config(config, *, qkv_bias=True):
 
 def _position_embedding(model, config):
     """transformers' `(1, 1 + N, D)` position embedding: a zero class row where ours has none."""
-    encoder = model.get_layer("patch_encoder")
+    encoder = patch_encoder(model)
     if config.position_embedding == "learned" and config.prefix_position_embedding:
         return keras.ops.convert_to_numpy(encoder.position_embeddings).astype("float32")
     patches = keras.ops.convert_to_numpy(encoder.patch_position_embedding()).astype("float32")

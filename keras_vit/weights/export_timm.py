@@ -48,6 +48,7 @@ from keras_vit.weights.writing import (
     check_float_variables,
     is_zero,
     model_config,
+    patch_encoder,
     state_dict_from_table,
     write_state_dict,
 )
@@ -200,11 +201,9 @@ def check_timm_expressible(config):
         )
 
 
-def _candidates(config):
+def _candidates(config=None):
     """timm names that may express `config`: its own name first, then each family's."""
-    names = []
-    if isinstance(config.name, str):
-        names.append(config.name)
+    names = [config.name] if config is not None and isinstance(config.name, str) else []
     names += [family.example for family in FAMILIES]
     names += [f"{arch}_224" for arch in HYBRIDS]
     found = {}
@@ -228,9 +227,9 @@ def _same_fixed(ours, theirs):
     return math.isclose(eps, eps2, rel_tol=1e-9) and distilled == distilled2 and hybrid == hybrid2
 
 
-def _no_candidate(config, candidates):
+def _no_candidate(config):
     """The `ValueError` for a config no timm name fixes the same way (naming what differs)."""
-    fixed = [(spec, _fixed(timm_config(spec))) for spec in candidates]
+    fixed = [(spec, _fixed(timm_config(spec))) for spec in _candidates()]
     epsilons = sorted({f[0] for _, f in fixed})
     if not any(math.isclose(config.layer_norm_epsilon, e, rel_tol=1e-9) for e in epsilons):
         return _refuse(
@@ -280,10 +279,12 @@ def timm_model_for(config, *, zero_qkv_bias=False):
     """
     check_timm_expressible(config)
     ours_fixed = _fixed(config)
-    candidates = _candidates(config)
     best = None
-    for spec in candidates:
-        theirs = timm_config(spec)
+    for spec in _candidates(config):
+        try:
+            theirs = timm_config(spec)
+        except ValueError:  # a name our table parses but cannot build (the model's own name)
+            continue
         if not _same_fixed(ours_fixed, _fixed(theirs)):
             continue
         qkv_bias = spec.qkv_bias or not zero_qkv_bias
@@ -299,7 +300,7 @@ def timm_model_for(config, *, zero_qkv_bias=False):
         if best is None or len(kwargs) < len(best[0].kwargs):
             best = (TimmModel(spec.name, kwargs), qkv_bias)
     if best is None:
-        raise _no_candidate(config, candidates)
+        raise _no_candidate(config)
     return best
 
 
@@ -361,7 +362,7 @@ def timm_state_dict(model, *, qkv_bias=True, config=None):
             raise ValueError("qkv_bias=False, but the model's q/k/v biases are not all zero.")
         used.update(_qkv_bias_paths(config))
     if config.position_embedding == "sincos2d":
-        encoder = model.get_layer("patch_encoder")
+        encoder = patch_encoder(model)
         table = keras.ops.convert_to_numpy(encoder.patch_position_embedding())
         arrays = _insert_after(arrays, "pos_embed", table.astype("float32"), before="patch_embed")
     if config.pre_norm:
@@ -393,7 +394,7 @@ def _fold_patch_bias(model, config, arrays):
             "timm's pre-norm models have no patch-embedding bias, and this model's non-zero "
             "bias has no position embedding to go into (position_embedding=None)",
         )
-    encoder = model.get_layer("patch_encoder")
+    encoder = patch_encoder(model)
     bias = keras.ops.convert_to_numpy(encoder.bias).astype("float32")
     rows = _prefix_rows(config)
     posemb = arrays["pos_embed"].copy()

@@ -176,12 +176,18 @@ def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
 
 def model_config(model):
     """The `ViTConfig` of a keras_vit model: its own `config` if it has one, else read back."""
-    from keras_vit.models.config import ViTConfig, config_from_model
+    from keras_vit.models.config import ViTConfig
 
     config = getattr(model, "config", None)
     if isinstance(config, ViTConfig):
         return config
-    return config_from_model(model)
+    return ViTConfig.from_model(model)
+
+
+def patch_encoder(model):
+    """The model's `PatchEncoder` (its `patch_encoder` role, else the layer of that name)."""
+    encoder = getattr(model, "patch_encoder", None)
+    return encoder if encoder is not None else model.get_layer("patch_encoder")
 
 
 def is_zero(model, paths):

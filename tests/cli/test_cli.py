@@ -425,7 +425,7 @@ def test_config_file_mistakes_are_clear(tmp_path, capsys):
 
 
 def test_overwrite_flag_reaches_the_config():
-    from keras_vit.recipes import pretrain
+    from keras_vit.runner import pretrain
 
     args = build_parser().parse_args(["pretrain", "--overwrite"])
     assert args.overwrite is True
@@ -457,7 +457,7 @@ def test_every_experiment_file_reads_with_known_keys(name):
     pytest.importorskip("tensorflow")
     import importlib
 
-    module = importlib.import_module(f"keras_vit.recipes.{experiment['RECIPE'].replace('-', '_')}")
+    module = importlib.import_module(f"keras_vit.runner.{experiment['RECIPE'].replace('-', '_')}")
     args = build_parser().parse_args([experiment["RECIPE"], "--config", path])
     config = config_from_args(module, experiment["RECIPE"], args)
     for key, value in experiment["CONFIG"].items():

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import mpp
-from keras_vit.models import hybrid, vit
+from keras_vit.models import hybrid, mpp, vit
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig, config_from_model
 from keras_vit.models.encoder import build_model
 from tests.helpers import randomize_weights, to_numpy

@@ -84,7 +84,7 @@ def test_build_augmenters_by_name_and_instance():
 
 def test_keras_augmenters_run_in_the_pipeline():
     pytest.importorskip("tensorflow")
-    from keras_vit.training import data
+    from keras_vit import data
 
     source = data.load_source("digits")
     ds = data.train_pipeline(

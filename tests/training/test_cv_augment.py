@@ -124,7 +124,7 @@ def test_build_errors_name_the_layer(keras_cv):
 def digits():
     pytest.importorskip("tensorflow")
     pytest.importorskip("sklearn")
-    from keras_vit.training import data
+    from keras_vit import data
 
     return data, data.load_source("digits")
 

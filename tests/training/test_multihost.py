@@ -1,6 +1,6 @@
 """keras_vit/training/multihost.py in one process: what is asked for, and the clear errors.
 
-Several real processes are started by tests/recipes/test_multihost.py (JAX only).
+Several real processes are started by tests/runner/test_multihost.py (JAX only).
 """
 
 import json

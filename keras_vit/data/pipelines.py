@@ -1,0 +1,195 @@
+"""The training and evaluation `tf.data` pipelines (crop, flip, augmentation, scaling to [-1, 1],
+one-hot labels) and the step arithmetic of an epoch."""
+
+import math
+
+from keras_vit.data._imports import import_tf
+from keras_vit.data.crop import random_resized_crop
+from keras_vit.preprocessing import scale_pixels
+from keras_vit.training import augment as augment_lib
+
+
+def steps_per_epoch_for(num_examples, batch_size):
+    """Batches in one pass over the training data (incomplete last batch dropped)."""
+    steps = num_examples // batch_size
+    if steps < 1:
+        raise ValueError(
+            f"batch_size ({batch_size}) is larger than the training set ({num_examples} examples)."
+        )
+    return steps
+
+
+def train_pipeline(
+    source,
+    *,
+    image_size,
+    batch_size,
+    epochs,
+    steps_per_epoch=None,
+    start_epoch=0,
+    seed=0,
+    crop_scale=(0.08, 1.0),
+    crop_ratio=(3 / 4, 4 / 3),
+    rotation=0.0,
+    flip=None,
+    augmenters=(),
+    shuffle_buffer=10_000,
+):
+    """The training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
+
+    Epoch `e` is a fresh shuffle (seed `(seed, e)`) of the source, cropped (and rotated by up to
+    `rotation` degrees, in the same resampling pass) and flipped with per-example stateless seeds,
+    batched (`drop_remainder`), augmented by `augmenters` (see
+    `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
+    [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
+    the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
+    their own seed generators). A source with `make_example` (`synthetic`) is shuffled by index
+    over the whole set, and each example made after the shuffle, so that no epoch waits for a
+    shuffle buffer of images to fill.
+
+    Returns:
+        `tf.data.Dataset` of `(images float32 (B, H, W, C), one-hot labels (B, K))`.
+    """
+    tf = import_tf()
+    size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
+    steps = steps_per_epoch or steps_per_epoch_for(source.num_examples, batch_size)
+    flip = source.default_flip if flip is None else flip
+    num_classes = source.num_classes
+    crop_scale, crop_ratio = augment_lib.check_crop_ranges(crop_scale, crop_ratio)
+    if not 0.0 <= float(rotation) <= 180.0:
+        raise ValueError(f"rotation must be in [0, 180] degrees. Received: rotation={rotation!r}")
+    rotation = float(rotation)
+    buffer = max(1, min(shuffle_buffer, source.num_examples))
+    base = source.dataset
+    make = source.make_example
+    if make is not None:  # shuffle indices (the whole set: 8 bytes each), make examples after
+        base = tf.data.Dataset.range(source.num_examples)
+        buffer = source.num_examples
+
+    def one_epoch(epoch):
+        def preprocess(index, example):
+            image, label = example if make is None else make(example)
+            key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
+            image = random_resized_crop(image, size, key, crop_scale, crop_ratio, rotation)
+            if flip:
+                image = tf.image.stateless_random_flip_left_right(image, key + [0, 1 << 40])
+            return image, tf.one_hot(label, num_classes)
+
+        ds = base.shuffle(buffer, seed=seed * 7919 + epoch, reshuffle_each_iteration=False)
+        ds = ds.repeat()  # short datasets: an epoch may ask for more batches than one pass
+        ds = ds.enumerate().map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.batch(batch_size, drop_remainder=True).take(steps)
+
+    # One dataset per epoch, chained in Python: the shuffle seed of epoch e is a Python int
+    # (tf.data's shuffle cannot take a tensor seed once a global seed is set).
+    if start_epoch >= epochs:
+        raise ValueError(f"start_epoch ({start_epoch}) must be < epochs ({epochs}).")
+    ds = one_epoch(start_epoch)
+    for epoch in range(start_epoch + 1, epochs):
+        ds = ds.concatenate(one_epoch(epoch))
+    batch_shape = (batch_size, *size, None)
+    for layer, mixes_labels in augmenters:
+        ds = _augment(ds, layer, mixes_labels, batch_shape)
+    ds = ds.map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _layer_name(layer):
+    cls = type(layer)
+    module = cls.__module__.split(".")[0]
+    return f"{module}.{cls.__name__}" if module in ("keras", "keras_cv") else cls.__name__
+
+
+def _augment(ds, layer, mixes_labels, batch_shape):
+    """`ds` mapped through one augmentation layer; an error names the layer and the backend.
+
+    The layer is traced into the `tf.data` graph here, so a layer that cannot run in it (on
+    this Keras backend) fails now, with its own message. Its images must keep the batch shape
+    (a resizing layer must resize back to the model's image size).
+    """
+    import keras
+
+    tf = import_tf()
+    if mixes_labels:
+
+        def apply(x, y):
+            out = layer({"images": x, "labels": y}, training=True)
+            return out["images"], out["labels"]
+
+    else:
+
+        def apply(x, y):
+            return layer(x, training=True), y
+
+    name = _layer_name(layer)
+    try:
+        ds = ds.map(apply)
+    except Exception as error:  # noqa: BLE001  (any failure of a third-party layer)
+        raise RuntimeError(
+            f"The augmentation layer {name} failed in the tf.data input pipeline under the "
+            f"{keras.backend.backend()!r} Keras backend ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:800]}). Drop it from --augment (augment=[...]), or "
+            "try another Keras backend."
+        ) from error
+    shape = ds.element_spec[0].shape
+    expected = tf.TensorShape(batch_shape)
+    if shape.rank is not None and not shape.is_compatible_with(expected):
+        raise ValueError(
+            f"The augmentation layer {name} changed the image batch shape: expected "
+            f"{tuple(expected.as_list())} (batch, height, width, channels). Received: "
+            f"{tuple(shape.as_list())}. A resizing layer must output the model's image size."
+        )
+    return ds
+
+
+def eval_pipeline(source, *, image_size, batch_size, pad=False):
+    """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order.
+
+    With `pad=True` (several processes: each must get equal, full batches) the last batch is
+    filled up to `batch_size` with blank images of weight 0, and every real image gets the weight
+    `padded count / real count`: Keras' loss (the weighted sum over a batch divided by its size)
+    and weighted metrics then average over the real images, each counted once.
+
+    Returns:
+        `tf.data.Dataset` of `(images, one-hot labels)`, or `(images, one-hot labels, weights)`
+        with `pad=True` (`ceil(n / batch_size)` batches).
+    """
+    tf = import_tf()
+    size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
+    num_classes = source.num_classes
+
+    def preprocess(image, label):
+        image = tf.image.resize(tf.cast(image, "float32"), size, method="bilinear")
+        return scale_pixels(image), tf.one_hot(label, num_classes)
+
+    ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+    if not pad:
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    real = int(source.num_examples)
+    padded = math.ceil(real / batch_size) * batch_size
+    weight = tf.constant(padded / real, "float32")
+    ds = ds.map(lambda x, y: (x, y, weight))
+    image_spec, label_spec, _ = ds.element_spec
+    blank = (
+        tf.zeros(image_spec.shape, image_spec.dtype),
+        tf.zeros(label_spec.shape, label_spec.dtype),
+        tf.constant(0.0, "float32"),
+    )
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(padded - real))
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def numpy_arrays(dataset):
+    """Collects a finite `(images, one-hot labels)` dataset into NumPy `(x, labels as ints)`."""
+    import numpy as np
+
+    xs, ys = [], []
+    for x, y in dataset.as_numpy_iterator():
+        xs.append(x)
+        ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys).argmax(-1)
+
+
+def epochs_for_steps(total_steps, steps_per_epoch):
+    """Keras epochs needed for `total_steps` optimizer steps."""
+    return max(1, math.ceil(total_steps / steps_per_epoch))

@@ -1,0 +1,241 @@
+"""Attention weights from the blocks' own attention layers, and attention rollout (Abnar &
+Zuidema, 2020) fused over heads and layers (NumPy)."""
+
+import collections
+
+import keras
+import numpy as np
+
+from keras_vit.inspection.structure import check_images, find_transformer_blocks, model_geometry
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+AttentionRollout = collections.namedtuple("AttentionRollout", ["grid", "image"])
+AttentionRollout.__doc__ = """Result of `attention_rollout`.
+
+Attributes:
+    grid: float32 `(B, gh, gw)` rollout map on the patch grid.
+    image: float32 `(B, H, W)` the same map bilinearly up-sampled to the model's
+        input size.
+"""
+
+
+
+def attention_maps(model, images, batch_size=32):
+    """Attention weights of every head in every layer, from the model's own layers.
+
+    Runs the model up to the input of each `TransformerBlock`, then calls every
+    block with `return_attention_scores=True` (inference mode), so the weights
+    are exactly what the block's attention layer computes.
+
+    Args:
+        model: functional ViT `keras.Model` (plain or hybrid).
+        images: `(B, H, W, C)` images preprocessed as the model expects
+            (`keras_vit.preprocess_input`: [-1, 1]); a single `(H, W, C)` image
+            is treated as a batch of one.
+        batch_size: int. Images per forward pass. Defaults to 32.
+
+    Returns:
+        float32 NumPy array `(B, layers, heads, T, T)`; row `q` of a map holds
+        the weights query token `q` gives to every key token (rows sum to 1).
+        T = prefix tokens (class token) + patches.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
+    >>> attention_maps(model, np.zeros((2, 32, 32, 3), "float32")).shape
+    (2, 2, 2, 17, 17)
+
+    Reference:
+        Dosovitskiy et al., 2021, Sec. 4.5.
+    """
+    images = check_images(model, images)
+    blocks = find_transformer_blocks(model)
+    try:
+        block_inputs = [block.input for block in blocks]
+    except (AttributeError, ValueError) as error:
+        raise ValueError(
+            "Could not read the inputs of the model's TransformerBlock layers; each block "
+            f"must be called exactly once in a functional model. Received error: {error}"
+        ) from error
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    extractor = keras.Model(inputs, block_inputs)
+    batch_size = int(batch_size)
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive. Received: batch_size={batch_size}")
+    results = []
+    for start in range(0, images.shape[0], batch_size):
+        batch = images[start : start + batch_size]
+        features = extractor(batch, training=False)
+        if not isinstance(features, (list, tuple)):
+            features = [features]
+        per_layer = []
+        for block, tokens in zip(blocks, features, strict=True):
+            _, scores = block(tokens, training=False, return_attention_scores=True)
+            per_layer.append(np.asarray(keras.ops.convert_to_numpy(scores), dtype="float32"))
+        results.append(np.stack(per_layer, axis=1))
+    return np.concatenate(results, axis=0)
+
+
+
+def fuse_heads(attention, head_fusion="mean"):
+    """Fuses the heads axis (-3) of attention weights by `"mean"`, `"max"` or `"min"`."""
+    if head_fusion not in HEAD_FUSIONS:
+        raise ValueError(
+            f"head_fusion must be one of {HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}"
+        )
+    return getattr(np, head_fusion)(attention, axis=-3)
+
+
+def compute_rollout(
+    attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1, class_token=None
+):
+    """Attention rollout (Abnar & Zuidema, 2020) of given attention weights.
+
+    For each layer: fuse the heads, optionally zero the lowest `discard_ratio`
+    of the fused weights, add the identity (the residual connection), renormalise
+    every row to sum 1, and multiply the layers together:
+    `R = Â_L ... Â_2 Â_1` with `Â = rownorm(A + I)`.
+
+    Discarding follows the common reference implementation (jacobgil/vit-explain):
+    per image and layer, the `int(T * T * discard_ratio)` smallest fused weights
+    are set to 0, except the class token's attention to itself (flat index 0),
+    which is never dropped. (The reference applies the drop to the first image
+    of a batch only and renormalises columns by mistake; here it is per image and
+    per row.)
+
+    Args:
+        attention: array `(B, layers, heads, T, T)` (see `attention_maps`).
+        head_fusion: `"mean"`, `"max"` or `"min"` over heads. Defaults to `"mean"`.
+        discard_ratio: float in [0, 1). Fraction of the lowest weights dropped per
+            layer. Defaults to 0.
+        num_prefix_tokens: int. Tokens before the patch tokens. Defaults to 1.
+        class_token: optional bool. Whether token 0 is a class token (its attention
+            to itself is never discarded); None means `num_prefix_tokens > 0`.
+
+    Returns:
+        float64 NumPy array `(B, T, T)`: the rolled-out attention `R`, rows
+        summing to 1.
+
+    Reference:
+        Abnar & Zuidema, 2020, Sec. 3 ("Attention Rollout").
+    """
+    attention = np.asarray(attention, dtype="float64")
+    if attention.ndim != 5 or attention.shape[-1] != attention.shape[-2]:
+        raise ValueError(
+            "attention must have shape (batch, layers, heads, tokens, tokens). "
+            f"Received: attention.shape={attention.shape}"
+        )
+    if isinstance(discard_ratio, bool) or not 0.0 <= float(discard_ratio) < 1.0:
+        raise ValueError(
+            f"discard_ratio must be a number in [0, 1). Received: discard_ratio={discard_ratio!r}"
+        )
+    if class_token is None:
+        class_token = num_prefix_tokens > 0
+    fused = fuse_heads(attention, head_fusion)  # (B, L, T, T)
+    batch, layers, tokens, _ = fused.shape
+    eye = np.eye(tokens)
+    rollout = np.broadcast_to(eye, (batch, tokens, tokens)).copy()
+    num_discard = int(tokens * tokens * float(discard_ratio))
+    for layer in range(layers):
+        a = fused[:, layer].copy()
+        if num_discard:
+            flat = a.reshape(batch, -1)
+            lowest = np.argsort(flat, axis=-1, kind="stable")[:, :num_discard]
+            for b in range(batch):
+                drop = lowest[b]
+                if class_token:
+                    drop = drop[drop != 0]
+                flat[b, drop] = 0.0
+            a = flat.reshape(batch, tokens, tokens)
+        a = a + eye
+        a = a / a.sum(axis=-1, keepdims=True)
+        rollout = a @ rollout
+    return rollout
+
+
+def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1, class_token=None):
+    """The class token's row of a rollout (mean over the patch rows without one) on the grid.
+
+    Args:
+        rollout: array `(B, T, T)` from `compute_rollout`.
+        grid_size: (gh, gw) patch grid, gh * gw = T - num_prefix_tokens.
+        num_prefix_tokens: int. Defaults to 1.
+        class_token: optional bool. Whether token 0 is a class token; None means
+            `num_prefix_tokens > 0`.
+
+    Returns:
+        float32 `(B, gh, gw)`.
+    """
+    rollout = np.asarray(rollout)
+    gh, gw = grid_size
+    if rollout.shape[-1] != num_prefix_tokens + gh * gw:
+        raise ValueError(
+            f"rollout has {rollout.shape[-1]} tokens, expected {num_prefix_tokens} + "
+            f"{gh} * {gw}. Received: rollout.shape={rollout.shape}, grid_size={grid_size}"
+        )
+    if class_token is None:
+        class_token = num_prefix_tokens > 0
+    p = num_prefix_tokens
+    row = rollout[:, 0, p:] if class_token else rollout[:, p:, p:].mean(axis=1)
+    return row.reshape(-1, gh, gw).astype("float32")
+
+
+def resize_bilinear(maps, size):
+    """Bilinear resize of `(B, h, w)` maps to `size` (half-pixel centres, edges clamped; NumPy)."""
+    maps = np.asarray(maps, dtype="float64")
+    height, width = size
+
+    def coords(n_out, n_in):
+        x = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+        x = np.clip(x, 0, n_in - 1)
+        lo = np.floor(x).astype(int)
+        hi = np.minimum(lo + 1, n_in - 1)
+        return lo, hi, x - lo
+
+    y0, y1, wy = coords(height, maps.shape[1])
+    x0, x1, wx = coords(width, maps.shape[2])
+    top = maps[:, y0][:, :, x0] * (1 - wx) + maps[:, y0][:, :, x1] * wx
+    bottom = maps[:, y1][:, :, x0] * (1 - wx) + maps[:, y1][:, :, x1] * wx
+    out = top * (1 - wy)[:, None] + bottom * wy[:, None]
+    return out.astype("float32")
+
+
+def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batch_size=32):
+    """Attention rollout of a ViT: which input patches the class token draws from.
+
+    Args:
+        model: functional ViT `keras.Model` (plain or hybrid).
+        images: `(B, H, W, C)` images preprocessed to [-1, 1].
+        head_fusion: `"mean"`, `"max"` or `"min"` over heads. Defaults to `"mean"`.
+        discard_ratio: float in [0, 1). Fraction of the lowest attention weights
+            dropped per layer (never the class token's attention to itself), as
+            in the common reference implementation. Defaults to 0.
+        batch_size: int. Images per forward pass. Defaults to 32.
+
+    Returns:
+        `AttentionRollout(grid, image)`: `grid` float32 `(B, gh, gw)`, the class
+        token's row of the rollout restricted to the patch tokens (for models
+        without a class token, the mean over the patch query rows); `image` float32
+        `(B, H, W)`, the grid map bilinearly up-sampled to the model's input
+        size. Values are raw rollout weights (not rescaled).
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.ViT("mu/8", image_size=32, num_classes=10)
+    >>> result = attention_rollout(model, np.zeros((1, 32, 32, 3), "float32"))
+    >>> result.grid.shape, result.image.shape
+    ((1, 4, 4), (1, 32, 32))
+
+    Reference:
+        Abnar & Zuidema, 2020; Dosovitskiy et al., 2021, Fig. 6 and Appendix D.8.
+    """
+    geometry = model_geometry(model)
+    attention = attention_maps(model, images, batch_size=batch_size)
+    prefix, class_token = geometry.num_prefix_tokens, geometry.class_token
+    rollout = compute_rollout(attention, head_fusion, discard_ratio, prefix, class_token)
+    grid = rollout_to_grid(rollout, geometry.grid_size, prefix, class_token)
+    return AttentionRollout(grid, resize_bilinear(grid, geometry.image_size))
+

@@ -1,0 +1,127 @@
+"""Where a ViT's parts and tokens are: its patch encoder, its blocks in depth order, the token
+grid in input pixels (`ModelGeometry`), and the checks of the images given to inspection."""
+
+import collections
+import re
+
+import keras
+import numpy as np
+
+from keras_vit.layers.patch_encoder import PatchEncoder
+from keras_vit.layers.transformer_block import TransformerBlock
+
+
+class ModelGeometry(collections.namedtuple(
+    "ModelGeometry",
+    ["image_size", "grid_size", "cell_size", "num_prefix_tokens", "class_token"],
+    defaults=(None,),
+)):
+    """Where the tokens of a ViT sit in its input image.
+
+    Attributes:
+        image_size: (H, W) model input size in pixels.
+        grid_size: (gh, gw) patch grid of the patch encoder.
+        cell_size: (float, float) pixels covered by one grid cell,
+            `image_size / grid_size` (the patch size for plain ViTs, the stem
+            stride times the patch size for hybrids).
+        num_prefix_tokens: int. Tokens before the patch tokens (class,
+            distillation and register tokens).
+        class_token: bool. Whether token 0 is a class token; None means
+            `num_prefix_tokens > 0`.
+    """
+
+
+def find_patch_encoder(model):
+    """Returns the model's `PatchEncoder` (the layer `patch_encoder` if there is one).
+
+    Raises:
+        ValueError: when the model has no (or more than one unnamed) `PatchEncoder`.
+    """
+    encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
+    named = [layer for layer in encoders if layer.name == "patch_encoder"]
+    if named:
+        return named[0]
+    if len(encoders) != 1:
+        raise ValueError(
+            "Expected a model with exactly one PatchEncoder layer (named 'patch_encoder'). "
+            f"Received: {len(encoders)} PatchEncoder layers in model '{model.name}'"
+        )
+    return encoders[0]
+
+
+def find_transformer_blocks(model):
+    """Returns the model's `TransformerBlock` layers in depth order.
+
+    Blocks named `encoderblock_{i}` are ordered by `i`; others keep the model's
+    layer order (the topological order of a functional model).
+
+    Raises:
+        ValueError: when the model has no `TransformerBlock`.
+    """
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    if not blocks:
+        raise ValueError(
+            f"Expected a model with TransformerBlock layers. Received: none in model '{model.name}'"
+        )
+    pattern = re.compile(r"^encoderblock_(\d+)$")
+    if all(pattern.match(b.name) for b in blocks):
+        blocks.sort(key=lambda b: int(pattern.match(b.name).group(1)))
+    return blocks
+
+
+def model_geometry(model):
+    """Returns the `ModelGeometry` (image size, patch grid, pixels per cell) of a ViT.
+
+    The grid comes from the patch encoder, the image size from the model's input,
+    so hybrid models (patch encoder on a CNN feature map) are measured in input
+    pixels too.
+    """
+    encoder = find_patch_encoder(model)
+    shape = model_input_shape(model)
+    if shape[1] is None or shape[2] is None:
+        raise ValueError(
+            "Inspection needs a model with a static input height and width. "
+            f"Received: input shape={shape}"
+        )
+    if encoder.grid_size is None:
+        raise ValueError(f"Layer '{encoder.name}' is not built; call the model once first.")
+    image_size = (int(shape[1]), int(shape[2]))
+    grid = tuple(int(g) for g in encoder.grid_size)
+    cell = (image_size[0] / grid[0], image_size[1] / grid[1])
+    return ModelGeometry(
+        image_size, grid, cell, encoder.num_prefix_tokens, bool(encoder.class_token)
+    )
+
+
+def model_input_shape(model):
+    shape = model.input_shape
+    if isinstance(shape, list):
+        if len(shape) != 1:
+            raise ValueError(
+                f"Expected a model with one image input. Received: {len(shape)} inputs"
+            )
+        shape = shape[0]
+    shape = tuple(shape)
+    if len(shape) != 4:
+        raise ValueError(
+            "Expected a model taking images (batch, height, width, channels). "
+            f"Received: input shape={shape}"
+        )
+    return shape
+
+
+def check_images(model, images):
+    images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
+    shape = model_input_shape(model)
+    if images.ndim == 3:
+        images = images[None]
+    if images.ndim != 4 or any(
+        want is not None and got != want
+        for got, want in zip(images.shape[1:], shape[1:], strict=True)
+    ):
+        raise ValueError(
+            f"images must have shape (batch, {shape[1]}, {shape[2]}, {shape[3]}) "
+            f"(preprocessed to [-1, 1]). Received: images.shape={images.shape}"
+        )
+    return images
+

@@ -1,0 +1,204 @@
+"""Files of a training run that survive a kill at any moment.
+
+Every artefact is written to a temporary file in the same folder and moved into place with
+`os.replace` (`atomic_write`, `write_json`), so a kill leaves the old file or the new one, never
+half of one. `AtomicBackupAndRestore` keeps the previous backup and records each backup's SHA-256,
+so a rerun resumes from the newest consistent backup (`find_backup`), and `trim_csv_log` drops the
+CSV rows of epochs a resume repeats. Used by the recipe runner (`keras_vit.runner`).
+
+With several processes (`keras_vit.training.multihost`) every process runs these callbacks (saving
+may gather weights sharded over processes, which takes all of them) and process 0 alone writes.
+"""
+
+import hashlib
+import json
+import os
+import warnings
+
+import keras
+
+from keras_vit.saving import atomic_write
+from keras_vit.training import multihost
+from keras_vit.training.lora import exact_lora_variables
+
+
+def write_json(path, value):
+    """Writes `value` as JSON to `path` atomically."""
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(value, f, indent=2)
+
+    atomic_write(path, write)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+BACKUP_WEIGHTS = ("latest.weights.h5", "previous.weights.h5")
+BACKUP_METADATA = ("training_metadata.json", "previous_metadata.json")
+
+
+def find_backup(backup_dir):
+    """The newest consistent backup in `backup_dir`: `(epoch, weights_path)` or `None`.
+
+    A backup is a metadata file (`training_metadata.json`, or `previous_metadata.json` for the
+    one before) whose recorded SHA-256 matches one of the weights files: a truncated or
+    half-written file never matches. Damaged or unmatched files are named in a warning.
+    """
+    candidates, damaged = [], []
+    for name in BACKUP_METADATA:
+        path = os.path.join(backup_dir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path) as f:
+                meta = json.load(f)
+            candidates.append((int(meta["epoch"]), meta.get("weights_sha256"), path))
+        except (OSError, ValueError, KeyError, TypeError):
+            damaged.append(path)
+    hashes = {}
+    for name in BACKUP_WEIGHTS:
+        path = os.path.join(backup_dir, name)
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            hashes.setdefault(_sha256(path), path)
+    found = None
+    for epoch, sha, path in sorted(candidates, reverse=True):
+        weights = hashes.get(sha)
+        latest = os.path.join(backup_dir, BACKUP_WEIGHTS[0])
+        if sha is None and latest in hashes.values():  # a plain Keras backup (no hash recorded)
+            weights = latest
+        if weights is not None:
+            found = (epoch, weights)
+            break
+        damaged.append(path)
+    if damaged:
+        others = [os.path.join(backup_dir, n) for n in BACKUP_WEIGHTS]
+        what = f"resuming from {found[1]} (epoch {found[0]})" if found else "restarting"
+        warnings.warn(
+            f"Damaged or unmatched backup files {damaged} (weights {others}): {what}.",
+            stacklevel=2,
+        )
+    return found
+
+
+def backup_epoch(backup_dir):
+    """The epoch a backup in `backup_dir` resumes at (0 without a usable one)."""
+    found = find_backup(backup_dir)
+    return found[0] if found else 0
+
+
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` whose backups survive a kill at any moment.
+
+    Every save writes the weights to a temporary file, keeps the previous backup
+    (`previous.weights.h5`, `previous_metadata.json`), moves the new weights in (`os.replace`)
+    and then writes `training_metadata.json` (atomically) with the epoch and the SHA-256 of its
+    weights, so the metadata never points to weights that do not exist or are incomplete.
+    Restoring takes the newest consistent pair (`find_backup`). The backup is not deleted at the
+    end of `fit`: the runner removes it once the final artefacts are written, so a kill in
+    between still resumes.
+
+    Args:
+        backup_dir: str. The backup folder.
+        every: int. Epochs between backups; the last epoch (`epochs`) is always backed up.
+            Defaults to 1.
+        epochs: optional int. The run's last epoch.
+    """
+
+    def __init__(self, backup_dir, every=1, epochs=None):
+        super().__init__(backup_dir, delete_checkpoint=False)
+        self.every = every
+        self.epochs = epochs
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._current_epoch = epoch + 1
+        self._last_batch_seen = 0
+        if self._current_epoch % self.every == 0 or self._current_epoch == self.epochs:
+            self._save_model()
+
+    def on_train_begin(self, logs=None):
+        found = find_backup(self.backup_dir)
+        if found is None:
+            return
+        epoch, weights = found
+        if self.model.optimizer is not None and not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as they are
+            self.model.load_weights(weights)
+        self.model._initial_epoch = epoch
+
+    def _save_model(self):
+        with multihost.saving(self.model) as writer:
+            if writer:
+                self._write_backup()
+
+    def _write_backup(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        latest, previous = (os.path.join(self.backup_dir, n) for n in BACKUP_WEIGHTS)
+        meta, previous_meta = (os.path.join(self.backup_dir, n) for n in BACKUP_METADATA)
+        tmp = os.path.join(self.backup_dir, f".tmp-{os.getpid()}.weights.h5")
+        with exact_lora_variables(self.model):
+            self.model.save_weights(tmp, overwrite=True)
+        sha = _sha256(tmp)
+        # At every moment one metadata file matches an existing weights file (see find_backup).
+        if os.path.exists(latest):
+            os.replace(latest, previous)
+        if os.path.exists(meta):
+            os.replace(meta, previous_meta)
+        os.replace(tmp, latest)
+        write_json(meta, {"epoch": self._current_epoch, "batch": 0, "weights_sha256": sha})
+
+
+class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """`keras.callbacks.ModelCheckpoint` (fixed path) that writes through a temporary file.
+
+    With `save_best_only`, an epoch without the monitored metric (no validation that epoch,
+    `validation_freq` > 1) is skipped quietly instead of with Keras' warning.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_best_only and (logs or {}).get(self.monitor) is None:
+            return
+        super().on_epoch_end(epoch, logs)
+
+    def _get_file_path(self, epoch, batch, logs):
+        folder, name = os.path.split(self.filepath)
+        return os.path.join(folder, f".tmp-{name}")
+
+    def _save_model(self, epoch, batch, logs):
+        with multihost.saving(self.model) as writer:
+            if writer:
+                self._write_checkpoint(epoch, batch, logs)
+
+    def _write_checkpoint(self, epoch, batch, logs):
+        tmp = self._get_file_path(epoch, batch, logs)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        super()._save_model(epoch, batch, logs)
+        if os.path.exists(tmp):
+            os.replace(tmp, self.filepath)
+
+
+def trim_csv_log(path, start_epoch):
+    """Keeps the header and the rows of epochs before `start_epoch` of a CSVLogger file."""
+    if not os.path.exists(path):
+        return
+    if not start_epoch:
+        os.remove(path)
+        return
+    with open(path) as f:
+        lines = f.read().splitlines()
+    kept = lines[:1] + [ln for ln in lines[1:] if ln and int(ln.split(",")[0]) < start_epoch]
+    write_text = "\n".join(kept) + "\n"
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(write_text)
+
+    atomic_write(path, write)

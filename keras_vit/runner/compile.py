@@ -1,0 +1,61 @@
+"""Compiling a recipe's model from its config: the optimizer with its schedule, the loss, the
+metrics; the default `compile` and `evaluate` hooks of `run_training`."""
+
+import keras
+
+from keras_vit.training import optimizers as optimizers_lib
+from keras_vit.training.schedules import WarmupDecay
+
+
+def optimizer_from_config(config, total_steps, warmup_steps):
+    """The config's optimizer by `keras_vit.training.build_optimizer` (the one optimizer builder),
+    with the warm-up + decay `WarmupDecay` schedule of the run's step plan."""
+    schedule = WarmupDecay(
+        float(config["learning_rate"]),
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        decay=config["decay"],
+    )
+    return optimizers_lib.build_optimizer(
+        config["optimizer"],
+        schedule,
+        weight_decay=config["weight_decay"],
+        global_clipnorm=config["global_clipnorm"],
+        gradient_accumulation_steps=config["gradient_accumulation_steps"],
+    )
+
+
+def compile_kwargs(config):
+    """The `model.compile` settings of a run: `jit_compile` and `steps_per_execution`."""
+    return {
+        "jit_compile": config.get("jit_compile", "auto"),
+        "steps_per_execution": config.get("steps_per_execution") or 1,
+    }
+
+
+def compile_model(model, config, total_steps, warmup_steps):
+    """Compiles a classifier: the config's optimizer, (smoothed) cross-entropy, accuracy.
+
+    The accuracy is a weighted metric: the training data carry no weights (no change), and a
+    multi-process evaluation's padding (weight 0) does not count.
+    """
+    model.compile(
+        optimizer=optimizer_from_config(config, total_steps, warmup_steps),
+        loss=optimizers_lib.build_loss(config["label_smoothing"]),
+        weighted_metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+        **compile_kwargs(config),
+    )
+
+
+
+def compile_classifier(model, config, setup):
+    """The default `compile` hook of `run_training`: `compile_model`, no extra metrics."""
+    compile_model(model, config, setup.total_steps, setup.warmup_steps)
+    return {}
+
+
+def evaluate_classifier(model, setup):
+    """The default `evaluate` hook of `run_training`: final test loss and accuracy."""
+    test_loss, test_accuracy = model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0)
+    return {"test_loss": float(test_loss), "test_accuracy": float(test_accuracy)}
+

@@ -1,0 +1,141 @@
+"""Masked-patch-prediction pre-training recipe (paper Sec. 4.6, Appendix B.1.2).
+
+Self-supervised: labels are never read. 50% of the patch embeddings of every image are
+corrupted (80% mask embedding, 10% another patch's embedding, 10% unchanged) and the model
+predicts the 3-bit mean colour of each corrupted patch (`keras_vit.models.mpp`). Adam, LR 2e-4, 10k
+warm-up steps, cosine decay, batch 4096, 1M steps.
+
+Command (defaults: the offline `digits` preset: a 4-layer width-64 ViT, 4 px patches on 16 px
+digits; about a minute on 2 CPU cores):
+
+    keras-vit pretrain-mpp --out runs/mpp
+    keras-vit finetune --init runs/mpp/encoder.keras --out runs/mpp_finetune
+    python -m keras_vit pretrain-mpp --out runs/mpp          # the same
+
+Paper preset (ViT-B/16, 224 px; meant for a TPUv3-8 class machine or 8 GPUs with
+`--distribution data_parallel`, days of compute):
+
+    keras-vit pretrain-mpp --preset paper --dataset tfds:imagenet2012 --data-dir DIR \
+        --distribution data_parallel --mixed-precision mixed_bfloat16 --out runs/b16_mpp
+
+Expected: the paper's ViT-B/16 reaches 79.9% ImageNet top-1 after fine-tuning, +2 points over
+training from scratch (Sec. 4.6). On digits see benchmarks/mpp_digits.py and
+benchmarks/RESULTS.md for what it measures here.
+
+Artefacts in `out`: `model.keras` (the whole pre-training model), `encoder.keras` (the plain
+`ViT(include_top=False, pooling=None)` encoder: mask embedding and prediction head dropped; give
+it to `keras-vit finetune --init`), `metrics.json` (config, per-epoch loss, the held-out
+masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras` and a
+`backup/` for resuming.
+"""
+
+import os
+
+from keras_vit.models import mpp
+from keras_vit.runner import backup, pretrain
+from keras_vit.runner.compile import compile_kwargs, optimizer_from_config
+from keras_vit.runner.config import make_config
+from keras_vit.runner.run import run_training
+from keras_vit.saving import load_model
+from keras_vit.training import multihost
+from keras_vit.training.distribution import without_distribution
+
+# Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
+# flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
+PAPER = dict(
+    pretrain.PAPER,
+    dataset="tfds:imagenet2012", batch_size=4096, epochs=None, steps=1_000_000,
+    optimizer="adam", learning_rate=2e-4, weight_decay=0.0,
+    warmup_steps=10_000, decay="cosine",
+    dropout_rate=0.0, representation_size=None,
+    target="color", corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1,
+)
+
+# Offline default: the supervised digits preset's model, image size, batch, warm-up and crops;
+# 2000 steps at LR 1e-3.
+SHARED_WITH_PRETRAIN = (*pretrain.DIGITS_MODEL, "image_size", "batch_size", "warmup_steps")
+DIGITS = dict(
+    PAPER,
+    **{key: pretrain.DIGITS[key] for key in (*SHARED_WITH_PRETRAIN, "crop_scale")},
+    steps=2000,
+    learning_rate=1e-3,
+)
+
+PRESETS = {"digits": DIGITS, "paper": PAPER}
+
+
+def get_config(preset="digits", smoke=False):
+    """The MPP pre-training config: `preset` `"digits"` (offline default) or `"paper"` (B.1.2).
+
+    No per-epoch validation (labels are never read). `smoke=True` shrinks it for tests
+    (`keras_vit.runner.config.SMOKE` with batch 16 and 6 steps).
+    """
+    return make_config(
+        PRESETS, preset, smoke, runtime=dict(out="runs/mpp", validation_freq=0),
+        smoke_overrides=dict(
+            batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0
+        ),
+    )
+
+
+# The masked-patch-prediction settings of a config, passed to `mpp.build_mpp_model` as they are.
+MPP_KEYS = ("target", "corruption_rate", "mask_fraction", "random_fraction", "seed")
+
+
+def build_model(num_classes, config):
+    """`mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
+    overrides = dict(config["model_overrides"] or {})
+    if config["dropout_rate"]:
+        overrides["dropout_rate"] = config["dropout_rate"]
+    if config["remat"]:
+        overrides["remat"] = True
+    model = mpp.build_mpp_model(
+        config["model"],
+        image_size=config["image_size"],
+        num_channels=config["num_channels"],
+        **{key: config[key] for key in MPP_KEYS},
+        **overrides,
+    )
+    return model, {"variant": config["model"], "init": "random", "target": config["target"]}
+
+
+def compile_mpp(model, config, setup):
+    """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
+    optimizer = optimizer_from_config(config, setup.total_steps, setup.warmup_steps)
+    model.compile(optimizer=optimizer, **compile_kwargs(config))
+    # The untrained model's held-out loss: the reference the final loss must beat.
+    initial = None
+    if not setup.start_epoch:
+        initial = float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))
+    return {"initial_eval_loss": initial}
+
+
+def evaluate_mpp(model, setup):
+    return {"eval_loss": float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))}
+
+
+def save_encoder(model, setup):
+    """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`.
+
+    With several processes, process 0 extracts it from the `model.keras` it has just written
+    (read outside the distribution: the trained model's weights may be sharded over processes);
+    the other processes write nothing.
+    """
+    path = os.path.join(setup.out, "encoder.keras")
+    if setup.num_processes > 1:
+        if not multihost.is_chief():
+            return {"encoder_path": path}
+        with without_distribution():
+            model = load_model(os.path.join(setup.out, "model.keras"))
+    encoder = mpp.extract_encoder(model)
+    backup.atomic_write(path, encoder.save)
+    return {"encoder_params": int(encoder.count_params()), "encoder_path": path}
+
+
+def run(config, callbacks=()):
+    """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
+    # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
+    return run_training(
+        config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,
+        evaluate=evaluate_mpp, finish=save_encoder,
+    )

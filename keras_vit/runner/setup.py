@@ -1,0 +1,171 @@
+"""Everything a run needs before its model is built: checks, processes, output folder, seed, data,
+step plan, resume point and pipelines (`prepare_run` -> `RunSetup`)."""
+
+import dataclasses
+import math
+import os
+
+import keras
+
+from keras_vit import data
+from keras_vit.runner.backup import find_backup, trim_csv_log
+from keras_vit.runner.callbacks import ThroughputLogger
+from keras_vit.runner.config import check_config
+from keras_vit.runner.output import prepare_out
+from keras_vit.runner.processes import check_batch_shards, start_processes
+from keras_vit.runner.steps import plan_steps
+from keras_vit.training import augment as augment_lib
+from keras_vit.training import multihost
+
+
+def load_data(config):
+    """Loads the train and eval `Source`s of a config."""
+    common = dict(
+        data_dir=config["data_dir"],
+        num_channels=config["num_channels"],
+        on_corrupt=config["on_corrupt"],
+        download=config["download"],
+    )
+    train = data.load_source(config["dataset"], "train", **common)
+    eval_split = config["eval_split"] or data.default_eval_split(
+        config["dataset"], config["data_dir"]
+    )
+    evaluation = data.load_source(config["dataset"], eval_split, **common)
+    return train, evaluation
+
+
+
+@dataclasses.dataclass
+class RunSetup:
+    """What a recipe run needs before building its model (see `prepare_run`).
+
+    Attributes:
+        out: str. The output folder.
+        train_source, eval_source: the data `Source`s.
+        epochs, steps_per_epoch, total_steps, warmup_steps: the step plan (`plan_steps`).
+        backup_dir: str. The backup folder.
+        start_epoch: int. The epoch a backup resumes at (0 for a fresh run).
+        train_ds, eval_ds: the `tf.data` pipelines (the training one starts at `start_epoch`).
+        throughput: a `ThroughputLogger` for the run's callbacks.
+        eval_steps: batches of one pass over `eval_ds` when it repeats (several processes: the
+            padded, weighted evaluation of `data.eval_pipeline(pad=True)`), else None (to its end).
+        num_processes: int. Processes training together (1 unless several were joined).
+    """
+
+    out: str
+    train_source: object
+    eval_source: object
+    epochs: int
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+    backup_dir: str
+    start_epoch: int
+    train_ds: object
+    eval_ds: object
+    throughput: ThroughputLogger
+    eval_steps: int | None = None
+    num_processes: int = 1
+
+    def base_metrics(self, recipe, config):
+        """The metrics.json fields every recipe writes (run, data and step plan)."""
+        return {
+            "recipe": recipe,
+            "backend": keras.backend.backend(),
+            "dataset": config["dataset"],
+            "num_train_examples": self.train_source.num_examples,
+            "num_eval_examples": self.eval_source.num_examples,
+            "epochs": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "resumed_at_epoch": self.start_epoch,
+            "num_processes": self.num_processes,
+        }
+
+
+
+def prepare_run(config):
+    """Sets up a recipe run: checks, seed, dtype policy, data, step plan, resume point, pipelines.
+
+    Checks the config (`check_config`), joins the other processes if asked (`start_processes`),
+    checks the output folder (`prepare_out`, in process 0) before anything is loaded, seeds Keras
+    (`config["seed"]`), sets the mixed-precision policy if any, loads the train/eval data, plans
+    the steps, finds the epoch a backup in `out/backup` resumes at (printing it), and builds the
+    training pipeline from that epoch (crop, flip, `config["augment"]`) and the evaluation
+    pipeline. With several processes, process 0 decides the output folder, every process must see
+    the same data and the same backup, and the evaluation set is padded to whole global batches
+    (weighted, so that each image counts once).
+
+    Returns:
+        A `RunSetup`.
+    """
+    check_config(config)
+    num_processes = start_processes(config)
+    chief = multihost.is_chief()
+    parts = check_batch_shards(config, num_processes) if num_processes > 1 else 1
+    out = multihost.run_on_chief(lambda: prepare_out(config))
+    keras.utils.set_random_seed(config["seed"])
+    if config["mixed_precision"]:
+        keras.config.set_dtype_policy(config["mixed_precision"])
+    train_source, eval_source = load_data(config)
+    sizes = [train_source.num_examples, eval_source.num_examples, train_source.num_classes]
+    multihost.check_same("data (train examples, eval examples, classes)", sizes)
+    epochs, per_epoch, total, warmup = plan_steps(config, train_source.num_examples)
+    backup_dir = os.path.join(out, "backup")
+    found = find_backup(backup_dir)
+    multihost.check_same(
+        f"view of the backup in {backup_dir} (epoch, file)",
+        found and [found[0], os.path.basename(found[1])],
+        "To resume, --out must be a folder that every process reads (a shared file system): "
+        "process 0 writes it.",
+    )
+    start_epoch = min(found[0] if found else 0, epochs)
+    if start_epoch and chief:
+        print(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}/{epochs}.")
+    if chief:
+        trim_csv_log(os.path.join(out, "log.csv"), start_epoch)
+    train_ds = data.train_pipeline(
+        train_source,
+        image_size=config["image_size"],
+        batch_size=config["batch_size"],
+        epochs=epochs,
+        steps_per_epoch=per_epoch,
+        start_epoch=min(start_epoch, epochs - 1),  # == epochs: nothing left, never iterated
+        seed=config["seed"],
+        crop_scale=config["crop_scale"],
+        crop_ratio=config["crop_ratio"],
+        rotation=config["rotation"],
+        flip=config["flip"],
+        augmenters=augment_lib.build_augmenters(
+            config["augment"], seed=config["seed"], image_size=config["image_size"]
+        ),
+    )
+    eval_steps = None
+    if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
+        eval_batch = math.ceil(config["eval_batch_size"] / parts) * parts
+        eval_ds = data.eval_pipeline(
+            eval_source, image_size=config["image_size"], batch_size=eval_batch, pad=True
+        ).repeat()  # Keras' sharded dataset has no known length: evaluate `eval_steps` batches
+        eval_steps = math.ceil(eval_source.num_examples / eval_batch)
+    else:
+        eval_ds = data.eval_pipeline(
+            eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]
+        )
+    return RunSetup(
+        out=out,
+        train_source=train_source,
+        eval_source=eval_source,
+        epochs=epochs,
+        steps_per_epoch=per_epoch,
+        total_steps=total,
+        warmup_steps=warmup,
+        backup_dir=backup_dir,
+        start_epoch=start_epoch,
+        train_ds=train_ds,
+        eval_ds=eval_ds,
+        throughput=ThroughputLogger(config["batch_size"], per_epoch),
+        eval_steps=eval_steps,
+        num_processes=num_processes,
+    )
+

@@ -1,0 +1,223 @@
+"""Smoke runs of the pretrain / finetune / fewshot recipes through their CLI commands."""
+
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from keras_vit.cli import main  # noqa: E402
+from keras_vit.models.vit import ViT  # noqa: E402
+from keras_vit.runner import finetune  # noqa: E402
+from tests.helpers import randomize_weights, to_numpy  # noqa: E402
+
+
+def cli(command, *argv):
+    return main([command, *argv])
+
+
+def check_training_artefacts(out, zero_head=False):
+    for path in ("model.keras", "metrics.json", "log.csv", "checkpoints/last.keras",
+                 "checkpoints/best.keras", "logs"):
+        assert os.path.exists(os.path.join(out, path)), path
+    assert not os.path.exists(os.path.join(out, "backup"))  # removed after a finished run
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    losses = metrics["history"]["loss"]
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+    if zero_head:
+        # A zero-initialised head starts at exactly ln(K): the held-out loss must end below it
+        # (SGD's per-epoch training losses over 3 x 3 steps are too noisy to compare).
+        assert metrics["test_loss"] < math.log(metrics["num_classes"]) - 1e-4, metrics["test_loss"]
+    else:
+        assert losses[-1] < losses[0], losses
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    assert metrics["backend"] == keras.backend.backend()
+    keras.saving.load_model(os.path.join(out, "model.keras"))
+    return metrics
+
+
+def test_pretrain_then_finetune_at_a_new_resolution(tmp_path):
+    pre = str(tmp_path / "pre")
+    code = cli("pretrain", "--smoke", "--out", pre, "--verbose", "0", "--jit-compile", "false")
+    assert code == 0
+    metrics = check_training_artefacts(pre)
+    assert metrics["total_steps"] == 24 and metrics["config"]["optimizer"] == "adamw"
+    assert metrics["config"]["jit_compile"] is False
+
+    fine = str(tmp_path / "fine")
+    # 16 steps per epoch: the zero-head check below needs more than the smoke's 3 x 8 SGD steps
+    # to be clear of noise on every backend.
+    code = cli("finetune", "--smoke", "--init", os.path.join(pre, "model.keras"),
+               "--image-size", "24", "--remat", "--out", fine, "--verbose", "0",
+               "--steps-per-epoch", "16")
+    assert code == 0
+    metrics = check_training_artefacts(fine, zero_head=True)
+    assert metrics["model"]["source_image_size"] == [16, 16]
+    model = keras.saving.load_model(os.path.join(fine, "model.keras"))
+    assert model.input_shape == (None, 24, 24, 3)
+    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
+    assert blocks and all(block.remat for block in blocks)  # --remat reached the model
+    assert metrics["config"]["optimizer"] == "sgd" and metrics["config"]["decay"] == "cosine"
+
+
+def test_fewshot_smoke(tmp_path):
+    model = ViT("mu/4", image_size=16, num_classes=10, representation_size=16)
+    randomize_weights(model, scale=0.1)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    out = str(tmp_path / "fs")
+    assert cli("fewshot", "--smoke", "--model-path", path, "--out", out) == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert set(metrics["shots"]) == {"1", "2"}
+    assert metrics["feature_dim"] == 16  # pre-logits features
+    for result in metrics["shots"].values():
+        assert 0.0 <= result["accuracy_mean"] <= 1.0
+
+
+def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
+    source = ViT("mu/4", image_size=16, num_classes=5, representation_size=32)
+    randomize_weights(source)
+    arch = finetune.init_kwargs(source, finetune.get_config(smoke=True))
+    assert arch["num_layers"] == 2 and arch["patch_size"] == (4, 4) and arch["pooling"] == "token"
+    target = ViT("mu/4", image_size=24, num_classes=7, **arch)
+    copied = finetune.transfer_weights(source, target)
+    assert "head" not in copied and "patch_encoder" in copied
+    expected = source.get_layer("patch_encoder").resampled_position_embedding((6, 6))
+    np.testing.assert_allclose(
+        to_numpy(target.get_layer("patch_encoder").position_embeddings), expected, rtol=1e-6
+    )
+    for name in ("encoderblock_0", "encoderblock_1", "encoder_norm"):
+        pairs = zip(source.get_layer(name).weights, target.get_layer(name).weights, strict=True)
+        for a, b in pairs:
+            np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    assert not np.any(to_numpy(target.get_layer("head").kernel))
+    with pytest.raises(ValueError, match="no layer"):
+        finetune.transfer_weights(ViT("mu/4", image_size=16, num_layers=1), target)
+
+
+def test_init_kwargs_pool_a_tokens_only_encoder():
+    """A tokens-only encoder (MPP's encoder.keras) fine-tunes with its class token, else gap."""
+    config = finetune.get_config(smoke=True)
+    with_token = ViT("mu/4", image_size=16, include_top=False, pooling=None)
+    assert finetune.init_kwargs(with_token, config)["pooling"] == "token"
+    gap = ViT("mu/4", image_size=16, include_top=False, pooling=None, class_token=False)
+    assert finetune.init_kwargs(gap, config)["pooling"] == "gap"
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [("pretrain", "recipes/pretrain_i21k_b16.py"), ("finetune", "recipes/finetune_cifar10_b16.py"),
+     ("pretrain-mpp", "recipes/pretrain_mpp_imagenet_b16.py"),
+     ("finetune", "recipes/finetune_digits.py")],
+)
+def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monkeypatch):
+    """--print-config prints the merged config as JSON, exits 0, and trains nothing."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.chdir(tmp_path)
+    assert cli(name, "--config", os.path.join(root, path), "--print-config", "--seed", "3") == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["seed"] == 3 and not os.listdir(tmp_path)
+    expected = {
+        "pretrain": dict(model="B/16", batch_size=4096, learning_rate=1e-3, weight_decay=0.03,
+                         warmup_steps=10_000, decay="linear", epochs=90, representation_size=768),
+        "pretrain-mpp": dict(model="B/16", learning_rate=2e-4, steps=1_000_000, decay="cosine",
+                             corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1),
+    }
+    if "cifar10" in path:
+        expected["finetune"] = dict(image_size=384, batch_size=512, steps=10_000,
+                                    learning_rate=0.01, warmup_steps=500, optimizer="sgd")
+    else:
+        expected["finetune"] = dict(image_size=24, batch_size=32, epochs=60, learning_rate=0.03,
+                                    rotation=12.0, crop_scale=[0.8, 1.0], label_smoothing=0.1)
+    for key, value in expected[name].items():
+        assert config[key] == value, key
+
+
+def test_cli_reports_bad_dataset(tmp_path, capsys):
+    code = cli("pretrain", "--smoke", "--dataset", "tfds:mnist", "--data-dir", str(tmp_path),
+               "--out", str(tmp_path / "x"))
+    assert code == 2
+    assert "not prepared" in capsys.readouterr().err
+
+
+def test_jit_compile_flag_values(capsys):
+    """--jit-compile takes auto, true or false (any case); anything else names what it got."""
+    from keras_vit.cli.flags import jit_compile
+
+    assert [jit_compile(v) for v in ("auto", "TRUE", "False")] == ["auto", True, False]
+    assert cli("pretrain", "--smoke", "--jit-compile", "maybe") == 2
+    err = capsys.readouterr().err
+    assert "expected auto, true or false; received 'maybe'" in err
+
+
+def test_experiment_file_runs_through_the_cli(tmp_path):
+    """recipes/finetune_digits.py with --smoke: file < smoke shrink < flags, all applied."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "finetune_digits.py")
+    out = str(tmp_path / "ft")
+    argv = ["--config", path, "--smoke", "--out", out, "--verbose", "0", "--jit-compile", "false",
+            "--steps-per-epoch", "16"]  # 3 x 16 SGD steps: clear of noise (see above)
+    assert cli("finetune", *argv) == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    config = metrics["config"]
+    assert config["model"] == "mu/4" and config["epochs"] == 3  # the smoke shrink
+    assert config["rotation"] == 12.0 and config["label_smoothing"] == 0.1  # the file
+    assert config["out"] == out and config["jit_compile"] is False  # the flags
+    assert config["steps_per_epoch"] == 16
+
+
+def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
+    out = str(tmp_path / "synthetic")
+    argv = ["--smoke", "--dataset", "synthetic:4:256:16", "--out", out, "--verbose", "0"]
+    steps_per_execution = 4
+    if keras.backend.backend() == "torch":  # Keras runs PyTorch one step per call
+        assert cli("finetune", *argv, "--steps-per-execution", "4") == 2
+        assert "steps_per_execution (--steps-per-execution) must be 1" in capsys.readouterr().err
+        steps_per_execution = 1
+    code = cli("finetune", *argv, "--steps-per-execution", str(steps_per_execution))
+    assert code == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    assert (metrics["num_train_examples"], metrics["num_eval_examples"]) == (256, 64)
+    assert metrics["num_classes"] == 4 and metrics["steps_per_epoch"] == 8
+    assert metrics["config"]["steps_per_execution"] == steps_per_execution
+    assert metrics["throughput"]["images_per_second"] > 0
+
+
+def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
+    from keras_vit.training.lora import load_lora_weights, lora_config
+
+    init = ViT("mu/4", image_size=16, num_classes=10)
+    randomize_weights(init, scale=0.1)
+    init_path = str(tmp_path / "init.keras")
+    init.save(init_path)
+    out = str(tmp_path / "lora")
+    argv = ["--smoke", "--dataset", "synthetic:4:256:16", "--init", init_path, "--out", out,
+            "--verbose", "0", "--lora-rank", "2", "--lora-targets", "value,mlp_dense_1"]
+    assert cli("finetune", *argv[:-1], "value,qkv") == 2  # an unknown target, before any data
+    assert "Received: targets=('value', 'qkv')" in capsys.readouterr().err
+    assert cli("finetune", *argv) == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    settings = {"rank": 2, "alpha": 2.0, "targets": ["value", "mlp_dense_1"]}
+    assert {k: metrics["model"]["lora"][k] for k in settings} == settings
+    # Per block: value A (32, 2, 2) + B (2, 16), mlp_dense_1 A (32, 2) + B (2, 64); head 32x4+4.
+    assert metrics["model"]["lora"]["trainable_params"] == 2 * (128 + 32 + 64 + 128) + 132
+    trained = keras.saving.load_model(os.path.join(out, "model.keras"))  # merged kernels
+    assert lora_config(trained) is None
+    for name in ("patch_encoder", "encoderblock_0"):  # the frozen encoder came through as is
+        block, source = trained.get_layer(name), init.get_layer(name)
+        for w, v in zip(block.weights, source.weights, strict=True):
+            if "value" in w.path or "mlp_dense_1/kernel" in w.path:
+                continue
+            np.testing.assert_array_equal(to_numpy(w), to_numpy(v), err_msg=w.path)
+    # The adapters file on the base model gives the trained model's outputs.
+    config = finetune.get_config(smoke=True)
+    config.update(init=init_path, image_size=16)
+    base, _ = finetune.build_model(4, config)
+    load_lora_weights(base, metrics["lora_weights_path"])
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(to_numpy(base(images)), to_numpy(trained(images)), atol=1e-5)
