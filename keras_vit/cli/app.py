@@ -18,6 +18,7 @@ from collections.abc import Callable
 from keras_vit.cli import commands as C
 from keras_vit.cli import flags as F
 from keras_vit.cli.extras import MissingExtraError, require
+from keras_vit.cli.quiet import quiet
 
 PROG = "keras-vit"
 
@@ -216,7 +217,8 @@ def main(argv=None):
     command = COMMANDS[args.command]
     try:
         require(*command.needs)
-        return command.run(args) or 0
+        with quiet(prog, debug):
+            return command.run(args) or 0
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted.", file=sys.stderr)
         return _exit_alone(130, None)

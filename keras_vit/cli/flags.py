@@ -270,7 +270,7 @@ def mpp_flags(parser):
 
 
 def quickstart_flags(parser):
-    from keras_vit.runner.quickstart import DEFAULTS
+    from keras_vit.runner.quickstart_defaults import DEFAULTS
 
     parser.add_argument(
         "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"

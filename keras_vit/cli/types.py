@@ -152,7 +152,7 @@ def jit_compile(text):
 
 def job_addresses(text):
     """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
-    from keras_vit.training.multihost import parse_job_addresses
+    from keras_vit.training.addresses import parse_job_addresses
 
     try:
         return ",".join(parse_job_addresses(text))
