@@ -162,6 +162,9 @@ def test_names_and_kwargs_of_keras_vit_models():
     assert exported.name == "vit_base_patch16_clip_224" and qkv_bias
     assert exported.kwargs == dict(img_size=32, num_classes=3, embed_dim=32, depth=2,
                                    num_heads=2, mlp_ratio=2.0, patch_size=8)  # fmt: skip
+    # A model name timm's table parses but cannot build (7 px < one patch) is passed over.
+    named = ViT("mu/8", image_size=32, name="vit_base_patch16_7", approximate_gelu=False)
+    assert timm_model_for(model_config(named))[0].name == "vit_base_patch16_224"
     headless = ViT("mu/8", image_size=32, include_top=False, approximate_gelu=False)
     exported, _ = timm_model_for(model_config(headless))
     assert exported.kwargs["num_classes"] == 0
