@@ -454,6 +454,7 @@ def inspect_flags(parser):
         "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
     )
     parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument(
         "--head-fusion",
         default="mean",

@@ -13,6 +13,8 @@ import os
 import shutil
 import socket
 
+from keras_vit.saving import check_writable
+
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
 FINAL_FOLDERS = ("checkpoints", "logs", "backup")
 
@@ -50,6 +52,7 @@ def prepare_out(config):
         raise PermissionError(f"--out {out!r}: the folder {parent!r} is not writable.")
     if os.path.isdir(out) and not os.access(out, os.W_OK | os.X_OK):
         raise PermissionError(f"--out {out!r} is not writable.")
+    check_writable(out, "--out folder")  # also a read-only file system, before any work
     if os.path.isdir(out):
         check_lock(out)
     ours = [
