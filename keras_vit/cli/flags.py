@@ -151,7 +151,8 @@ def training_flags(parser):
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
         "random_translation, random_zoom, and keras-cv layers (the cv extra) by name: "
         "keras_cv.GridMask, 'keras_cv.RandAugment(magnitude=0.3)' (literal arguments only; "
-        "images are in [0, 255] there, value_range defaults to (0, 255))",
+        "images are in [0, 255] there, value_range defaults to (0, 255)); none (or an empty "
+        "value) clears the config's list",
     )
     crops = (
         ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),

@@ -120,6 +120,8 @@ def augment_list(text):
     """
     from keras_vit.training.cv_augment import is_keras_cv_spec, parse_keras_cv_spec
 
+    if text.strip().lower() in ("", "none"):
+        return []  # no augmentation: clears a config's list
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         depth += char in "([{"
