@@ -174,6 +174,20 @@ def training_flags(parser):
 
 
 
+def flexi_flags(parser):
+    """FlexiViT training (pretrain and finetune)."""
+    group = parser.add_argument_group("FlexiViT")
+    group.add_argument(
+        "--patch-sizes",
+        dest="patch_sizes",
+        type=positive_int_list,
+        metavar="P,P,...",
+        help="train one set of weights at a patch size drawn per batch from this list "
+        "(keras_vit.FlexiViT; each must divide the image size); the model's own patch size "
+        "is the base kernel and the evaluation size",
+    )
+
+
 def cluster_flags(parser):
     """Several processes (machines) training one model: JAX's runtime via Keras."""
     group = parser.add_argument_group(
