@@ -1,67 +1,39 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX
-and PyTorch."""
+and PyTorch.
 
-from keras_vit import inspection, layers, training
-from keras_vit._api import public_names as _public_names
-from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
-from keras_vit.layers import (
-    DropPath,
-    MAPHead,
-    MultiHeadSelfAttention,
-    PatchEncoder,
-    Patches,
-    StdConv2D,
-    TokenGrid,
-    TokenPooling,
-    TransformerBlock,
-)
-from keras_vit.models import (
-    FlexiViT,
-    VisionTransformer,
-    ViT,
-    ViTB8,
-    ViTB16,
-    ViTB32,
-    ViTConfig,
-    ViTH14,
-    ViTL16,
-    ViTL32,
-    ViTR26B32,
-    ViTR26S32,
-    ViTR50B16,
-    ViTR50L32,
-    ViTRTi16,
-    ViTS16,
-    ViTS32,
-    ViTTi16,
-    feature_extractor,
-    with_patch_size,
-)
-from keras_vit.preprocessing import preprocess_input
-from keras_vit.saving import load_model
-from keras_vit.training.lora import (
-    enable_lora,
-    get_lora_settings,
-    load_lora_weights,
-    merge_lora,
-    save_lora_weights,
-)
-from keras_vit.training.quantization import quantize
-from keras_vit.version import __version__
-from keras_vit.weights import (
-    Preset,
-    decode_predictions,
-    get_preset_file,
-    imagenet_classes,
-    list_presets,
-    load_npz,
-    register_preset,
-    save_npz,
-)
-from keras_vit.weights.export_huggingface import export_huggingface
-from keras_vit.weights.export_timm import export_timm
-from keras_vit.weights.huggingface import from_huggingface
-from keras_vit.weights.timm import from_timm
+The public names (`keras_vit.ViT`, `keras_vit.load_model`, ...) live in `keras_vit._api` and are
+imported on first use, so that importing the package, or running `keras-vit --help`, loads no
+framework until a name that needs one is used.
+"""
 
-# Everything imported above is the public API (modules aside): `__all__` is derived from it.
-__all__ = _public_names(globals())
+import importlib
+import importlib.util
+
+from keras_vit.version import __version__ as __version__  # no framework imported
+
+
+def _load_api():
+    return importlib.import_module("keras_vit._api")
+
+
+def __getattr__(name):
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(name)
+    api = _load_api()
+    if name == "__all__":
+        return api.__all__
+    if name in globals():  # a submodule that importing the API imported
+        return globals()[name]
+    if hasattr(api, name):
+        value = getattr(api, name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'keras_vit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_load_api().__all__))
+

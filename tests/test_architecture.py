@@ -130,7 +130,7 @@ def test_no_import_cycle_in_keras_vit():
 # keras_vit; ones not listed here (new packages) are checked only in that no listed floor up to
 # `models` may import them, and that no cycle forms.
 FLOORS = (
-    ("version", "_api", "layers", "preprocessing"),
+    ("version", "_public", "layers", "preprocessing"),
     ("models",),
     ("saving",),
     ("weights", "training", "data", "mpp"),
@@ -138,7 +138,7 @@ FLOORS = (
     ("recipes", "runner"),
     ("quickstart",),
     ("cli",),
-    ("__main__", "__init__"),
+    ("__main__", "__init__", "_api"),
 )
 _RANK = {name: rank for rank, names in enumerate(FLOORS) for name in names}
 _BASE = _RANK["models"]
@@ -205,8 +205,10 @@ def test_subpackages_form_a_one_way_stack():
 
 _LOAD_WITH_LAYERS_ONLY = """
 import sys, numpy as np, keras
-import keras_vit.layers
+import keras_vit.models  # the model class; its layers register through keras_vit.layers
+assert "keras_vit.weights" not in sys.modules and "keras_vit._api" not in sys.modules
 model = keras.saving.load_model(sys.argv[1])
+assert type(model).__name__ == "VisionTransformer", type(model)
 registered = keras.saving.get_registered_object("keras_vit>StdConv2D")
 assert registered is keras_vit.layers.StdConv2D, registered
 np.testing.assert_array_equal(
@@ -218,7 +220,8 @@ print(type(model.get_layer("conv_root")).__module__)
 
 def test_layers_package_alone_registers_std_conv(tmp_path):
     # The layers package imports StdConv2D itself (so no module imports models.hybrid "to
-    # register it"), and a hybrid's .keras file loads after `import keras_vit.layers`.
+    # register it"), and a hybrid's .keras file loads after `import keras_vit.models` (the
+    # model class), without the weights package or the public API.
     assert "keras_vit.layers.std_conv" in import_graph()["keras_vit.layers"]
     model = ViT(
         "mu/1", resnet_units=(1,), resnet_width=8, resnet_groups=4, image_size=16, num_classes=3

@@ -1,6 +1,6 @@
 """keras_vit models: `VisionTransformer`, its builders, its one `ViTConfig`, the variant table."""
 
-from keras_vit._api import public_names as _public_names
+from keras_vit._public import public_names as _public_names
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer
 from keras_vit.models.features import feature_extractor

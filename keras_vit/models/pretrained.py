@@ -3,11 +3,13 @@
 `keras_vit.models` sits below `keras_vit.weights` (the weights loaders build and read models),
 so the builders never import it. A `.weights.h5` file is Keras' own format and loads here; the
 official `.npz` files and preset names are handled by `keras_vit.weights`, which registers
-itself with `register_weights_handler` when it is imported (and `import keras_vit`, which runs
-before any `keras_vit.models` import, imports it).
+itself with `register_weights_handler` when it is imported. Where nothing has imported it yet
+(`keras_vit` imports its public names lazily), the first `.npz` or preset loads it by name, as a
+plug-in: the import graph keeps models below weights.
 """
 
 import dataclasses
+import importlib
 import os
 
 WEIGHT_SUFFIXES = (".npz", ".weights.h5")
@@ -41,11 +43,16 @@ def register_weights_handler(handler):
     _HANDLER[:] = [handler]
 
 
+WEIGHTS_PACKAGE = "keras_vit.weights"
+
+
 def _handler():
     if not _HANDLER:
+        importlib.import_module(WEIGHTS_PACKAGE)  # registers itself (the plug-in)
+    if not _HANDLER:
         raise RuntimeError(
-            "Loading .npz checkpoints and presets needs keras_vit.weights; `import keras_vit` "
-            "(which imports it) before building with weights=."
+            f"Loading .npz checkpoints and presets needs {WEIGHTS_PACKAGE}, which registers a "
+            "WeightsHandler on import; it registered none."
         )
     return _HANDLER[0]
 

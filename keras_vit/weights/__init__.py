@@ -17,7 +17,7 @@ The builders (`keras_vit.ViT(weights=...)`) reach `presets` and `npz` through th
 package registers with `keras_vit.models.pretrained` on import: `models` never imports `weights`.
 """
 
-from keras_vit._api import public_names as _public_names
+from keras_vit._public import public_names as _public_names
 from keras_vit.models import pretrained as _pretrained
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
 from keras_vit.weights.npz import (

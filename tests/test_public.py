@@ -1,4 +1,4 @@
-"""Tests for keras_vit/_api.py: the public names, derived once from each package's imports."""
+"""Tests for keras_vit/_public.py: the public names, derived once from each package's imports."""
 
 import sys
 
