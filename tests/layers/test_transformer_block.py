@@ -386,3 +386,27 @@ def test_key_bias_off_fast_path_equals_portable():
     with portable_path():
         portable = to_numpy(block(x))
     np.testing.assert_allclose(fast, portable, atol=1e-5)
+
+
+def test_eva_block_with_rope_int8_and_keras_round_trip(tmp_path):
+    """A functional model of RoPE + an EVA-02 block: quantized to int8, saved and reloaded."""
+    from keras_vit.layers import RotaryEmbedding2D
+    from tests.helpers import roundtrip_model
+
+    grid = keras.Input((2, 3, D))
+    tokens = keras.layers.Reshape((6, D))(grid)
+    rope = RotaryEmbedding2D(D // 2, reference_grid_size=4)(grid)
+    block = TransformerBlock(2, M, **EVA)
+    model = keras.Model(grid, block(tokens, rotary_embedding=rope))
+    x = np.random.default_rng(7).normal(size=(2, 2, 3, D)).astype("float32")
+    rng = np.random.default_rng(8)
+    for w in block.weights:
+        offset = 1.0 if w.path.endswith("gamma") else 0.0
+        w.assign(rng.normal(0, 0.3, size=tuple(w.shape)).astype("float32") + offset)
+    before = to_numpy(model(x))
+    model.quantize("int8")
+    assert block.swiglu.gate_dense.quantization_mode == "int8"
+    quantized = to_numpy(model(x))
+    assert np.abs(quantized - before).max() < 0.1 * np.abs(before).max()
+    loaded = roundtrip_model(model, x, tmp_path)
+    assert loaded.layers[-1].swiglu.down_dense.quantization_mode == "int8"
