@@ -74,6 +74,7 @@ def _run_training(config, build_model, recipe, callbacks, compile, evaluate, fin
         )
         results = evaluate(model, setup)
     model_path = os.path.join(out, "model.keras")
+    model = getattr(model, "saved_model", model)  # a training wrapper (Distiller): its model
     with multihost.saving(model) as writer:  # every process (sharded weights are gathered)
         if writer:
             atomic_write(model_path, model.save)
