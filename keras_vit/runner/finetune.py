@@ -269,7 +269,9 @@ def check_distillation(config):
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0:
         raise ValueError(f"distillation_tau (--distillation-tau) must be > 0. Received: {tau!r}")
     if not str(teacher).endswith(".keras") or not os.path.exists(teacher):
-        raise ValueError(f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}")
+        raise ValueError(
+            f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
+        )
     if config.get("lora_rank") is not None:
         raise ValueError("Distillation and LoRA (--lora-rank) do not combine: drop one of them.")
 

@@ -43,7 +43,8 @@ def test_hybrid_stem_is_an_embedding():
     model = keras_vit.ViT("mu/1", num_layers=1, resnet_units=(1, 1),
                           resnet_width=8, resnet_groups=4, image_size=32, num_classes=5)
     depths = layer_depths(model)
-    stem = [v.path for v in model.trainable_variables if v.path.startswith(("conv_root", "gn_root"))]
+    paths = [v.path for v in model.trainable_variables]
+    stem = [p for p in paths if p.startswith(("conv_root", "gn_root"))]
     assert stem and {depths[p] for p in stem} == {0}
     assert depths["head/kernel"] == 2
 
@@ -62,7 +63,8 @@ def test_each_variable_steps_as_its_reference(name):
     model = tiny()
     schedule = WarmupDecay(0.1, total_steps=10, warmup_steps=2, decay="cosine")
     wd = 0.05 if name == "adamw" else 0.0
-    opt = with_layer_decay(build_optimizer(name, schedule, weight_decay=wd, global_clipnorm=None), model, DECAY)
+    base = build_optimizer(name, schedule, weight_decay=wd, global_clipnorm=None)
+    opt = with_layer_decay(base, model, DECAY)
     opt.build(model.trainable_variables)
     mult = opt.lr_multipliers
     skip = set(opt.no_weight_decay)
@@ -71,7 +73,7 @@ def test_each_variable_steps_as_its_reference(name):
     grads = [rng.normal(size=v.shape).astype("float32") for v in values]
     for _ in range(3):  # three steps: warm-up then decay, moments accumulate
         opt.apply(grads, model.trainable_variables)
-    for variable, value, grad in zip(model.trainable_variables, values, grads):
+    for variable, value, grad in zip(model.trainable_variables, values, grads, strict=True):
         ref_schedule = WarmupDecay(0.1 * mult[variable.path], total_steps=10, warmup_steps=2,
                                    decay="cosine")
         ref_wd = 0.0 if variable.path in skip else wd
@@ -108,4 +110,5 @@ def test_errors():
         with_layer_decay(keras.optimizers.RMSprop(0.1), model, 0.5)
     with pytest.raises(ValueError, match="transformer blocks"):
         inputs = keras.Input((4,))
-        with_layer_decay(keras.optimizers.SGD(0.1), keras.Model(inputs, keras.layers.Dense(2)(inputs)), 0.5)
+        dense = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        with_layer_decay(keras.optimizers.SGD(0.1), dense, 0.5)
