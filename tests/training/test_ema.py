@@ -26,7 +26,8 @@ def test_average_and_its_replacing_the_weights():
     rng = np.random.default_rng(0)
     averages = None
     for _ in range(3):
-        opt.apply([rng.normal(size=v.shape).astype("float32") for v in variables], variables)
+        grads = [rng.normal(size=v.shape).astype("float32") for v in variables]
+        opt.apply([keras.ops.convert_to_tensor(g) for g in grads], variables)
         step = [to_numpy(v) for v in variables]
         if averages is None:  # the first step copies the weights, later ones average at 0.5
             averages = step

@@ -70,7 +70,8 @@ def test_each_variable_steps_as_its_reference(name):
     skip = set(opt.no_weight_decay)
     rng = np.random.default_rng(0)
     values = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
-    grads = [rng.normal(size=v.shape).astype("float32") for v in values]
+    grads = [keras.ops.convert_to_tensor(rng.normal(size=v.shape).astype("float32"))
+             for v in values]
     for _ in range(3):  # three steps: warm-up then decay, moments accumulate
         opt.apply(grads, model.trainable_variables)
     for variable, value, grad in zip(model.trainable_variables, values, grads, strict=True):
