@@ -583,6 +583,35 @@ def test_strict_errors_list_every_problem_and_change_nothing(tmp_path):
     assert_weights_equal(model, before)
 
 
+@pytest.mark.parametrize(
+    "name, bad",
+    [
+        ("Transformer/encoder_norm/scale", np.array(["x"] * HIDDEN)),
+        ("Transformer/encoderblock_1/MlpBlock_3/Dense_0/kernel", np.ones((HIDDEN, MLP), bool)),
+        ("embedding/kernel", np.ones((PATCH, PATCH, 3, HIDDEN), "complex128")),
+        ("head/kernel", np.ones((HIDDEN, NUM_CLASSES), bool)),
+        ("Transformer/posembed_input/pos_embedding", np.ones((1, 17, HIDDEN), bool)),
+    ],
+    ids=["str", "bool", "complex", "head_bool", "posemb_bool"],
+)
+def test_non_numeric_arrays_fail_before_any_assignment(tmp_path, name, bad):
+    """Strings, bools and complex numbers are errors naming the file and the array, strict or
+    not, and the model keeps every weight (they used to fail half-way through the commit)."""
+    arrays = official_arrays()
+    arrays[name] = bad
+    path = write(tmp_path, arrays)
+    model = ViT("mu/8", image_size=32, num_classes=NUM_CLASSES)
+    randomize_weights(model, seed=5)
+    before = weights_of(model)
+    for strict in (True, False):
+        with pytest.raises(ValueError) as info:
+            load_npz(model, path, strict=strict)
+        message = str(info.value)
+        assert repr(str(path)) in message and f"dtype      {name}: holds" in message, message
+        assert "1 problem(s)" in message
+        assert_weights_equal(model, before)
+
+
 def test_non_strict_partial_load(tmp_path, caplog):
     arrays = official_arrays()
     del arrays["Transformer/encoderblock_1/LayerNorm_2/scale"]

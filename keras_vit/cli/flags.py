@@ -4,6 +4,7 @@ commands share, and each command's own. A flag left out stays None: the recipe's
 `keras_vit.runner.flag_names.flag_name` (the one mapping).
 """
 
+from keras_vit.cli.convert_to import add_target_flag
 from keras_vit.cli.types import (
     augment_list,
     decay_rate,
@@ -151,7 +152,8 @@ def training_flags(parser):
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
         "random_translation, random_zoom, and keras-cv layers (the cv extra) by name: "
         "keras_cv.GridMask, 'keras_cv.RandAugment(magnitude=0.3)' (literal arguments only; "
-        "images are in [0, 255] there, value_range defaults to (0, 255))",
+        "images are in [0, 255] there, value_range defaults to (0, 255)); none (or an empty "
+        "value) clears the config's list",
     )
     crops = (
         ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),
@@ -172,6 +174,20 @@ def training_flags(parser):
     )
     group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")
 
+
+
+def flexi_flags(parser):
+    """FlexiViT training (pretrain and finetune)."""
+    group = parser.add_argument_group("FlexiViT")
+    group.add_argument(
+        "--patch-sizes",
+        dest="patch_sizes",
+        type=positive_int_list,
+        metavar="P,P,...",
+        help="train one set of weights at a patch size drawn per batch from this list "
+        "(keras_vit.FlexiViT; each must divide the image size); the model's own patch size "
+        "is the base kernel and the evaluation size",
+    )
 
 
 def cluster_flags(parser):
@@ -316,7 +332,7 @@ def mpp_flags(parser):
 
 
 def quickstart_flags(parser):
-    from keras_vit.runner.quickstart import DEFAULTS
+    from keras_vit.runner.quickstart_defaults import DEFAULTS
 
     parser.add_argument(
         "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
@@ -356,9 +372,9 @@ def convert_flags(parser):
         "--from",
         dest="source",
         choices=tuple(CONVERT_SOURCES),
-        default="npz",
         help="what the checkpoint is: npz (official, default), timm, huggingface",
     )
+    add_target_flag(parser)
     parser.add_argument("--model", help="variant code for --from npz, e.g. B/16, L/32, R50+B/16")
     parser.add_argument(
         "--image-size",
@@ -486,6 +502,7 @@ def inspect_flags(parser):
         "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
     )
     parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument(
         "--head-fusion",
         default="mean",

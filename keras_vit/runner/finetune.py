@@ -40,9 +40,12 @@ import numpy as np
 from keras_vit import saving
 from keras_vit.layers import PatchEncoder
 from keras_vit.models.config import RATES, config_from_model
+from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.vit import ViT
 from keras_vit.runner import pretrain
 from keras_vit.runner.config import jsonable, make_config
+from keras_vit.runner.flag_names import flag_name
+from keras_vit.runner.flexi import check_patch_sizes, flexi_model
 from keras_vit.runner.run import run_training
 from keras_vit.training import distillation, lora, multihost
 from keras_vit.training.distribution import without_distribution
@@ -196,6 +199,8 @@ def build_model(num_classes, config):
         # weights would be sharded over processes and unreadable here.
         with without_distribution():
             source = saving.load_model(config["init"])
+        if isinstance(source, FlexiViT):  # a FlexiViT run's model.keras: its backbone
+            source = source.backbone
         arch = init_kwargs(source, config)
         if config.get("distillation_token"):
             arch["distillation_token"] = True
@@ -221,9 +226,23 @@ def build_model(num_classes, config):
     return model, info
 
 
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
 def _lora_settings(config):
     """`(rank, targets, alpha)` of the config's LoRA (checked), or None without `lora_rank`."""
     if config.get("lora_rank") is None:
+        given = [
+            f"{key}={config[key]!r}"
+            for key, default in (("lora_targets", ("query", "value")), ("lora_alpha", None))
+            if config.get(key) is not None and _as_tuple(config[key]) != _as_tuple(default)
+        ]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)} need a LoRA rank: without lora_rank (--lora-rank) the "
+                "whole model is fine-tuned. Received: lora_rank=None"
+            )
         return None
     return lora.check_settings(config["lora_rank"], config["lora_targets"], config["lora_alpha"])
 
@@ -233,7 +252,7 @@ def build_lora_model(num_classes, config):
     model, info = build_model(num_classes, config)
     settings = _lora_settings(config)
     if settings is None:
-        return model, info
+        return flexi_model(model, info, config)
     rank, targets, alpha = settings
     lora.enable_lora(model, rank, targets=targets, alpha=alpha)
     trainable = int(sum(np.prod(w.shape) for w in model.trainable_weights))
@@ -272,8 +291,11 @@ def check_distillation(config):
         raise ValueError(
             f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
         )
-    if config.get("lora_rank") is not None:
-        raise ValueError("Distillation and LoRA (--lora-rank) do not combine: drop one of them.")
+    for key in ("lora_rank", "patch_sizes"):
+        if config.get(key) is not None:
+            raise ValueError(
+                f"Distillation and {flag_name(key)} do not combine: drop one of them."
+            )
 
 
 def build_distilled_model(num_classes, config):
@@ -303,6 +325,7 @@ def run(config, callbacks=()):
         _lora_settings(config)  # before any data is loaded
     except ValueError as error:
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
+    check_patch_sizes(config)
     check_distillation(config)
     return run_training(
         config, build_distilled_model, "finetune", callbacks=callbacks, finish=save_adapters

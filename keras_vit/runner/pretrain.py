@@ -18,6 +18,7 @@ the paper preset is the upstream model that reaches 84-85% ImageNet top-1 after 
 
 from keras_vit.models.vit import ViT
 from keras_vit.runner.config import make_config, vit_kwargs
+from keras_vit.runner.flexi import check_patch_sizes, flexi_model
 from keras_vit.runner.run import run_training
 
 # Table 3 / Appendix B.1: ImageNet-21k, ViT-B/16 (lr 1e-3, wd 0.03, dropout 0.1), Adam 0.9/0.999,
@@ -51,6 +52,7 @@ PAPER = dict(
     rotation=0.0,  # degrees; > 0 rotates each crop by a random angle in [-rotation, rotation]
     flip=None,
     augment=[],
+    patch_sizes=None,  # FlexiViT: a list of patch sizes, one drawn per batch (keras_vit.FlexiViT)
     # Fine-tuning toolkit (issue 33; off by default): every image N times per batch under
     # different augmentations (DeiT), a moving average of the weights kept by the optimizer
     # (its momentum; the average is the run's model), layer-wise learning-rate decay (BEiT).
@@ -105,6 +107,12 @@ def build_model(num_classes, config, name=None):
     return model, {"variant": config["model"], "init": "random"}
 
 
+def build_flexi_model(num_classes, config):
+    """`build_model`, as a `FlexiViT` when `patch_sizes` is set (`--patch-sizes`)."""
+    return flexi_model(*build_model(num_classes, config), config)
+
+
 def run(config, callbacks=()):
     """Pre-trains a ViT as configured; returns the metrics (also in `out/metrics.json`)."""
-    return run_training(config, build_model, "pretrain", callbacks=callbacks)
+    check_patch_sizes(config)  # before any data is loaded
+    return run_training(config, build_flexi_model, "pretrain", callbacks=callbacks)

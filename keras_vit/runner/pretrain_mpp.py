@@ -134,6 +134,8 @@ def save_encoder(model, setup):
 
 def run(config, callbacks=()):
     """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
+    if config.get("patch_sizes") is not None:
+        raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
     return run_training(
         config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,

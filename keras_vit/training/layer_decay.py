@@ -61,6 +61,10 @@ def layer_depths(model):
     >>> sorted(set(depths.values()))
     [0, 1, 2, 3]
     """
+    from keras_vit.models.flexi import FlexiViT
+
+    if isinstance(model, FlexiViT):  # one set of weights: the backbone's
+        model = model.backbone
     blocks = _blocks(model)
     num = len(blocks)
     block_depth = {id(block): i + 1 for i, block in enumerate(blocks)}
@@ -100,6 +104,10 @@ def no_weight_decay_paths(model):
     encoder but its projection `kernel` (class, distillation, register and mask tokens, the
     position embedding).
     """
+    from keras_vit.models.flexi import FlexiViT
+
+    if isinstance(model, FlexiViT):
+        model = model.backbone
     paths = {v.path for v in model.trainable_variables if len(v.shape) < 2}
     encoder = _patch_encoder(model)
     if encoder is not None:

@@ -28,12 +28,15 @@ Reference:
 import contextlib
 import inspect
 import os
+import zipfile
+import zlib
 
 import keras
 import numpy as np
 
 from keras_vit.layers.transformer_block import TransformerBlock
 from keras_vit.saving import atomic_write
+from keras_vit.weights.loading import dtype_problems
 
 TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
 DEFAULT_TARGETS = ("query", "value")
@@ -308,12 +311,33 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
                 f"Keras' LoRA does not run on {layer.quantization_mode}-quantized layers. "
                 f"Received: layer {layer.path!r} with dtype policy {layer.dtype_policy.name!r}"
             )
+    _check_rank_fits(layers, rank)
     kwargs = {} if alpha is None or not _keras_has_lora_alpha() else {"lora_alpha": alpha}
     for layer in layers:
         layer.enable_lora(rank, **kwargs)
     _freeze(model)
     _reset_compiled(model)
     return model
+
+
+def max_rank(layer):
+    """The largest useful LoRA rank of `layer`: min(inputs, outputs) of its kernel as a matrix.
+
+    `A @ B` with A `kernel_shape[:-1] + (rank,)` and B `(rank, kernel_shape[-1])` has rank at
+    most min(prod(kernel_shape[:-1]), kernel_shape[-1]); a larger rank only adds parameters.
+    """
+    shape = tuple(int(d) for d in layer.kernel.shape)
+    return min(int(np.prod(shape[:-1])), shape[-1])
+
+
+def _check_rank_fits(layers, rank):
+    for layer in layers:
+        if rank > max_rank(layer):
+            raise ValueError(
+                f"rank must be at most {max_rank(layer)} for layer {layer.path!r} (kernel "
+                f"{tuple(layer.kernel.shape)}: min(inputs, outputs) of its update). "
+                f"Received: rank={rank}"
+            )
 
 
 def _disable_lora(layer):
@@ -514,26 +538,40 @@ def save_lora_weights(model, path):
 
 def _read_lora_file(path):
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"LoRA weights path {path!r} is a folder; expected a file.")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"LoRA weights file not found: {path!r}")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
-    except (ValueError, OSError) as error:
+    except PermissionError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
         raise ValueError(
-            f"{path!r} is not a LoRA weights file written by save_lora_weights ({error})."
+            f"{path!r} is not a LoRA weights file written by save_lora_weights that can be "
+            f"read (truncated or corrupt? {type(error).__name__}: {error})."
         ) from None
+    bad = dtype_problems({k: a for k, a in arrays.items() if not k.startswith(_META)})
+    if bad:
+        raise ValueError(
+            f"{path!r} holds arrays that cannot be weights: "
+            + "; ".join(f"{key} {why}" for key, why in list(bad.items())[:5])
+        )
     missing = [k for k in ("rank", "alpha", "targets") if _META + k not in arrays]
     if missing:
         raise ValueError(
             f"{path!r} is not a LoRA weights file written by save_lora_weights: it has no "
             f"{[_META + k for k in missing]}."
         )
-    config = {
-        "rank": int(arrays.pop(_META + "rank")),
-        "alpha": float(arrays.pop(_META + "alpha")),
-        "targets": tuple(str(t) for t in arrays.pop(_META + "targets").reshape(-1)),
-    }
+    try:
+        config = {
+            "rank": int(arrays.pop(_META + "rank")),
+            "alpha": float(arrays.pop(_META + "alpha")),
+            "targets": tuple(str(t) for t in arrays.pop(_META + "targets").reshape(-1)),
+        }
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path!r} holds unreadable LoRA settings ({error}).") from None
     arrays.pop(_META + "format_version", None)
     return config, arrays
 

@@ -201,11 +201,9 @@ def check_timm_expressible(config):
         )
 
 
-def _candidates(config):
+def _candidates(config=None):
     """timm names that may express `config`: its own name first, then each family's."""
-    names = []
-    if isinstance(config.name, str):
-        names.append(config.name)
+    names = [config.name] if config is not None and isinstance(config.name, str) else []
     names += [family.example for family in FAMILIES]
     names += [f"{arch}_224" for arch in HYBRIDS]
     found = {}
@@ -229,9 +227,9 @@ def _same_fixed(ours, theirs):
     return math.isclose(eps, eps2, rel_tol=1e-9) and distilled == distilled2 and hybrid == hybrid2
 
 
-def _no_candidate(config, candidates):
+def _no_candidate(config):
     """The `ValueError` for a config no timm name fixes the same way (naming what differs)."""
-    fixed = [(spec, _fixed(timm_config(spec))) for spec in candidates]
+    fixed = [(spec, _fixed(timm_config(spec))) for spec in _candidates()]
     epsilons = sorted({f[0] for _, f in fixed})
     if not any(math.isclose(config.layer_norm_epsilon, e, rel_tol=1e-9) for e in epsilons):
         return _refuse(
@@ -281,10 +279,12 @@ def timm_model_for(config, *, zero_qkv_bias=False):
     """
     check_timm_expressible(config)
     ours_fixed = _fixed(config)
-    candidates = _candidates(config)
     best = None
-    for spec in candidates:
-        theirs = timm_config(spec)
+    for spec in _candidates(config):
+        try:
+            theirs = timm_config(spec)
+        except ValueError:  # a name our table parses but cannot build (the model's own name)
+            continue
         if not _same_fixed(ours_fixed, _fixed(theirs)):
             continue
         qkv_bias = spec.qkv_bias or not zero_qkv_bias
@@ -300,7 +300,7 @@ def timm_model_for(config, *, zero_qkv_bias=False):
         if best is None or len(kwargs) < len(best[0].kwargs):
             best = (TimmModel(spec.name, kwargs), qkv_bias)
     if best is None:
-        raise _no_candidate(config, candidates)
+        raise _no_candidate(config)
     return best
 
 

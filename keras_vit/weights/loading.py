@@ -20,12 +20,43 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-KINDS = ("missing", "unexpected", "shape")
+KINDS = ("dtype", "missing", "unexpected", "shape")
+
+# NumPy dtype kinds a weight may be read from: float, signed and unsigned int. Bool, complex,
+# strings, bytes, objects and datetimes are refused (a float() of them is meaningless or fails
+# half-way through a load).
+_NUMERIC_KINDS = "fiu"
 
 
 def shape_of(x):
     """The shape of an array or variable as a tuple of Python ints."""
     return tuple(int(d) for d in x.shape)
+
+
+def dtype_problem(value):
+    """Why `value` cannot be a weight (a non-numeric, bool or complex array), or None."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        value = np.asarray(value)
+        dtype = value.dtype
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:  # a framework dtype NumPy does not know (bfloat16 is widened earlier)
+        return None
+    if kind in _NUMERIC_KINDS:
+        return None
+    what = {"b": "bool", "c": "complex"}.get(kind, "non-numeric")
+    return f"holds {what} values (dtype {np.dtype(dtype).name}); a weight must be a real number"
+
+
+def dtype_problems(arrays):
+    """`{key: reason}` for every array of `arrays` that cannot be a weight."""
+    found = {}
+    for key, value in arrays.items():
+        why = dtype_problem(value)
+        if why:
+            found[key] = why
+    return found
 
 
 def walk_layers(model):
@@ -45,7 +76,8 @@ def commit(
     Args:
         model: the `keras.Model` being loaded (for its name).
         assignments: list of `(variable, value)`.
-        problems: dict {"missing" | "unexpected" | "shape": [line]}.
+        problems: dict {"dtype" | "missing" | "unexpected" | "shape": [line]}. A "dtype"
+            problem (an array of strings, bools, complex numbers) always raises.
         notes: list of log lines (kept heads, resampled grids, ...), logged at INFO.
         source: str. What is loaded (a path or a description), for the messages.
         strict: bool. When False, problems are logged and what matches is assigned.
@@ -59,6 +91,27 @@ def commit(
     Raises:
         ValueError: listing every problem (strict), or when nothing matches at all.
     """
+    # Every value is converted (and its shape checked) before the first assignment, so that
+    # a value that cannot become its variable fails the load with the model untouched.
+    problems = {kind: list(problems.get(kind, ())) for kind in KINDS}
+    ready = []
+    for variable, value in assignments:
+        why = dtype_problem(value)
+        if why is None:
+            try:
+                value = np.asarray(value, dtype=variable.dtype)
+            except (TypeError, ValueError, OverflowError) as error:
+                why = f"cannot become {variable.dtype}: {error}"
+        if why is not None:
+            problems["dtype"].append(f"{variable.path}: {why}")
+        elif shape_of(value) != shape_of(variable):
+            problems["shape"].append(
+                f"{variable.path}: expected {shape_of(variable)}, found {shape_of(value)}"
+            )
+        else:
+            ready.append((variable, value))
+    if problems["dtype"]:  # never skipped, strict or not: the file is damaged or not weights
+        strict = True
     lines = [f"  {kind:<10} {line}" for kind in KINDS for line in problems.get(kind, ())]
     if lines and strict:
         raise ValueError(
@@ -67,17 +120,17 @@ def commit(
         )
     if lines:
         logger.warning("skipped %d array(s) of %s:\n%s", len(lines), source, "\n".join(lines))
-    if not assignments:
+    if not ready:
         raise ValueError(
             f"No array of {source} matches a weight of model '{model.name}'. "
             f"Received: {len(keys)} arrays, e.g. {sorted(keys)[:3]}"
         )
-    for variable, value in assignments:
-        variable.assign(np.asarray(value, dtype=variable.dtype))
+    for variable, value in ready:
+        variable.assign(value)
     for note in notes:
         logger.info("%s", note)
-    logger.info("assigned %d model weights from %s", len(assignments), source)
-    return len(assignments)
+    logger.info("assigned %d model weights from %s", len(ready), source)
+    return len(ready)
 
 
 # --- transforms: PyTorch layouts -> Keras layouts ---------------------------------------------
@@ -264,7 +317,7 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
 
     Returns:
         `(assignments, problems, notes)`: `[(variable, value)]`, a dict
-        {"missing" | "unexpected" | "shape": [line]}, and log lines.
+        {"dtype" | "missing" | "unexpected" | "shape": [line]}, and log lines.
     """
     variables = model_variables(model)
     fills = dict(fills or {})
@@ -273,6 +326,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
     notes = [note for key, note in skip.items() if key in arrays]
     assignments = []
     covered = set()
+    bad = dtype_problems(arrays)
+    problems["dtype"] += [f"{key}: {why}" for key, why in bad.items()]
     for key, value in arrays.items():
         if key not in table and key not in skip:
             problems["unexpected"].append(f"{key}: found {shape_of(value)}, no such model weight")
@@ -292,6 +347,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
         expected = tuple(transform.source_shape(shapes))
         if key not in arrays:
             problems["missing"].append(f"{key}: expected {expected}, not in the checkpoint")
+            continue
+        if key in bad:
             continue
         value = np.asarray(arrays[key])
         if transform.exact and shape_of(value) != expected:

@@ -37,7 +37,7 @@ import numpy as np
 
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import check_positive_int_pair
-from keras_vit.weights.loading import commit, walk_layers
+from keras_vit.weights.loading import commit, dtype_problems, walk_layers
 from keras_vit.weights.loading import shape_of as _shape
 
 # The logger keeps the module's former, documented name (`keras-vit convert` prints it).
@@ -347,13 +347,16 @@ def _plan(model, arrays, source_grid):
 
     Returns:
         `(assignments, problems, notes)`: `[(name, variable, value)]`, a dict
-        {"missing" | "unexpected" | "shape": [line]}, and log lines.
+        {"dtype" | "missing" | "unexpected" | "shape": [line]}, and log lines (an array
+        that cannot be a weight is a "dtype" problem, never a missing one).
     """
     table, unmapped = official_variables(model)
-    problems = {"missing": [], "unexpected": [], "shape": []}
+    problems = {"dtype": [], "missing": [], "unexpected": [], "shape": []}
     notes = []
     assignments = []
     optional = set(_HEAD) | set(_PRE_LOGITS)
+    bad = dtype_problems(arrays)
+    problems["dtype"] += [f"{name}: {why}" for name, why in bad.items()]
     for name, value in arrays.items():
         if name not in table and name not in optional:
             problems["unexpected"].append(
@@ -367,6 +370,8 @@ def _plan(model, arrays, source_grid):
             problems["missing"].append(
                 f"{name}: expected {expected}, not in the file{_hint('missing', name)}"
             )
+            continue
+        if name in bad:
             continue
         value = arrays[name]
         if name == POSITION_EMBEDDING:
@@ -387,7 +392,9 @@ def _plan(model, arrays, source_grid):
     model_head = [n for n in _HEAD if n in table]
     file_head = _shape(arrays["head/kernel"]) if "head/kernel" in arrays else None
     if model_head:
-        if all(n in arrays and _shape(arrays[n]) == _shape(table[n]) for n in model_head):
+        if any(n in bad for n in model_head):
+            pass  # a "dtype" problem already
+        elif all(n in arrays and _shape(arrays[n]) == _shape(table[n]) for n in model_head):
             assignments += [(n, table[n], arrays[n]) for n in model_head]
         else:
             model_kernel = _shape(table["head/kernel"]) if "head/kernel" in table else None

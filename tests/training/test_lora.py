@@ -3,6 +3,7 @@ against a NumPy merge of the low-rank update into the kernels, on a tiny ViT (wi
 16 px)."""
 
 import os
+import re
 
 import keras
 import numpy as np
@@ -15,6 +16,7 @@ from keras_vit.training.lora import (
     enable_lora,
     load_lora_weights,
     lora_config,
+    max_rank,
     merge_lora,
     merged_copy,
     save_lora_weights,
@@ -118,6 +120,58 @@ def test_bad_arguments_name_expected_and_received(base_weights):
     enable_lora(model, 2)
     with pytest.raises(ValueError, match="already enabled"):
         enable_lora(model, 4)
+
+
+@pytest.mark.parametrize("targets", [("query", "value"), ("mlp_dense_1",), ("attention_output",)])
+def test_rank_above_what_a_target_can_use_is_refused(base_weights, targets):
+    """A rank above min(inputs, outputs) of a target's update only adds parameters: refused,
+    naming the layer and the bound, with the model left as it was."""
+    model = _model(base_weights)
+    block = model.get_layer("encoderblock_0")
+    layer = {
+        "query": block.attention.query_dense,
+        "mlp_dense_1": block.mlp_dense_1,
+        "attention_output": block.attention.output_dense,
+    }[targets[0]]
+    kernel = tuple(layer.kernel.shape)
+    top = max_rank(layer)
+    assert top == min(int(np.prod(kernel[:-1])), kernel[-1])
+    with pytest.raises(
+        ValueError, match=r"rank must be at most \d+ for layer .*Received: rank=1000"
+    ):
+        enable_lora(model, 1000, targets=targets)
+    assert not _lora_layers(model) and all(w.trainable for w in model.weights)
+    with pytest.raises(ValueError, match=f"rank must be at most {top} "):
+        enable_lora(model, top + 1, targets=targets)
+    enable_lora(model, top, targets=targets)  # the bound itself is fine
+    assert lora_config(model)["rank"] == top
+
+
+def test_truncated_or_damaged_lora_file_names_it_and_changes_nothing(base_weights, tmp_path):
+    source = enable_lora(_model(base_weights), rank=2)
+    _randomize_lora(source)
+    path = save_lora_weights(source, tmp_path / "r2.lora.npz")
+    data = open(path, "rb").read()
+    truncated = tmp_path / "truncated.lora.npz"
+    truncated.write_bytes(data[: len(data) // 2])
+    model = _model(base_weights)
+    before = [to_numpy(w).copy() for w in model.weights]
+    with pytest.raises(ValueError, match=re.escape(repr(str(truncated)))):
+        load_lora_weights(model, truncated)
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        load_lora_weights(model, tmp_path)
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    for dtype in (bool, "complex64"):
+        key = next(k for k in arrays if k.endswith("lora_kernel_a"))
+        damaged = dict(arrays, **{key: arrays[key].astype(dtype)})
+        bad = tmp_path / f"{np.dtype(dtype).name}.lora.npz"
+        np.savez(bad, **damaged)
+        with pytest.raises(ValueError, match=f"{re.escape(repr(str(bad)))}.*{key} holds"):
+            load_lora_weights(model, bad)
+    assert not _lora_layers(model)
+    for old, new in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(old, to_numpy(new))
 
 
 def test_keras_file_round_trip_keeps_outputs(base_weights, tmp_path):

@@ -115,3 +115,49 @@ def test_table_that_does_not_fit_the_model():
     with pytest.raises(ValueError, match=r"maps 'fc.scale' to \['fc/scale'\]"):
         L.load_state_dict(_model(), _torch_layout(), table, source="x", logger=LOGGER)
 
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([["a"] * 64] * 5),  # strings
+        np.ones((5, 64), bool),
+        np.ones((5, 64), "complex64"),
+        np.array([[None] * 64] * 5, dtype=object),
+    ],
+    ids=["str", "bool", "complex", "object"],
+)
+def test_non_numeric_arrays_are_errors_naming_file_and_array_and_change_nothing(bad):
+    model = _model()
+    before = [to_numpy(w).copy() for w in model.weights]
+    arrays = _torch_layout()
+    arrays["fc.weight"] = bad
+    for strict in (True, False):  # never skipped: the file is not weights
+        with pytest.raises(ValueError) as info:
+            L.load_state_dict(
+                model, arrays, TABLE, source="'ckpt.pth'", logger=LOGGER, strict=strict
+            )
+        message = str(info.value)
+        assert "'ckpt.pth'" in message and "dtype      fc.weight: holds" in message
+        assert "a weight must be a real number" in message
+        for old, new in zip(before, model.weights, strict=True):
+            np.testing.assert_array_equal(old, to_numpy(new))
+
+
+def test_commit_converts_every_value_before_the_first_assignment():
+    """A value that cannot become its variable (the plan of a loader let it through) fails the
+    load before anything is assigned, naming the variable."""
+    model = _model()
+    before = [to_numpy(w).copy() for w in model.weights]
+    variables = L.model_variables(model)
+    assignments = [
+        (variables["conv/kernel"], np.ones((3, 3, 3, 4), "float32")),
+        (variables["fc/bias"], np.array(["x"] * 5)),
+        (variables["fc/kernel"], np.ones((2, 2), "float32")),
+    ]
+    with pytest.raises(ValueError) as info:
+        L.commit(model, assignments, {}, [], source="'f.npz'", logger=LOGGER)
+    message = str(info.value)
+    assert "dtype      fc/bias: holds non-numeric values" in message
+    assert "shape      fc/kernel: expected (64, 5), found (2, 2)" in message
+    for old, new in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(old, to_numpy(new))
