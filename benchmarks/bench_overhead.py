@@ -71,8 +71,8 @@ def parse_args(argv=None):
                         help="default: timm on every backend, keras_hub on JAX and TensorFlow")
     parser.add_argument("--no-fit", action="store_true", help="skip fit / predict rows")
     parser.add_argument("--runner-callbacks", action="store_true",
-                        help="also fit with the recipe runner's callbacks (CSV log, backup, "
-                        "TensorBoard, throughput; no checkpoints)")
+                        help="also fit with the recipe runner's callbacks (CSV log, "
+                        "TensorBoard, throughput; no checkpoints or backup)")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
                         help="keras_vit's and KerasHub's compile(jit_compile=...)")
     parser.add_argument("--threads", type=int, default=1)
@@ -236,10 +236,15 @@ def keras_steps(lib, model, args, fit=True):
 
 
 def runner_callbacks(args):
-    """The recipe runner's `fit` callbacks (keras_vit.runner.callbacks), checkpoints off."""
+    """The recipe runner's `fit` callbacks (keras_vit.runner.callbacks), checkpoints off.
+
+    Without the backup: it restores a finished run at the next `fit` call, which would then
+    train nothing (it saves per epoch and has no per-step hook).
+    """
     import tempfile
     import types
 
+    from keras_vit.runner.backup import AtomicBackupAndRestore
     from keras_vit.runner.callbacks import ThroughputLogger, training_callbacks
 
     out = tempfile.mkdtemp(prefix="bench_overhead_")
@@ -247,7 +252,8 @@ def runner_callbacks(args):
         out=out, backup_dir=os.path.join(out, "backup"), epochs=1,
         throughput=ThroughputLogger(args.batch, args.fit_steps),
     )
-    return training_callbacks(setup, {"checkpoints": False}, validation=False)
+    callbacks = training_callbacks(setup, {"checkpoints": False}, validation=False)
+    return [c for c in callbacks if not isinstance(c, AtomicBackupAndRestore)]
 
 
 def torch_direct_step(model, x, y):
