@@ -44,12 +44,14 @@ uninterrupted run would have seen. The `tf.data` datasets feed `model.fit` on ev
 Modules: `specs` (spec parsing), `source` (`Source`), `load` (`load_source`), the sources
 `digits`, `synthetic`, `folder` and `tfds_source` (`tfds:` and `imagefolder:`), `probe` (the
 offline check before a download), `corrupt` (corrupt-image scanning), `crop` (the training crop)
-and `pipelines` (training and evaluation pipelines).
+and `pipelines` (training and evaluation pipelines); `naflex` (NumPy only: images of any sizes
+as a NaFlex batch, `naflex_batch`, as timm's NaFlex pipeline).
 """
 
 from keras_vit.data.corrupt import find_corrupt_images
 from keras_vit.data.crop import random_resized_crop, sample_crop_box
 from keras_vit.data.load import default_eval_split, load_source
+from keras_vit.data.naflex import naflex_batch, naflex_image_size
 from keras_vit.data.pipelines import (
     epochs_for_steps,
     eval_pipeline,
@@ -73,6 +75,8 @@ __all__ = [
     "eval_pipeline",
     "find_corrupt_images",
     "load_source",
+    "naflex_batch",
+    "naflex_image_size",
     "numpy_arrays",
     "parse_spec",
     "parse_synthetic",

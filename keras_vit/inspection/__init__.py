@@ -9,13 +9,12 @@ implementation to drift from the model. The code is backend-neutral (`keras`,
 `keras.ops`, NumPy); matplotlib is imported only by the plotting functions,
 which draw on an Agg canvas without touching pyplot's global state.
 
-The model must be a functional `keras.Model` (what `keras_vit.ViT` and the
-hybrid builders return) holding one `PatchEncoder` (normally named
-`patch_encoder`) and its `TransformerBlock` layers (`encoderblock_{i}`), each
-called once. Hybrid models work too: their patch encoder reads a CNN feature
-map, so one grid cell covers `image_size / grid_size` input pixels rather than
-`patch_size`; all pixel distances and up-sampling here use
-`image_size / grid_size`, which equals the patch size for plain ViTs.
+The model is a `keras_vit` model: its parts come from its roles (`model.patch_encoder`,
+`model.blocks`), never from layer names; another functional `keras.Model` holding one
+`PatchEncoder` and its `TransformerBlock` layers (each called once) works too. Hybrid models
+work: their patch encoder reads a CNN feature map, so one grid cell covers
+`image_size / grid_size` input pixels rather than `patch_size`; all pixel distances and
+up-sampling here use `image_size / grid_size`, which equals the patch size for plain ViTs.
 
 The attention weights are computed explicitly (not by a fused kernel), so inspection
 works whatever `keras.config.enable_flash_attention()` says.

@@ -2,7 +2,6 @@
 grid in input pixels (`ModelGeometry`), and the checks of the images given to inspection."""
 
 import collections
-import re
 
 import keras
 import numpy as np
@@ -32,40 +31,43 @@ class ModelGeometry(collections.namedtuple(
 
 
 def find_patch_encoder(model):
-    """Returns the model's `PatchEncoder` (the layer `patch_encoder` if there is one).
+    """Returns the model's `PatchEncoder`: its `patch_encoder` role.
+
+    A `keras_vit` model (`VisionTransformer`, `MaskedPatchPredictor`) names its parts by role;
+    another functional model must hold exactly one `PatchEncoder` layer.
 
     Raises:
-        ValueError: when the model has no (or more than one unnamed) `PatchEncoder`.
+        ValueError: when a model without the role has no, or several, `PatchEncoder` layers.
     """
+    encoder = getattr(model, "patch_encoder", None)
+    if isinstance(encoder, PatchEncoder):
+        return encoder
     encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
-    named = [layer for layer in encoders if layer.name == "patch_encoder"]
-    if named:
-        return named[0]
     if len(encoders) != 1:
         raise ValueError(
-            "Expected a model with exactly one PatchEncoder layer (named 'patch_encoder'). "
+            "Expected a model with exactly one PatchEncoder layer (or a `patch_encoder` role). "
             f"Received: {len(encoders)} PatchEncoder layers in model '{model.name}'"
         )
     return encoders[0]
 
 
 def find_transformer_blocks(model):
-    """Returns the model's `TransformerBlock` layers in depth order.
+    """Returns the model's `TransformerBlock` layers in depth order: its `blocks` role.
 
-    Blocks named `encoderblock_{i}` are ordered by `i`; others keep the model's
-    layer order (the topological order of a functional model).
+    A functional model without the role gives its `TransformerBlock` layers in its own layer
+    order, the order of its graph (each block called once), which is depth order.
 
     Raises:
         ValueError: when the model has no `TransformerBlock`.
     """
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    blocks = getattr(model, "blocks", None)
+    if blocks is None:
+        blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    blocks = list(blocks)
     if not blocks:
         raise ValueError(
             f"Expected a model with TransformerBlock layers. Received: none in model '{model.name}'"
         )
-    pattern = re.compile(r"^encoderblock_(\d+)$")
-    if all(pattern.match(b.name) for b in blocks):
-        blocks.sort(key=lambda b: int(pattern.match(b.name).group(1)))
     return blocks
 
 

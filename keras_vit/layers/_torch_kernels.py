@@ -86,8 +86,13 @@ def is_plain(layer):
 
 def _weights(layer, dtype, in_features, read):
     """A plain layer's kernel as an `(out, in)` view for `F.linear`, and its bias, flat."""
-    kernel = _cast(read(layer._kernel), dtype).reshape(in_features, -1)  # `layer.kernel` here
-    return kernel.t(), _cast(read(layer.bias), dtype).reshape(-1)
+    kernel = _cast(read(layer._kernel), dtype)  # what `layer.kernel` is for a plain layer
+    bias = _cast(read(layer.bias), dtype)
+    if kernel.ndim != 2:  # EinsumDense (D, heads, head_dim) or (heads, head_dim, D)
+        kernel = kernel.reshape(in_features, -1)
+    if bias.ndim != 1:
+        bias = bias.reshape(-1)
+    return kernel.t(), bias
 
 
 def linear(layer, x, read=_full_read):

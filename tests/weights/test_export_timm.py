@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from keras_vit import ViT, enable_lora, from_timm
+from keras_vit import ViT, enable_lora, from_timm, quantize
 from keras_vit.models.encoder import build_model
 from keras_vit.weights.export_timm import (
     export_timm,
@@ -206,13 +206,17 @@ REFUSED = {
         lambda: ViT("R+Ti/16", image_size=32, hidden_dim=32, num_heads=2, mlp_dim=64,
                     num_layers=1), "resnet_conv_epsilon': 1e-05"),
     "lora": (lambda: enable_lora(ViT("mu/8", image_size=32), rank=2), "merge_lora"),
+    "int8": (lambda: quantize(ViT("mu/8", image_size=32), "int8"), "has dtype int8"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", list(REFUSED))
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c == "int8" else c for c in REFUSED],
+)  # quantizing takes 12-18 s
 def test_what_timm_cannot_express_is_refused_before_writing(case, tmp_path):
     build, message = REFUSED[case]
     path = tmp_path / "model.safetensors"
