@@ -65,12 +65,11 @@ def test_examples_run(page, tmp_path, monkeypatch):
 
 
 def module_paths():
-    """Every module file under keras_vit/ but the packages' __init__.py, relative to the root."""
-    paths = set()
-    for path in glob.glob(os.path.join(ROOT, "keras_vit", "**", "*.py"), recursive=True):
-        if os.path.basename(path) != "__init__.py":
-            paths.add(os.path.relpath(path, ROOT).replace(os.sep, "/"))
-    return paths
+    """Every module file under keras_vit/ (packages' __init__.py included), relative to the root."""
+    return {
+        os.path.relpath(path, ROOT).replace(os.sep, "/")
+        for path in glob.glob(os.path.join(ROOT, "keras_vit", "**", "*.py"), recursive=True)
+    }
 
 
 def test_design_lists_every_module():
