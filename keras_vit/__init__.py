@@ -1,127 +1,39 @@
 """keras_vit: Vision Transformers (Dosovitskiy et al., ICLR 2021) for Keras 3 on TensorFlow, JAX
-and PyTorch."""
+and PyTorch.
 
-from keras_vit import inspection, layers, training
-from keras_vit.export import ExportResult, export_litert, export_onnx, export_saved_model
-from keras_vit.layers import (
-    DropPath,
-    MAPHead,
-    MultiHeadSelfAttention,
-    PatchEncoder,
-    Patches,
-    StdConv2D,
-    TokenGrid,
-    TokenPooling,
-    TransformerBlock,
-)
-from keras_vit.models import (
-    FlexiViT,
-    ViT,
-    ViTB8,
-    ViTB16,
-    ViTB32,
-    ViTConfig,
-    ViTH14,
-    ViTHybrid,
-    ViTL16,
-    ViTL32,
-    ViTR26B32,
-    ViTR26S32,
-    ViTR50B16,
-    ViTR50L32,
-    ViTRTi16,
-    ViTS16,
-    ViTS32,
-    ViTTi16,
-    config_from_model,
-    feature_extractor,
-    parse_variant,
-    with_patch_size,
-)
-from keras_vit.preprocessing import preprocess_input
-from keras_vit.saving import load_model
-from keras_vit.training.lora import (
-    enable_lora,
-    load_lora_weights,
-    lora_config,
-    merge_lora,
-    save_lora_weights,
-)
-from keras_vit.training.quantization import quantize
-from keras_vit.version import __version__
-from keras_vit.weights import (
-    Preset,
-    decode_predictions,
-    get_weights_file,
-    imagenet_classes,
-    list_weights,
-    load_npz,
-    register_preset,
-    save_npz,
-)
-from keras_vit.weights.export_huggingface import export_huggingface
-from keras_vit.weights.export_timm import export_timm
-from keras_vit.weights.huggingface import from_huggingface
-from keras_vit.weights.timm import from_timm
+The public names (`keras_vit.ViT`, `keras_vit.load_model`, ...) live in `keras_vit._api` and are
+imported on first use, so that importing the package, or running `keras-vit --help`, loads no
+framework until a name that needs one is used.
+"""
 
-__all__ = [
-    "DropPath",
-    "ExportResult",
-    "FlexiViT",
-    "MAPHead",
-    "MultiHeadSelfAttention",
-    "PatchEncoder",
-    "Patches",
-    "Preset",
-    "StdConv2D",
-    "TokenGrid",
-    "TokenPooling",
-    "TransformerBlock",
-    "ViT",
-    "ViTB8",
-    "ViTB16",
-    "ViTB32",
-    "ViTConfig",
-    "ViTH14",
-    "ViTHybrid",
-    "ViTL16",
-    "ViTL32",
-    "ViTR26B32",
-    "ViTR26S32",
-    "ViTR50B16",
-    "ViTR50L32",
-    "ViTRTi16",
-    "ViTS16",
-    "ViTS32",
-    "ViTTi16",
-    "__version__",
-    "config_from_model",
-    "decode_predictions",
-    "enable_lora",
-    "export_litert",
-    "export_huggingface",
-    "export_onnx",
-    "export_saved_model",
-    "export_timm",
-    "feature_extractor",
-    "from_huggingface",
-    "from_timm",
-    "get_weights_file",
-    "imagenet_classes",
-    "inspection",
-    "layers",
-    "list_weights",
-    "load_lora_weights",
-    "load_model",
-    "load_npz",
-    "lora_config",
-    "merge_lora",
-    "parse_variant",
-    "preprocess_input",
-    "quantize",
-    "register_preset",
-    "save_lora_weights",
-    "save_npz",
-    "training",
-    "with_patch_size",
-]
+import importlib
+import importlib.util
+
+from keras_vit.version import __version__ as __version__  # no framework imported
+
+
+def _load_api():
+    return importlib.import_module("keras_vit._api")
+
+
+def __getattr__(name):
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(name)
+    api = _load_api()
+    if name == "__all__":
+        return api.__all__
+    if name in globals():  # a submodule that importing the API imported
+        return globals()[name]
+    if hasattr(api, name):
+        value = getattr(api, name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'keras_vit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_load_api().__all__))
+

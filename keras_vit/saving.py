@@ -17,8 +17,9 @@ def atomic_write(target, write, name=None):
     The staged file or folder lies in a temporary folder next to `target` (same file system) and
     is named `name` (default: `target`'s own name, so extensions such as `.keras` or
     `.weights.h5` are kept); `os.replace` then puts it in place, so a kill leaves the old target
-    or the new one, never half of one. An existing folder at `target` is removed first (the
-    caller decided it may be replaced).
+    or the new one, never half of one. An existing folder at `target` is removed first when what
+    was written is a folder too (the caller decided it may be replaced); a file never replaces a
+    folder (`IsADirectoryError`).
 
     Args:
         target: str or path-like. The file or folder to write.
@@ -43,12 +44,44 @@ def atomic_write(target, write, name=None):
     try:
         staged = os.path.join(staging, name or os.path.basename(target))
         result = write(staged)
-        if os.path.isdir(target):
+        if os.path.isdir(target) and not os.path.islink(target):
+            if not os.path.isdir(staged):  # never a user's folder for a file
+                raise IsADirectoryError(
+                    f"{target!r} is a folder; the file written in its place was not moved "
+                    "there. Choose another path, or remove the folder yourself."
+                )
             shutil.rmtree(target)
         os.replace(staged, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def check_writable(path, what="output"):
+    """Raises before any work when `path` (a file or folder to write) cannot be written.
+
+    The nearest existing folder of `path` must be a folder in which a file can be created (a
+    probe file is made and removed: permissions and read-only file systems both show).
+
+    Raises:
+        NotADirectoryError: a parent of `path` is a file.
+        PermissionError: the folder cannot be written.
+    """
+    path = os.path.abspath(os.fspath(path))
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"The {what} {path!r} lies under {folder!r}, which is a file.")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".keras_vit-write-check-", dir=folder)
+    except OSError as error:
+        raise PermissionError(
+            f"Cannot write the {what} {path!r}: the folder {folder!r} is not writable "
+            f"({error.strerror or error})."
+        ) from None
+    os.close(handle)
+    os.remove(probe)
 
 
 def not_a_keras_archive(path, reason):
@@ -65,7 +98,8 @@ def check_model_file(path):
     Raises:
         FileNotFoundError: the file does not exist.
         IsADirectoryError: `path` is a folder.
-        ValueError: the file is not a zip archive (a truncated or corrupt `.keras`).
+        ValueError: the file is not a zip archive (a truncated or corrupt `.keras`), or an
+            archive without the `config.json` every `.keras` file holds.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -74,6 +108,14 @@ def check_model_file(path):
         raise IsADirectoryError(f"Model path {path!r} is a folder; expected a .keras file.")
     if path.endswith(".keras") and not zipfile.is_zipfile(path):
         raise not_a_keras_archive(path, "not a zip file")
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, OSError) as error:
+            raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from None
+        if "config.json" not in names:
+            raise not_a_keras_archive(path, "it has no config.json")
     return path
 
 
@@ -106,5 +148,5 @@ def load_model(path):
     path = check_model_file(path)
     try:
         return keras.saving.load_model(path, compile=False)
-    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as error:
         raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error

@@ -11,6 +11,7 @@ alone exits at once (its peers' collectives then fail instead of waiting).
 import argparse
 import dataclasses
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from keras_vit.cli import commands as C
 from keras_vit.cli import flags as F
 from keras_vit.cli.extras import MissingExtraError, require
+from keras_vit.cli.quiet import quiet
 
 PROG = "keras-vit"
 
@@ -175,6 +177,22 @@ def _check_steps_and_epochs(args, subparser):
         )
 
 
+def _check_lora_flags(args, subparser):
+    """`--lora-targets` / `--lora-alpha` without `--lora-rank` would be ignored: a usage error."""
+    if getattr(args, "lora_rank", None) is not None:
+        return
+    given = [
+        flag
+        for flag, dest in (("--lora-targets", "lora_targets"), ("--lora-alpha", "lora_alpha"))
+        if getattr(args, dest, None) is not None
+    ]
+    if given:
+        subparser.error(
+            f"argument {given[0]}: expected with --lora-rank N (without it the whole model is "
+            f"fine-tuned and {' and '.join(given)} would be ignored); received no --lora-rank"
+        )
+
+
 HINTS = (  # what to do, added when the message does not already say what to do
     (FileExistsError, "Pass --overwrite to replace it, or choose another path."),
     (FileNotFoundError, "Check the path."),
@@ -186,6 +204,18 @@ HINTS = (  # what to do, added when the message does not already say what to do
 ADVICE = ("check the path", "choose another", "--overwrite", "to prepare it", "pass --", "install")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Keras appends the arguments of the layer call that failed (weight values included).
+_ARGUMENTS_RECEIVED = re.compile(r"\n?\s*Arguments received by .*", re.DOTALL)
+
+
+def _plain(text):
+    """`text` on one line, without terminal colour codes or Keras' "Arguments received by"
+    block, ending in one full stop."""
+    text = _ARGUMENTS_RECEIVED.sub("", _ANSI.sub("", text))
+    return " ".join(text.split()).rstrip(".") + "."
+
+
 def _message(error):
     """One paragraph for an exception: its text on one line, ending in what to do."""
     if isinstance(error, OSError) and error.filename and error.strerror:
@@ -194,7 +224,7 @@ def _message(error):
         text = str(error) or type(error).__name__
     if not isinstance(error, USER_ERRORS):
         text = f"{type(error).__name__}: {text}"
-    text = " ".join(text.split()).rstrip(".") + "."
+    text = _plain(text)
     if not any(phrase in text.lower() for phrase in ADVICE):
         for kind, hint in HINTS:
             if isinstance(error, kind):
@@ -210,6 +240,7 @@ def main(argv=None):
     try:
         args = parser.parse_args(argv)
         _check_steps_and_epochs(args, parser.subcommands[args.command])
+        _check_lora_flags(args, parser.subcommands[args.command])
     except SystemExit as exit_:  # --help (0) or a usage error (2), already printed
         return exit_.code if isinstance(exit_.code, int) else 2
     debug = args.debug or os.environ.get("KERAS_VIT_DEBUG", "") not in ("", "0")
@@ -217,7 +248,8 @@ def main(argv=None):
     command = COMMANDS[args.command]
     try:
         require(*command.needs)
-        return command.run(args) or 0
+        with quiet(prog, debug):
+            return command.run(args) or 0
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted.", file=sys.stderr)
         return _exit_alone(130, None)

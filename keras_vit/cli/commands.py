@@ -83,7 +83,6 @@ def run_fewshot(args):
     return 0
 
 
-
 def run_quickstart(args):
     from keras_vit.runner import quickstart
 
@@ -135,8 +134,7 @@ def _convert_arguments(args):
                 )
     if args.source == "npz" and not args.model:
         raise ValueError(
-            "convert --from npz needs --model (the variant code, e.g. --model B/16); "
-            "received none"
+            "convert --from npz needs --model (the variant code, e.g. --model B/16); received none"
         )
     return dict(zip(names, args.paths, strict=True))
 
@@ -182,7 +180,6 @@ def run_convert(args):
     return 0
 
 
-
 def _format_table(rows):
     header = ("variant", "weights", "px", "classes", "pre_logits", "top-1", "trained on")
     lines = [header] + [
@@ -226,7 +223,6 @@ def run_weights(args):
     return 0
 
 
-
 _SUFFIX_FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 
 
@@ -252,8 +248,8 @@ def run_export(args):
                 f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"
             )
     if fmt == "saved_model":
-        class_names = None if args.class_names is None else export.read_class_names(
-            args.class_names
+        class_names = (
+            None if args.class_names is None else export.read_class_names(args.class_names)
         )
         export.export_saved_model(
             args.model,
@@ -287,13 +283,28 @@ def run_export(args):
     return 0
 
 
-
 def run_inspect(args):
     from keras_vit import inspection
     from keras_vit.preprocessing import load_image
+    from keras_vit.saving import check_writable
 
+    if os.path.isdir(args.image):
+        raise IsADirectoryError(f"--image {args.image!r} is a folder; expected an image file.")
     if not os.path.isfile(args.image):
         raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise NotADirectoryError(f"--out {args.out!r} is a file; expected a folder.")
+    check_writable(args.out, "--out folder")
+    existing = [
+        name
+        for name in inspection.FIGURE_NAMES
+        if os.path.exists(os.path.join(args.out, f"{name}.png"))
+    ]
+    if existing and not args.overwrite:
+        raise FileExistsError(
+            f"--out {args.out!r} already holds {', '.join(n + '.png' for n in existing)}. Pass "
+            "--overwrite to replace them, or choose another --out."
+        )
     model = load_model(args.model)
     _, height, width, channels = inspection.model_input_shape(model)
     images, display = load_image(args.image, (height, width), channels)

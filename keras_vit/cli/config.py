@@ -13,6 +13,7 @@ Precedence, lowest first: the recipe's preset, the file's `CONFIG`, the
 import ast
 import copy
 import json
+import numbers
 import os
 
 from keras_vit.cli.flags import MODEL_SIZE_FLAGS
@@ -152,6 +153,42 @@ def read_config_file(path):
     return result
 
 
+def _kind_of(default):
+    """What a config key whose default is `default` accepts: `(description, check)`, or None
+    (any value: a key whose default is None)."""
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        return "true or false", lambda v: isinstance(v, bool)
+    if isinstance(default, numbers.Number):
+        return "a number (or a list of numbers)", lambda v: _is_number(v) or (
+            isinstance(v, (list, tuple)) and bool(v) and all(_is_number(x) for x in v)
+        )
+    if isinstance(default, (list, tuple)):
+        return "a list", lambda v: isinstance(v, (list, tuple))
+    if isinstance(default, dict):
+        return "a dict", lambda v: isinstance(v, dict)
+    if isinstance(default, str):  # a name, or a setting like verbose="auto" that takes numbers
+        return "a string, number or true/false", lambda v: isinstance(v, (str, numbers.Number))
+    return None
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Number) and not isinstance(value, bool)
+
+
+def _check_kind(key, value, default, where):
+    """A value of a kind `key` never takes (`"image_size": "abc"`, `"augment": "mixup"`) is
+    refused while the config is read, naming the key, what it takes and what it received."""
+    kind = _kind_of(default)
+    if value is None or kind is None or kind[1](value):
+        return
+    raise ValueError(
+        f"{where}: config key {key!r} expects {kind[0]}, like its default {default!r}; "
+        f"received {value!r} ({type(value).__name__})."
+    )
+
+
 def _apply(config, layer, where):
     """Applies one layer of settings (file, smoke shrink or flags) in place."""
     unknown = sorted(set(layer) - set(config))
@@ -165,6 +202,7 @@ def _apply(config, layer, where):
             f"epochs={layer['epochs']}. Keep one of them."
         )
     for key, value in layer.items():
+        _check_kind(key, value, config[key], where)
         if isinstance(config[key], tuple) and isinstance(value, list):
             value = tuple(value)  # JSON has no tuples
         config[key] = value

@@ -151,7 +151,8 @@ def training_flags(parser):
         help="comma list of randaugment, random_erasing, mixup, cutmix, random_rotation, "
         "random_translation, random_zoom, and keras-cv layers (the cv extra) by name: "
         "keras_cv.GridMask, 'keras_cv.RandAugment(magnitude=0.3)' (literal arguments only; "
-        "images are in [0, 255] there, value_range defaults to (0, 255))",
+        "images are in [0, 255] there, value_range defaults to (0, 255)); none (or an empty "
+        "value) clears the config's list",
     )
     crops = (
         ("crop_scale", "MIN,MAX area fraction of the random resized crop (e.g. 0.08,1)"),
@@ -284,7 +285,7 @@ def mpp_flags(parser):
 
 
 def quickstart_flags(parser):
-    from keras_vit.runner.quickstart import DEFAULTS
+    from keras_vit.runner.quickstart_defaults import DEFAULTS
 
     parser.add_argument(
         "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
@@ -454,6 +455,7 @@ def inspect_flags(parser):
         "--image", required=True, help="image file (PNG, JPEG, ...) to compute the attention on"
     )
     parser.add_argument("--out", required=True, help="output folder for the PNG files")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument(
         "--head-fusion",
         default="mean",

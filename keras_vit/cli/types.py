@@ -120,6 +120,8 @@ def augment_list(text):
     """
     from keras_vit.training.cv_augment import is_keras_cv_spec, parse_keras_cv_spec
 
+    if text.strip().lower() in ("", "none"):
+        return []  # no augmentation: clears a config's list
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         depth += char in "([{"
@@ -152,7 +154,7 @@ def jit_compile(text):
 
 def job_addresses(text):
     """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
-    from keras_vit.training.multihost import parse_job_addresses
+    from keras_vit.training.addresses import parse_job_addresses
 
     try:
         return ",".join(parse_job_addresses(text))

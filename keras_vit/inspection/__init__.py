@@ -49,7 +49,7 @@ from keras_vit.inspection.embeddings import (
     patch_position_embeddings,
     position_embedding_similarity,
 )
-from keras_vit.inspection.figures import save_inspection_figures
+from keras_vit.inspection.figures import FIGURE_NAMES, save_inspection_figures
 from keras_vit.inspection.plots import (
     plot_attention_distance,
     plot_attention_overlay,
@@ -65,6 +65,7 @@ from keras_vit.inspection.structure import (
 )
 
 __all__ = [
+    "FIGURE_NAMES",
     "HEAD_FUSIONS",
     "AttentionRollout",
     "ModelGeometry",

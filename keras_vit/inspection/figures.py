@@ -15,6 +15,14 @@ from keras_vit.inspection.plots import (
 )
 from keras_vit.inspection.structure import check_images, find_patch_encoder
 
+# The pictures `save_inspection_figures` writes, `{prefix}{name}.png` each.
+FIGURE_NAMES = (
+    "attention_overlay",
+    "attention_distance",
+    "position_embedding_similarity",
+    "embedding_filters",
+)
+
 
 def save_inspection_figures(
     model,

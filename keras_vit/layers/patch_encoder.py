@@ -17,6 +17,11 @@ from keras_vit.layers.patch_resize import resample_patch_embedding_ops
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 
 
+
+# The most patch tokens a patch encoder builds for (a 256 x 256 grid): a bound checked before
+# the position embedding is allocated, so that a mistyped image size fails at once.
+MAX_TOKENS = 256 * 256
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PatchEncoder(keras.layers.Layer):
     """Embeds an image as a sequence of patch tokens (the paper's Eq. 1).
@@ -209,6 +214,14 @@ class PatchEncoder(keras.layers.Layer):
         if channels is None:
             raise ValueError(
                 f"Layer '{self.name}' needs a static channel count. Received: input shape={shape}"
+            )
+        if grid[0] * grid[1] > MAX_TOKENS:
+            raise ValueError(
+                f"Layer '{self.name}' would make {grid[0] * grid[1]:,} patch tokens (a "
+                f"{grid[0]} x {grid[1]} grid of {ph} x {pw} patches), more than the "
+                f"{MAX_TOKENS:,} keras_vit allows (a 256 x 256 grid, already 2^32 attention "
+                f"weights per head): use a smaller image_size or a larger patch_size. "
+                f"Received: input shape={shape}, patch_size={self.patch_size}"
             )
         return grid
 

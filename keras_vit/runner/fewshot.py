@@ -28,7 +28,7 @@ import numpy as np
 from keras_vit import saving
 from keras_vit.runner import backup, pretrain
 from keras_vit.runner.config import jsonable
-from keras_vit.runner.output import prepare_out
+from keras_vit.runner.output import prepare_out, release_out
 from keras_vit.runner.setup import load_data
 from keras_vit.training import multihost
 from keras_vit.training.fewshot import fewshot_accuracy
@@ -100,6 +100,16 @@ def run(config, pretrain_config=None):
             "first if needed, then give its model with --model-path)."
         )
     out = prepare_out(config)
+    try:
+        metrics = _evaluate(config, out, pretrain_config)
+    except BaseException:
+        release_out(out, failed=True)
+        raise
+    release_out(out)
+    return metrics
+
+
+def _evaluate(config, out, pretrain_config):
     keras.utils.set_random_seed(config["seed"])
     path = config["model_path"]
     if path is None:

@@ -212,9 +212,23 @@ def build_model(num_classes, config):
     return model, info
 
 
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
 def _lora_settings(config):
     """`(rank, targets, alpha)` of the config's LoRA (checked), or None without `lora_rank`."""
     if config.get("lora_rank") is None:
+        given = [
+            f"{key}={config[key]!r}"
+            for key, default in (("lora_targets", ("query", "value")), ("lora_alpha", None))
+            if config.get(key) is not None and _as_tuple(config[key]) != _as_tuple(default)
+        ]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)} need a LoRA rank: without lora_rank (--lora-rank) the "
+                "whole model is fine-tuned. Received: lora_rank=None"
+            )
         return None
     return lora.check_settings(config["lora_rank"], config["lora_targets"], config["lora_alpha"])
 

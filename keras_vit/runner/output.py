@@ -1,8 +1,19 @@
 """The output-folder policy: a finished run is never replaced unless asked (`overwrite`), an
-interrupted one is resumed; a bad `out` is refused before anything is loaded."""
+interrupted one is resumed; a bad `out` is refused before anything is loaded.
 
+Files the run writes (`FINAL_ARTEFACTS`, `FINAL_FOLDERS`) found in a folder that holds no run
+to resume are not replaced unless asked either (a user's own `log.csv`). A folder in use by a
+live run is refused, with or without `overwrite`: the run holds `out/.keras_vit.lock` (naming
+its process and host) until it ends; a lock whose process has died on this host is taken over.
+A run that fails leaves no empty folder behind that it created.
+"""
+
+import json
 import os
 import shutil
+import socket
+
+from keras_vit.saving import check_writable
 
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
 FINAL_FOLDERS = ("checkpoints", "logs", "backup")
@@ -39,17 +50,100 @@ def prepare_out(config):
         )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"--out {out!r}: the folder {parent!r} is not writable.")
-    if os.path.isdir(out) and is_finished(out):
+    if os.path.isdir(out) and not os.access(out, os.W_OK | os.X_OK):
+        raise PermissionError(f"--out {out!r} is not writable.")
+    check_writable(out, "--out folder")  # also a read-only file system, before any work
+    if os.path.isdir(out):
+        check_lock(out)
+    ours = [
+        name
+        for name in (*FINAL_ARTEFACTS, *FINAL_FOLDERS)
+        if os.path.exists(os.path.join(out, name))
+    ]
+    resumable = os.path.isdir(os.path.join(out, "backup")) and not is_finished(out)
+    if ours and not resumable:
         if not config.get("overwrite"):
+            what = "a finished run" if is_finished(out) else "files a run writes"
             raise FileExistsError(
-                f"{out!r} holds a finished run (metrics.json / model.keras). Pass --overwrite "
-                "(config key overwrite=True) to replace it, or choose another --out."
+                f"{out!r} holds {what} ({', '.join(ours)}) and no run to resume. Pass "
+                "--overwrite (config key overwrite=True) to replace them, or choose another --out."
             )
-        for name in FINAL_ARTEFACTS:
-            if os.path.exists(os.path.join(out, name)):
-                os.remove(os.path.join(out, name))
-        for name in FINAL_FOLDERS:
-            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
-    os.makedirs(out, exist_ok=True)
+        for name in ours:
+            path = os.path.join(out, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        _created.add(os.path.abspath(out))
+    take_lock(out)
     return out
 
+
+LOCK = ".keras_vit.lock"
+_created = set()  # folders prepare_out created in this process (removed again if left empty)
+
+
+def _lock_owner(out):
+    """`{"pid", "host"}` of the lock in `out`, `{}` for an unreadable one, None without one."""
+    try:
+        with open(os.path.join(out, LOCK)) as f:
+            owner = json.load(f)
+        return owner if isinstance(owner, dict) else {}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _mine(owner):
+    return owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid()
+
+
+def check_lock(out):
+    """Raises `FileExistsError` when a live run (another process) holds `out`'s lock."""
+    owner = _lock_owner(out)
+    if not owner or _mine(owner):
+        return
+    pid, host = owner.get("pid"), owner.get("host")
+    if host == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+        return  # stale: its process is gone; taken over by take_lock
+    where = "this machine" if host == socket.gethostname() else f"host {host!r}"
+    raise FileExistsError(
+        f"{out!r} is in use by a running keras-vit run (process {pid} on {where}; lock file "
+        f"{os.path.join(out, LOCK)!r}), with or without --overwrite: choose another --out, or "
+        "wait for it to end (delete the lock file only if no run uses the folder)."
+    )
+
+
+def take_lock(out):
+    """Writes `out/.keras_vit.lock` naming this process (after `check_lock`)."""
+    check_lock(out)
+    path = os.path.join(out, LOCK)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"pid": os.getpid(), "host": socket.gethostname()}, f)
+    os.replace(tmp, path)
+
+
+def release_out(out, failed=False):
+    """Removes this process's lock from `out`; after a failure, also the folder `prepare_out`
+    created when nothing else is in it."""
+    owner = _lock_owner(out)
+    if owner and _mine(owner):
+        os.remove(os.path.join(out, LOCK))
+    folder = os.path.abspath(out)
+    if failed and folder in _created and os.path.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
+        _created.discard(folder)

@@ -8,6 +8,7 @@ from keras_vit.runner.backup import atomic_write, write_json
 from keras_vit.runner.callbacks import training_callbacks
 from keras_vit.runner.compile import compile_classifier, evaluate_classifier
 from keras_vit.runner.config import jsonable
+from keras_vit.runner.output import release_out
 from keras_vit.runner.setup import prepare_run
 from keras_vit.training import multihost
 from keras_vit.training.distribution import distribution_scope, num_devices
@@ -54,6 +55,18 @@ def run_training(
 def _run_training(config, build_model, recipe, callbacks, compile, evaluate, finish):
     start = time.perf_counter()
     setup = prepare_run(config)
+    try:
+        metrics = _train(
+            config, build_model, recipe, callbacks, compile, evaluate, finish, setup, start
+        )
+    except BaseException:
+        release_out(setup.out, failed=True)
+        raise
+    release_out(setup.out)
+    return metrics
+
+
+def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, setup, start):
     out = setup.out
     chief = multihost.is_chief()
     validation = bool(config["validation_freq"])
@@ -108,4 +121,3 @@ def _run_training(config, build_model, recipe, callbacks, compile, evaluate, fin
         f"artefacts in {out}"
     )
     return metrics
-

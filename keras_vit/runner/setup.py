@@ -11,7 +11,7 @@ from keras_vit import data
 from keras_vit.runner.backup import find_backup, trim_csv_log
 from keras_vit.runner.callbacks import ThroughputLogger
 from keras_vit.runner.config import check_config
-from keras_vit.runner.output import prepare_out
+from keras_vit.runner.output import prepare_out, release_out
 from keras_vit.runner.processes import check_batch_shards, start_processes
 from keras_vit.runner.steps import plan_steps
 from keras_vit.training import augment as augment_lib
@@ -32,7 +32,6 @@ def load_data(config):
     )
     evaluation = data.load_source(config["dataset"], eval_split, **common)
     return train, evaluation
-
 
 
 @dataclasses.dataclass
@@ -84,7 +83,6 @@ class RunSetup:
         }
 
 
-
 def prepare_run(config):
     """Sets up a recipe run: checks, seed, dtype policy, data, step plan, resume point, pipelines.
 
@@ -105,6 +103,14 @@ def prepare_run(config):
     chief = multihost.is_chief()
     parts = check_batch_shards(config, num_processes) if num_processes > 1 else 1
     out = multihost.run_on_chief(lambda: prepare_out(config))
+    try:
+        return _prepare(config, out, num_processes, chief, parts)
+    except BaseException:
+        release_out(out, failed=True)
+        raise
+
+
+def _prepare(config, out, num_processes, chief, parts):
     keras.utils.set_random_seed(config["seed"])
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
@@ -168,4 +174,3 @@ def prepare_run(config):
         eval_steps=eval_steps,
         num_processes=num_processes,
     )
-

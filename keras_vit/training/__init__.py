@@ -1,19 +1,47 @@
 """Training library: schedules, optimizers, augmentation, data pipelines, few-shot evaluation,
 distribution, several processes (`multihost`), LoRA (`lora`), quantization (`quantization`).
-`data` (tf.data), `distribution` and `multihost` import TensorFlow/JAX lazily."""
+`data` (tf.data), `distribution` and `multihost` import TensorFlow/JAX lazily.
+Its public names are imported on first use (`__getattr__`), so that `keras_vit.training.cv_augment`
+or `keras_vit.training.addresses` load no framework (the command line's flag checks use them)."""
 
-from keras_vit.training.augment import RandomResizedCrop, build_augmenters
-from keras_vit.training.fewshot import LinearProbe, fewshot_accuracy, sample_shots, solve_ridge
-from keras_vit.training.lora import (
-    enable_lora,
-    load_lora_weights,
-    lora_config,
-    merge_lora,
-    save_lora_weights,
-)
-from keras_vit.training.optimizers import build_loss, build_optimizer
-from keras_vit.training.quantization import quantize
-from keras_vit.training.schedules import WarmupCosineDecay, WarmupDecay, WarmupLinearDecay
+import importlib
+import importlib.util
+
+# {public name: the module defining it}
+_NAMES = {
+    "RandomResizedCrop": "augment",
+    "build_augmenters": "augment",
+    "LinearProbe": "fewshot",
+    "fewshot_accuracy": "fewshot",
+    "sample_shots": "fewshot",
+    "solve_ridge": "fewshot",
+    "enable_lora": "lora",
+    "load_lora_weights": "lora",
+    "lora_config": "lora",
+    "merge_lora": "lora",
+    "save_lora_weights": "lora",
+    "build_loss": "optimizers",
+    "build_optimizer": "optimizers",
+    "quantize": "quantization",
+    "WarmupCosineDecay": "schedules",
+    "WarmupDecay": "schedules",
+    "WarmupLinearDecay": "schedules",
+}
+
+
+def __getattr__(name):
+    if name not in _NAMES:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")  # a submodule
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))
+
 
 __all__ = [
     "LinearProbe",

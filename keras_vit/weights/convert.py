@@ -134,6 +134,14 @@ def check_output(output, overwrite):
     output = os.fspath(output)
     if not output.endswith(".keras"):
         raise ValueError(f"The output path must end with .keras. Received: output={output!r}")
+    if os.path.isdir(output):
+        raise IsADirectoryError(
+            f"The output {output!r} is a folder; expected a .keras file. --overwrite replaces "
+            "only a file this command writes, never a folder: choose another output path."
+        )
+    from keras_vit.saving import check_writable
+
+    check_writable(output)
     if os.path.lexists(output) and not overwrite:
         raise FileExistsError(
             f"The output file {output!r} already exists. Pass overwrite=True (`--overwrite` on "

@@ -276,14 +276,21 @@ def _torch_load(path):
         raise
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
         # weights_only=True reads tensors and plain containers, never pickled code: a file
-        # holding objects fails here too, as does a truncated one.
-        reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        # holding objects fails here too, as does a truncated one. PyTorch's own text (which
+        # offers to turn that safety off) is not quoted.
+        if isinstance(error, pickle.UnpicklingError) or "weights_only" in str(error):
+            why = (
+                "it holds pickled Python objects besides tensors, which keras_vit never "
+                "unpickles (unpickling can run code)"
+            )
+            fix = "save its state dict alone (model.state_dict()) or as .safetensors"
+        else:
+            why = f"it cannot be read ({type(error).__name__})"
+            fix = "if the file is truncated or corrupt, download it again"
         raise ValueError(
-            f"{path!r} is not a readable PyTorch checkpoint of tensors ({reason}). keras_vit "
-            "loads .pth/.bin files with torch.load(weights_only=True), which refuses pickled "
-            "objects: save the state dict alone (or as .safetensors); if the file is truncated, "
-            "download it again."
-        ) from error
+            f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, "
+            f"{fix}."
+        ) from None
 
 
 def _existing_file(path):

@@ -136,6 +136,9 @@ def check_destination(path, overwrite):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"Expected a file path to write. Received the folder {path!r}")
+    from keras_vit.saving import check_writable
+
+    check_writable(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} already exists. Pass overwrite=True to replace it.")
     return path

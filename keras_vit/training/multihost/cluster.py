@@ -8,7 +8,8 @@ import os
 import keras
 import numpy as np
 
-ENV_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+from keras_vit.training.addresses import ENV_ADDRESSES, parse_job_addresses
+
 ENV_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 
@@ -52,26 +53,6 @@ def _env_int(environ, name):
         return int(text)
     except ValueError:
         raise ValueError(f"{name} must be an integer. Received: {name}={text!r}") from None
-
-
-def parse_job_addresses(text):
-    """`"10.0.0.1:1234,10.0.0.2:1234"` -> `["10.0.0.1:1234", "10.0.0.2:1234"]`, each checked.
-
-    Example:
-
-    >>> parse_job_addresses("127.0.0.1:12345")
-    ['127.0.0.1:12345']
-    """
-    addresses = [part.strip() for part in str(text).split(",")]
-    for address in addresses:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(
-                "Job addresses must be HOST:PORT (comma-separated for several, process 0's "
-                "first), e.g. 10.0.0.1:1234 (--job-addresses or "
-                f"{ENV_ADDRESSES}). Received: {text!r}"
-            )
-    return addresses
 
 
 def asked_by_environment(environ=None):

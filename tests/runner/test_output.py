@@ -1,0 +1,109 @@
+"""The output-folder policy (keras_vit/runner/output.py): nothing a user made is replaced unasked,
+a folder in use by a live run is refused, a failed run leaves no empty folder behind."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from keras_vit.runner import output
+from keras_vit.runner.output import LOCK, prepare_out, release_out
+
+
+def test_files_a_run_writes_are_not_replaced_without_overwrite(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.csv").write_text("my own log\n")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"files a run writes \(log.csv\).*--overwrite"):
+        prepare_out({"out": str(out)})
+    assert (out / "log.csv").read_text() == "my own log\n" and not (out / LOCK).exists()
+    prepare_out({"out": str(out), "overwrite": True})  # replaces only what the run writes
+    assert not (out / "log.csv").exists() and (out / "notes.txt").read_text() == "mine"
+    release_out(str(out))
+    assert sorted(os.listdir(out)) == ["notes.txt"]
+
+
+def test_an_interrupted_run_resumes_into_its_own_log(tmp_path):
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "log.csv").write_text("epoch,loss\n0,1.0\n")
+    assert prepare_out({"out": str(tmp_path)}) == str(tmp_path)
+    assert (tmp_path / "log.csv").exists()
+    release_out(str(tmp_path))
+
+
+def _write_lock(out, pid, host=None):
+    (out / LOCK).write_text(json.dumps({"pid": pid, "host": host or socket.gethostname()}))
+
+
+def test_a_folder_in_use_by_a_live_run_is_refused_even_with_overwrite(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _write_lock(tmp_path, other.pid)
+        for overwrite in (False, True):
+            with pytest.raises(FileExistsError, match=rf"in use .*process {other.pid}"):
+                prepare_out({"out": str(tmp_path), "overwrite": overwrite})
+    finally:
+        other.kill()
+        other.wait()
+    # Its process is gone: the lock is stale and taken over.
+    prepare_out({"out": str(tmp_path)})
+    assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
+    release_out(str(tmp_path))
+    assert not (tmp_path / LOCK).exists()
+
+
+def test_a_lock_of_another_host_is_refused(tmp_path):
+    _write_lock(tmp_path, 1, host="elsewhere.example")
+    with pytest.raises(FileExistsError, match="host 'elsewhere.example'"):
+        prepare_out({"out": str(tmp_path), "overwrite": True})
+
+
+def test_two_cli_runs_into_one_folder(tmp_path):
+    """The second of two runs into the same --out fails at once, naming the first's process."""
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _write_lock(out, holder.pid)
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_vit", "pretrain", "--smoke", "--out", str(out),
+             "--overwrite"],
+            capture_output=True, text=True, timeout=300,
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2, result.stderr
+    assert f"in use by a running keras-vit run (process {holder.pid}" in result.stderr
+    assert sorted(os.listdir(out)) == [LOCK]
+
+
+def test_a_failed_run_leaves_no_empty_folder_it_created(tmp_path):
+    out = tmp_path / "new"
+    prepare_out({"out": str(out)})
+    release_out(str(out), failed=True)
+    assert not out.exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    prepare_out({"out": str(existing)})
+    release_out(str(existing), failed=True)
+    assert existing.is_dir() and not os.listdir(existing)  # the user's folder stays
+
+
+def test_a_run_whose_data_is_missing_leaves_no_folder(tmp_path):
+    pytest.importorskip("tensorflow")
+    from keras_vit.runner import pretrain
+
+    config = pretrain.get_config(smoke=True)
+    empty = tmp_path / "images"
+    empty.mkdir()
+    config.update(out=str(tmp_path / "run"), verbose=0, dataset=f"folder:{empty}")
+    with pytest.raises((ValueError, FileNotFoundError)):
+        pretrain.run(config)
+    assert not (tmp_path / "run").exists()
+    assert not output._created
