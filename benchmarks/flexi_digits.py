@@ -20,7 +20,7 @@ MLP 64, 2 heads, GAP pooling (the "mu" size); AdamW (1e-3, weight decay 0.05), b
 +-2 px, drawn anew per epoch). Every run of a seed starts from `keras.utils.set_random_seed(seed)`.
 
 Prints a Markdown table (mean and standard deviation over the seeds, and each seed) and writes
-the numbers as JSON with `--out`. Command (JAX, about 25 minutes on 2 shared CPU cores):
+the numbers as JSON with `--out`. Command (JAX, about 35 minutes on 2 shared CPU cores):
 
     KERAS_BACKEND=jax python benchmarks/flexi_digits.py --seeds 0,1,2 --flexi-epochs 20,60 \
         --out benchmarks/results/flexi_digits.json

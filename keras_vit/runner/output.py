@@ -144,6 +144,11 @@ def release_out(out, failed=False):
     if owner and _mine(owner):
         os.remove(os.path.join(out, LOCK))
     folder = os.path.abspath(out)
-    if failed and folder in _created and os.path.isdir(folder) and not os.listdir(folder):
+    if not (failed and folder in _created and os.path.isdir(folder)):
+        return
+    backup = os.path.join(folder, "backup")
+    if os.path.isdir(backup) and os.listdir(backup) == ["run_config.json"]:  # no weights yet
+        shutil.rmtree(backup)
+    if not os.listdir(folder):
         os.rmdir(folder)
         _created.discard(folder)

@@ -107,3 +107,39 @@ def test_a_run_whose_data_is_missing_leaves_no_folder(tmp_path):
         pretrain.run(config)
     assert not (tmp_path / "run").exists()
     assert not output._created
+
+
+def test_resuming_with_changed_settings_says_what_changed_and_refuses_another_model(
+    tmp_path, capsys
+):
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from keras_vit.runner import pretrain
+
+    class Stop(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Stop()
+
+    def config(**overrides):
+        base = pretrain.get_config(smoke=True)
+        base.update(out=str(tmp_path / "run"), verbose=0, jit_compile=False, **overrides)
+        return base
+
+    with pytest.raises(Stop):
+        pretrain.run(config(), callbacks=[StopAfterFirstEpoch()])
+    capsys.readouterr()
+    wider = config(model_overrides={"hidden_dim": 48}, image_size=24)
+    with pytest.raises(ValueError) as info:
+        pretrain.run(wider)
+    message = str(info.value)
+    assert "Cannot resume" in message and "image_size (--image-size) 16 -> 24" in message
+    assert "model_overrides" in message and len(message) < 700 and "\n" not in message
+    metrics = pretrain.run(config(learning_rate=0.004, epochs=2))
+    printed = capsys.readouterr().out
+    assert "Resuming with a changed setting: learning_rate (--lr) 0.002 -> 0.004" in printed
+    assert "Resuming with a changed setting: epochs (--epochs) 3 -> 2" in printed
+    assert metrics["resumed_at_epoch"] == 1
