@@ -11,7 +11,8 @@ falls on all of them alike), and the median ms per step is reported:
 
 - keras_vit (`keras_vit.ViT`, the current backend):
   `train_on_batch`, `fit` (over an in-memory dataset of `--fit-steps` batches, ms per batch,
-  `fit (1 step)` for its fixed per-call cost), `predict_on_batch`, the model called directly
+  `fit (1 step)` for its fixed per-call cost; with `--runner-callbacks` also with the recipe
+  runner's callbacks), `predict_on_batch`, the model called directly
   (`model(x)`), `predict` (over the same in-memory batches, ms per batch); on PyTorch also a
   `direct step` (forward, loss, `backward()`, `optimizer.apply`: the step without Keras' trainer);
 - KerasHub's `ViTBackbone` + a Dense head (`--peers keras_hub`): `train_on_batch`,
@@ -69,6 +70,9 @@ def parse_args(argv=None):
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=None,
                         help="default: timm on every backend, keras_hub on JAX and TensorFlow")
     parser.add_argument("--no-fit", action="store_true", help="skip fit / predict rows")
+    parser.add_argument("--runner-callbacks", action="store_true",
+                        help="also fit with the recipe runner's callbacks (CSV log, "
+                        "TensorBoard, throughput; no checkpoints or backup)")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
                         help="keras_vit's and KerasHub's compile(jit_compile=...)")
     parser.add_argument("--threads", type=int, default=1)
@@ -217,10 +221,39 @@ def keras_steps(lib, model, args, fit=True):
             steps[f"{lib} fit (1 step)"] = ("train", lambda: model.fit(
                 xs[: args.batch], ys[: args.batch], batch_size=args.batch, epochs=1,
                 shuffle=False, verbose=0), 1)
+            if args.runner_callbacks:
+                callbacks = runner_callbacks(args)
+                steps[f"{lib} fit+callbacks"] = ("train", lambda: model.fit(
+                    xs, ys, batch_size=args.batch, epochs=1, shuffle=False, verbose=0,
+                    callbacks=callbacks), n)
+                steps[f"{lib} fit+callbacks (1 step)"] = ("train", lambda: model.fit(
+                    xs[: args.batch], ys[: args.batch], batch_size=args.batch, epochs=1,
+                    shuffle=False, verbose=0, callbacks=callbacks), 1)
         if "infer" in args.tasks:
             steps[f"{lib} predict"] = ("infer", lambda: model.predict(
                 xs, batch_size=args.batch, verbose=0), n)
     return steps
+
+
+def runner_callbacks(args):
+    """The recipe runner's `fit` callbacks (keras_vit.runner.callbacks), checkpoints off.
+
+    Without the backup: it restores a finished run at the next `fit` call, which would then
+    train nothing (it saves per epoch and has no per-step hook).
+    """
+    import tempfile
+    import types
+
+    from keras_vit.runner.backup import AtomicBackupAndRestore
+    from keras_vit.runner.callbacks import ThroughputLogger, training_callbacks
+
+    out = tempfile.mkdtemp(prefix="bench_overhead_")
+    setup = types.SimpleNamespace(
+        out=out, backup_dir=os.path.join(out, "backup"), epochs=1,
+        throughput=ThroughputLogger(args.batch, args.fit_steps),
+    )
+    callbacks = training_callbacks(setup, {"checkpoints": False}, validation=False)
+    return [c for c in callbacks if not isinstance(c, AtomicBackupAndRestore)]
 
 
 def torch_direct_step(model, x, y):
@@ -321,13 +354,13 @@ def fit_overheads(rows, fit_steps):
     by_name = {row["name"]: row["median"] for row in rows}
     out = {}
     for name, per_batch in by_name.items():
-        if not name.endswith(" fit"):
+        if not name.endswith((" fit", " fit+callbacks")):
             continue
         one = by_name.get(name + " (1 step)")
         if one is None or fit_steps < 2:
             continue
         marginal = (per_batch * fit_steps - one) / (fit_steps - 1)
-        out[name[: -len(" fit")]] = {"marginal": marginal, "fixed": one - marginal}
+        out[name] = {"marginal": marginal, "fixed": one - marginal}
     return out
 
 
@@ -351,6 +384,7 @@ def ratios(rows):
                 if peer in by_name:
                     out.append((f"{lib} {suffix}", peer, mine / by_name[peer]))
         for a, b in ((f"{lib} fit", f"{lib} train_on_batch"),
+                     (f"{lib} fit+callbacks", f"{lib} train_on_batch"),
                      (f"{lib} predict", f"{lib} predict_on_batch"),
                      (f"{lib} train_on_batch", f"{lib} direct step"),
                      (f"{lib} train_on_batch", "keras_vit_portable train_on_batch"),
@@ -518,7 +552,7 @@ def main(argv=None):
     for a, b, ratio in ratios(rows):
         print(f"{a} / {b}: {ratio:.2f}x")
     for lib, cost in fit_overheads(rows, args.fit_steps).items():
-        print(f"{lib} fit: {cost['marginal']:.2f} ms per step + {cost['fixed']:.1f} ms per call")
+        print(f"{lib}: {cost['marginal']:.2f} ms per step + {cost['fixed']:.1f} ms per call")
     print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.profile:
         profile = cprofile if args.profile == "cprofile" else torch_profile

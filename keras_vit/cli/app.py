@@ -62,13 +62,17 @@ COMMANDS = {
         needs=("sklearn",),
     ),
     "pretrain": _training_command(
-        "supervised pre-training (paper Sec. 4.1, Table 3) through model.fit", F.flexi_flags
+        "supervised pre-training (paper Sec. 4.1, Table 3) through model.fit",
+        F.flexi_flags,
+        F.toolkit_flags,
     ),
     "finetune": _training_command(
         "fine-tuning (paper Sec. 4.1, Table 4): SGD, cosine, clip 1, zero head, resampled "
         "position embedding",
         F.finetune_flags,
         F.flexi_flags,
+        F.toolkit_flags,
+        F.distillation_flags,
     ),
     "fewshot": Command(
         "few-shot linear evaluation (closed-form ridge on frozen features, paper Sec. 4.1)",

@@ -7,6 +7,7 @@ commands share, and each command's own. A flag left out stays None: the recipe's
 from keras_vit.cli.convert_to import add_target_flag
 from keras_vit.cli.types import (
     augment_list,
+    decay_rate,
     float_pair,
     fraction,
     image_size,
@@ -264,6 +265,52 @@ def finetune_flags(parser):
         type=positive_float,
         metavar="ALPHA",
         help="the adapters' scale is ALPHA / N (default N: scale 1)",
+    )
+
+
+def toolkit_flags(parser):
+    """Layer-wise learning-rate decay, weight EMA and repeated augmentation (issue 33)."""
+    group = parser.add_argument_group("fine-tuning toolkit (timm --layer-decay, --model-ema)")
+    group.add_argument(
+        "--layer-decay",
+        dest="layer_decay",
+        type=decay_rate,
+        metavar="RATE",
+        help="block i of L trains at lr * RATE**(L - i), the embeddings at RATE**(L + 1), the "
+        "head at lr (BEiT); no weight decay on norms, biases, tokens, position embeddings",
+    )
+    group.add_argument(
+        "--ema",
+        type=probability,
+        metavar="MOMENTUM",
+        help="keep a moving average of the weights (e.g. 0.999); the run's model is the average",
+    )
+    group.add_argument(
+        "--repeated-augmentation",
+        dest="repeated_augmentation",
+        type=positive_int,
+        metavar="N",
+        help="each image N times per batch under different augmentations (DeiT); N divides "
+        "--batch-size",
+    )
+
+
+def distillation_flags(parser):
+    group = parser.add_argument_group("distillation (DeiT, through the distillation token)")
+    group.add_argument(
+        "--teacher", metavar="FILE.keras", help="teacher model predicting the same classes"
+    )
+    group.add_argument(
+        "--distillation",
+        choices=("hard", "soft"),
+        help="hard: CE on the teacher's argmax; soft: KL at temperature --distillation-tau",
+    )
+    group.add_argument(
+        "--distillation-tau",
+        dest="distillation_tau",
+        type=positive_float,
+        metavar="TAU",
+        help="soft distillation's temperature (default 1)",
     )
 
 

@@ -50,6 +50,14 @@ def probability(text):
     return value
 
 
+def decay_rate(text):
+    """A rate in (0, 1]: layer-wise learning-rate decay."""
+    value = _number(text, float, "a number in (0, 1]")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1]; received {text!r}")
+    return value
+
+
 def fraction(text):
     """A share in [0, 1]."""
     value = _number(text, float, "a number in [0, 1]")

@@ -19,6 +19,32 @@ def steps_per_epoch_for(num_examples, batch_size):
     return steps
 
 
+def check_repeats(repeats, batch_size):
+    """Checks `repeated_augmentation` (a positive int dividing the batch size); returns it."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(
+            "repeated_augmentation (--repeated-augmentation) must be a positive integer. "
+            f"Received: repeated_augmentation={repeats!r}"
+        )
+    if batch_size % repeats:
+        raise ValueError(
+            f"repeated_augmentation ({repeats}, --repeated-augmentation) must divide the batch "
+            f"size. Received: batch_size={batch_size}"
+        )
+    return repeats
+
+
+def copies_first(images, labels):
+    """`(k, N, ...)` copies of k examples -> `(N * k, ...)`: copy 0 of every example, then 1..."""
+    tf = import_tf()
+
+    def flat(x):
+        x = tf.transpose(x, [1, 0, *range(2, len(x.shape))])
+        return tf.reshape(x, [-1, *x.shape[2:]])
+
+    return flat(images), flat(labels)
+
+
 def train_pipeline(
     source,
     *,
@@ -34,6 +60,7 @@ def train_pipeline(
     flip=None,
     augmenters=(),
     shuffle_buffer=10_000,
+    repeated_augmentation=1,
 ):
     """The training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
 
@@ -47,10 +74,18 @@ def train_pipeline(
     over the whole set, and each example made after the shuffle, so that no epoch waits for a
     shuffle buffer of images to fill.
 
+    `repeated_augmentation=N` > 1 is DeiT's repeated augmentation (`RASampler`): each batch
+    holds `B / N` images, each `N` times under its own crop, flip and augmentation, laid out as
+    `N` consecutive copies of the `B / N` images, so that when several processes split a global
+    batch into equal consecutive shares (`keras.distribution.DataParallel`) with `N` a multiple
+    of their number, the copies of an image go to different processes, as in DeiT. An epoch
+    keeps its number of batches (DeiT's epochs likewise see each image about `1 / N` times).
+
     Returns:
         `tf.data.Dataset` of `(images float32 (B, H, W, C), one-hot labels (B, K))`.
     """
     tf = import_tf()
+    repeats = check_repeats(repeated_augmentation, batch_size)
     size = tuple(image_size) if isinstance(image_size, (tuple, list)) else (image_size,) * 2
     steps = steps_per_epoch or steps_per_epoch_for(source.num_examples, batch_size)
     flip = source.default_flip if flip is None else flip
@@ -67,18 +102,29 @@ def train_pipeline(
         buffer = source.num_examples
 
     def one_epoch(epoch):
-        def preprocess(index, example):
-            image, label = example if make is None else make(example)
+        def augment_one(index, image):
             key = tf.stack([tf.constant(seed * 1_000_003 + epoch, "int64"), index])
             image = random_resized_crop(image, size, key, crop_scale, crop_ratio, rotation)
             if flip:
                 image = tf.image.stateless_random_flip_left_right(image, key + [0, 1 << 40])
-            return image, tf.one_hot(label, num_classes)
+            return image
+
+        def preprocess(index, example):
+            image, label = example if make is None else make(example)
+            if repeats == 1:
+                return augment_one(index, image), tf.one_hot(label, num_classes)
+            # Copy c of example i draws from key index i * N + c: its own crop and flip.
+            copies = [augment_one(index * repeats + c, image) for c in range(repeats)]
+            labels = tf.repeat(tf.one_hot(label, num_classes)[None], repeats, axis=0)
+            return tf.stack(copies), labels
 
         ds = base.shuffle(buffer, seed=seed * 7919 + epoch, reshuffle_each_iteration=False)
         ds = ds.repeat()  # short datasets: an epoch may ask for more batches than one pass
         ds = ds.enumerate().map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.batch(batch_size, drop_remainder=True).take(steps)
+        if repeats == 1:
+            return ds.batch(batch_size, drop_remainder=True).take(steps)
+        ds = ds.batch(batch_size // repeats, drop_remainder=True).map(copies_first)
+        return ds.take(steps)
 
     # One dataset per epoch, chained in Python: the shuffle seed of epoch e is a Python int
     # (tf.data's shuffle cannot take a tensor seed once a global seed is set).

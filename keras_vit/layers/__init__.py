@@ -15,7 +15,13 @@ from keras_vit.layers.position_embedding import (
     sincos_2d_position_embedding,
 )
 from keras_vit.layers.resnet import residual_unit, resnet_stem
+from keras_vit.layers.rotary import (
+    RotaryEmbedding2D,
+    apply_rotary_embedding,
+    rotary_embedding_2d,
+)
 from keras_vit.layers.std_conv import StdConv2D
+from keras_vit.layers.swiglu import SwiGLU
 from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
@@ -27,14 +33,18 @@ __all__ = [
     "PatchEncoder",
     "PatchTargets",
     "Patches",
+    "RotaryEmbedding2D",
     "StdConv2D",
+    "SwiGLU",
     "TokenGrid",
     "TokenPooling",
     "TransformerBlock",
+    "apply_rotary_embedding",
     "quick_gelu",
     "resample_patch_embedding",
     "resample_position_embedding",
     "residual_unit",
     "resnet_stem",
+    "rotary_embedding_2d",
     "sincos_2d_position_embedding",
 ]

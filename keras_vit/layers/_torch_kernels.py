@@ -76,20 +76,18 @@ def layer_norm(x, norm, read=_full_read):
 
 
 def is_plain(layer):
-    """A float `Dense` / `EinsumDense` with a bias and no LoRA: one `F.linear` (no activation)."""
-    return (
-        layer.quantization_mode is None
-        and not layer.lora_enabled
-        and layer.bias is not None
-    )
+    """A float `Dense` / `EinsumDense` without LoRA: one `F.linear` (no activation)."""
+    return layer.quantization_mode is None and not layer.lora_enabled
 
 
 def _weights(layer, dtype, in_features, read):
-    """A plain layer's kernel as an `(out, in)` view for `F.linear`, and its bias, flat."""
+    """A plain layer's kernel, an `(out, in)` view for `F.linear`, and its bias (flat, or None)."""
     kernel = _cast(read(layer._kernel), dtype)  # what `layer.kernel` is for a plain layer
-    bias = _cast(read(layer.bias), dtype)
     if kernel.ndim != 2:  # EinsumDense (D, heads, head_dim) or (heads, head_dim, D)
         kernel = kernel.reshape(in_features, -1)
+    if layer.bias is None:  # q/v-only biases: the key has none
+        return kernel.t(), None
+    bias = _cast(read(layer.bias), dtype)
     if bias.ndim != 1:
         bias = bias.reshape(-1)
     return kernel.t(), bias

@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers.rotary import apply_rotary_embedding
 
 # On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
 # keras_vit/layers/_torch_kernels.py (same variables and function, tested against the keras.ops
@@ -61,6 +62,12 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
     width (`query_norm`, `key_norm`, each with `(D / heads,)` scale and bias) before the dot
     product, as timm's `Attention(qk_norm=True)` (`q_norm`, `k_norm`).
 
+    With `key_bias=False` the key projection has no bias (BEiT's and EVA's q/v-only biases:
+    timm's `q_bias`, `v_bias` with a zero `k_bias`). Called with `rotary_embedding` (a
+    `keras_vit.layers.RotaryEmbedding2D` output `(N, 2 * head_dim)`), the last `N` queries
+    and keys (the patches; the class and register tokens before them stay as they are) are
+    rotated after the QK-norm, as timm's `EvaAttention(rope=...)`.
+
     The attention itself is `keras.ops.dot_product_attention` (the backend's fused kernel)
     unless the weights are asked for or attention dropout is active (training with
     `attention_dropout_rate > 0`), which compute them explicitly. On PyTorch the same
@@ -73,10 +80,13 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             Defaults to 0.
         qk_norm: bool. LayerNorm on per-head queries and keys. Defaults to False.
         layer_norm_epsilon: float. Epsilon of the QK-norm LayerNorms. Defaults to 1e-6.
+        key_bias: bool. Whether the key projection has a bias. Defaults to True.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether attention dropout is active.
+        rotary_embedding: optional `(N, 2 * head_dim)` sines and cosines (N <= T) rotating
+            the last N queries and keys. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
             (before dropout). Defaults to False.
 
@@ -101,6 +111,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         attention_dropout_rate=0.0,
         qk_norm=False,
         layer_norm_epsilon=1e-6,
+        key_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -108,6 +119,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        self.key_bias = check_bool(key_bias, "key_bias")
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -117,11 +129,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         self._scale = 1.0 / math.sqrt(head_dim)
         dtype = self.dtype_policy
 
-        def projection(name):
+        def projection(name, bias=True):
             return keras.layers.EinsumDense(
                 "abc,cde->abde",
                 output_shape=(None, self.num_heads, head_dim),
-                bias_axes="de",
+                bias_axes="de" if bias else None,
                 kernel_initializer="glorot_uniform",
                 bias_initializer="zeros",
                 dtype=sublayer_dtype(self, name),
@@ -130,7 +142,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
 
         shape = tuple(input_shape)
         self.query_dense = projection("query")
-        self.key_dense = projection("key")
+        self.key_dense = projection("key", self.key_bias)
         self.value_dense = projection("value")
         self.output_dense = keras.layers.EinsumDense(
             "abcd,cde->abe",
@@ -160,24 +172,43 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         )
         self.built = True
 
-    def project(self, inputs):
-        """The per-head queries, keys and values `(B, T, heads, D / heads)`, QK-normed if set."""
+    def project(self, inputs, rotary_embedding=None):
+        """The per-head queries, keys and values `(B, T, heads, D / heads)`.
+
+        QK-normed if set, then the last N queries and keys rotated by a `(N, 2 * head_dim)`
+        `rotary_embedding` if given.
+        """
         query = self.query_dense(inputs)
         key = self.key_dense(inputs)
         value = self.value_dense(inputs)
         if self.qk_norm:
             query = self.query_norm(query)
             key = self.key_norm(key)
+        if rotary_embedding is not None:
+            query = self._rotate(query, rotary_embedding)
+            key = self._rotate(key, rotary_embedding)
         return query, key, value
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def _rotate(self, x, embedding):
+        """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)`."""
+        if embedding.shape[-1] is not None and embedding.shape[-1] != 2 * self.head_dim:
+            raise ValueError(
+                f"{self.name}: rotary_embedding must be (tokens, 2 * head_dim = "
+                f"{2 * self.head_dim}). Received: shape={tuple(embedding.shape)}"
+            )
+        prefix = ops.shape(x)[1] - ops.shape(embedding)[0]
+        rotated = apply_rotary_embedding(x[:, prefix:], embedding[:, None, :])
+        return ops.concatenate([x[:, :prefix], rotated], axis=1)
+
+    def call(self, inputs, training=None, return_attention_scores=False, rotary_embedding=None):
         dropout = bool(training) and self.attention_dropout_rate > 0
-        if _FAST_PATH["torch"] and not return_attention_scores and not dropout:
+        plain = rotary_embedding is None
+        if _FAST_PATH["torch"] and plain and not return_attention_scores and not dropout:
             from keras_vit.layers import _torch_kernels
 
             if _torch_kernels.attention_is_plain(self):
                 return _torch_kernels.self_attention(self, inputs)
-        query, key, value = self.project(inputs)
+        query, key, value = self.project(inputs, rotary_embedding)
         if not return_attention_scores and not dropout:
             out = ops.dot_product_attention(query, key, value, scale=self._scale)
             return self.output_dense(out)
@@ -200,6 +231,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "qk_norm": self.qk_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "key_bias": self.key_bias,
             }
         )
         return config

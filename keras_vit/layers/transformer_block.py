@@ -12,6 +12,9 @@ from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_d
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.swiglu import SwiGLU
+
+MLPS = ("mlp", "swiglu")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -75,10 +78,19 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `qk_norm=True`. Defaults to False.
         activation: `"gelu"` (tanh or exact as `approximate_gelu` says) or
             `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
+        mlp: `"mlp"` (`mlp_dense_1`, activation, `mlp_dense_2`) or `"swiglu"` (a
+            `keras_vit.layers.SwiGLU` named `mlp` of hidden width `mlp_dim`: EVA-02,
+            DINOv2-giant; `activation` and `approximate_gelu` then unused). Defaults to `"mlp"`.
+        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
+            activations (timm's `scale_mlp`). Defaults to False.
+        key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
+            EVA's q/v-only biases). Defaults to True.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether dropout and drop path are active.
+        rotary_embedding: optional `(N, 2 * head_dim)` rotary embedding
+            (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys.
         return_attention_scores: bool. If True, also returns the attention
             weights `(B, heads, T, T)` computed by the same attention layer.
 
@@ -109,6 +121,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
         remat=False,
         qk_norm=False,
         activation="gelu",
+        mlp="mlp",
+        mlp_inner_norm=False,
+        key_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -131,12 +146,21 @@ class TransformerBlock(RecordsQuantizedSublayers):
         check_bool(remat, "remat")
         if remat and not hasattr(keras, "remat"):
             raise ValueError(
-                "remat=True needs keras.remat (Keras >= 3.9). "
-                f"Received: Keras {keras.__version__}"
+                f"remat=True needs keras.remat (Keras >= 3.9). Received: Keras {keras.__version__}"
             )
         self.remat = remat
         self.qk_norm = check_bool(qk_norm, "qk_norm")
         self.activation = check_activation(activation)
+        if mlp not in MLPS:
+            raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={mlp!r}")
+        self.mlp = mlp
+        self.mlp_inner_norm = check_bool(mlp_inner_norm, "mlp_inner_norm")
+        if mlp_inner_norm and mlp != "swiglu":
+            raise ValueError(
+                "mlp_inner_norm needs mlp='swiglu'. "
+                f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
+            )
+        self.key_bias = check_bool(key_bias, "key_bias")
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -151,6 +175,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             attention_dropout_rate=self.attention_dropout_rate,
             qk_norm=self.qk_norm,
             layer_norm_epsilon=eps,
+            key_bias=self.key_bias,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
@@ -171,18 +196,29 @@ class TransformerBlock(RecordsQuantizedSublayers):
 
         self.attention_dropout = dropout(name="attention_dropout")
         self.mlp_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="mlp_norm")
-        self.mlp_dense_1 = dense(self.mlp_dim, "mlp_dense_1")
-        self.mlp_dropout_1 = dropout(name="mlp_dropout_1")
-        self.mlp_dense_2 = dense(hidden_dim, "mlp_dense_2")
-        self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
+        shape = tuple(input_shape)
+        if self.mlp == "swiglu":
+            self.swiglu = SwiGLU(
+                self.mlp_dim,
+                inner_norm=self.mlp_inner_norm,
+                layer_norm_epsilon=eps,
+                dropout_rate=self.dropout_rate,
+                dtype=sublayer_dtype(self, "mlp"),
+                name="mlp",
+            )
+            self.swiglu.build(shape)
+        else:
+            self.mlp_dense_1 = dense(self.mlp_dim, "mlp_dense_1")
+            self.mlp_dropout_1 = dropout(name="mlp_dropout_1")
+            self.mlp_dense_2 = dense(hidden_dim, "mlp_dense_2")
+            self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
+            self.mlp_dense_1.build(shape)
+            self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
         self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
 
-        shape = tuple(input_shape)
         self.attention_norm.build(shape)
         self.attention.build(shape)
         self.mlp_norm.build(shape)
-        self.mlp_dense_1.build(shape)
-        self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
         self.drop_path.build(shape)  # no weights, but model.quantize() needs every layer built
         if self.layer_scale_init_value is not None:
             init = keras.initializers.Constant(self.layer_scale_init_value)
@@ -194,23 +230,27 @@ class TransformerBlock(RecordsQuantizedSublayers):
             )
         self.built = True
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def call(self, inputs, training=None, return_attention_scores=False, rotary_embedding=None):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
+        rotary = rotary_embedding
         if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
-            # Python flags stay outside the rematerialised function (closed over), so
-            # jax.checkpoint / tf.recompute_grad see tensors only.
-            return self._remat_call(inputs, training)
-        return self._forward(inputs, training, return_attention_scores)
+            # Python flags (and the rotary embedding, a function of the grid only) stay outside
+            # the rematerialised function (closed over), so jax.checkpoint /
+            # tf.recompute_grad see the tokens only.
+            return self._remat_call(inputs, training, rotary)
+        return self._forward(inputs, training, return_attention_scores, rotary)
 
-    def _remat_call(self, inputs, training):
+    def _remat_call(self, inputs, training, rotary=None):
         """The block under `keras.remat`, drawing the same dropout masks in the recomputation."""
         seed_states = self.non_trainable_variables if training else []
         if not seed_states:
-            return keras.remat(lambda tokens: self._forward(tokens, training, False))(inputs)
+            return keras.remat(lambda tokens: self._forward(tokens, training, False, rotary))(
+                inputs
+            )
         if keras.backend.backend() == "jax":
-            return self._remat_call_jax(inputs, training, seed_states)
+            return self._remat_call_jax(inputs, training, seed_states, rotary)
         # PyTorch: torch.utils.checkpoint replays PyTorch's global generator (unseeded dropout)
         # but not Keras seed generators (drop path, seeded dropout), whose state variables the
         # first pass advanced: the recomputation starts again from the states the forward pass
@@ -220,18 +260,18 @@ class TransformerBlock(RecordsQuantizedSublayers):
         def forward(tokens):
             for variable, state in saved:
                 variable.assign(state)
-            return self._forward(tokens, training, False)
+            return self._forward(tokens, training, False, rotary)
 
         return keras.remat(forward)(inputs)
 
-    def _remat_call_jax(self, inputs, training, seed_states):
+    def _remat_call_jax(self, inputs, training, seed_states, rotary=None):
         """jax.checkpoint needs a pure function: variables in, new seed states out."""
         variables = self.variables
 
         def pure(tokens, values):
             mapping = list(zip(variables, values, strict=True))
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                out = self._forward(tokens, training, False)
+                out = self._forward(tokens, training, False, rotary)
             return out, [scope.get_current_value(variable) for variable in seed_states]
 
         out, states = keras.remat(pure)(inputs, [variable.value for variable in variables])
@@ -256,17 +296,21 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self._warned_remat = True
         return True
 
-    def _forward(self, inputs, training, return_attention_scores):
-        if attention_module.torch_fast_path() and not return_attention_scores:
+    def _forward(self, inputs, training, return_attention_scores, rotary=None):
+        # The fast path computes the original block (and q/v-only biases); RoPE and SwiGLU
+        # take the portable keras.ops path.
+        plain = rotary is None and self.mlp == "mlp"
+        if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
             return _torch_kernels.transformer_block(self, inputs, training)
+        normed = self.attention_norm(inputs)
         if return_attention_scores:
             x, scores = self.attention(
-                self.attention_norm(inputs), training=training, return_attention_scores=True
+                normed, training=training, return_attention_scores=True, rotary_embedding=rotary
             )
         else:
-            x = self.attention(self.attention_norm(inputs), training=training)
+            x = self.attention(normed, training=training, rotary_embedding=rotary)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale
@@ -279,11 +323,14 @@ class TransformerBlock(RecordsQuantizedSublayers):
         shape = ops.shape(x)
         flat = keras.backend.backend() == "jax"
         y = self.mlp_norm(ops.reshape(x, (-1, shape[-1])) if flat else x)
-        y = self.mlp_dense_1(y)
-        y = mlp_activation(y, self.activation, self.approximate_gelu)
-        y = self.mlp_dropout_1(y, training=training)
-        y = self.mlp_dense_2(y)
-        y = self.mlp_dropout_2(y, training=training)
+        if self.mlp == "swiglu":
+            y = self.swiglu(y, training=training)
+        else:
+            y = self.mlp_dense_1(y)
+            y = mlp_activation(y, self.activation, self.approximate_gelu)
+            y = self.mlp_dropout_1(y, training=training)
+            y = self.mlp_dense_2(y)
+            y = self.mlp_dropout_2(y, training=training)
         if flat:
             y = ops.reshape(y, shape)
         if self.layer_scale_init_value is not None:
@@ -311,6 +358,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "remat": self.remat,
                 "qk_norm": self.qk_norm,
                 "activation": self.activation,
+                "mlp": self.mlp,
+                "mlp_inner_norm": self.mlp_inner_norm,
+                "key_bias": self.key_bias,
             }
         )
         return config

@@ -4,25 +4,49 @@ metrics; the default `compile` and `evaluate` hooks of `run_training`."""
 import keras
 
 from keras_vit.training import optimizers as optimizers_lib
+from keras_vit.training.layer_decay import check_decay, with_layer_decay
 from keras_vit.training.schedules import WarmupDecay
 
 
-def optimizer_from_config(config, total_steps, warmup_steps):
+def optimizer_from_config(config, total_steps, warmup_steps, model=None):
     """The config's optimizer by `keras_vit.training.build_optimizer` (the one optimizer builder),
-    with the warm-up + decay `WarmupDecay` schedule of the run's step plan."""
+    with the warm-up + decay `WarmupDecay` schedule of the run's step plan.
+
+    `ema` (a momentum) keeps Keras' own moving average of the weights (`use_ema`), which
+    replaces the weights at the end of `fit`; `layer_decay` (a rate, needs `model`) gives each
+    block its own rate (`keras_vit.training.layer_decay.with_layer_decay`).
+    """
     schedule = WarmupDecay(
         float(config["learning_rate"]),
         total_steps=total_steps,
         warmup_steps=warmup_steps,
         decay=config["decay"],
     )
-    return optimizers_lib.build_optimizer(
+    check_finetune_options(config)
+    optimizer = optimizers_lib.build_optimizer(
         config["optimizer"],
         schedule,
         weight_decay=config["weight_decay"],
         global_clipnorm=config["global_clipnorm"],
         gradient_accumulation_steps=config["gradient_accumulation_steps"],
+        ema_momentum=config.get("ema"),
     )
+    if config.get("layer_decay") is not None:
+        if model is None:
+            raise ValueError("layer_decay (--layer-decay) needs the model the optimizer trains.")
+        optimizer = with_layer_decay(optimizer, model, config["layer_decay"])
+    return optimizer
+
+
+def check_finetune_options(config):
+    """Checks `ema` (a momentum in [0, 1)) and `layer_decay` (in (0, 1]); raises `ValueError`."""
+    ema = config.get("ema")
+    if ema is not None and (
+        isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1
+    ):
+        raise ValueError(f"ema (--ema) must be a momentum in [0, 1). Received: ema={ema!r}")
+    if config.get("layer_decay") is not None:
+        check_decay(config["layer_decay"])
 
 
 def compile_kwargs(config):
@@ -40,7 +64,10 @@ def compile_model(model, config, total_steps, warmup_steps):
     multi-process evaluation's padding (weight 0) does not count.
     """
     model.compile(
-        optimizer=optimizer_from_config(config, total_steps, warmup_steps),
+        # A wrapper that trains a model (a `Distiller`) names it `saved_model`.
+        optimizer=optimizer_from_config(
+            config, total_steps, warmup_steps, getattr(model, "saved_model", model)
+        ),
         loss=optimizers_lib.build_loss(config["label_smoothing"]),
         weighted_metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
         **compile_kwargs(config),

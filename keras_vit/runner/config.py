@@ -122,6 +122,11 @@ def check_config(config):
             raise ValueError(
                 f"{key} ({flag_or_key(key)}) must be in [0, 1). Received: {key}={value!r}"
             )
+    from keras_vit.data.pipelines import check_repeats
+    from keras_vit.runner.compile import check_finetune_options
+
+    check_repeats(config.get("repeated_augmentation", 1), config["batch_size"])
+    check_finetune_options(config)
     freq = config.get("validation_freq", 1)
     if isinstance(freq, bool) or not isinstance(freq, numbers.Integral) or freq < 0:
         raise ValueError(

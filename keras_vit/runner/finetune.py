@@ -44,9 +44,10 @@ from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.vit import ViT
 from keras_vit.runner import pretrain
 from keras_vit.runner.config import jsonable, make_config
+from keras_vit.runner.flag_names import flag_name
 from keras_vit.runner.flexi import check_patch_sizes, flexi_model
 from keras_vit.runner.run import run_training
-from keras_vit.training import lora, multihost
+from keras_vit.training import distillation, lora, multihost
 from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,11 @@ PAPER = dict(
     lora_rank=None,
     lora_targets=("query", "value"),
     lora_alpha=None,
+    # DeiT distillation from a teacher (.keras): "hard" or "soft" (temperature distillation_tau);
+    # the student is built with the distillation token.
+    teacher=None,
+    distillation=None,
+    distillation_tau=1.0,
 )
 
 # Offline default: the paper's fine-tuning optimizer (SGD momentum 0.9, cosine, clip 1, no weight
@@ -140,11 +146,13 @@ def transfer_weights(source, target):
     """Copies `source`'s weights into `target` layer by layer (matched by name).
 
     The position embedding is resampled to `target`'s grid; `head` (new, zero-initialised) and
-    `pre_logits` (dropped for fine-tuning) are not copied. Returns the copied layer names.
+    `pre_logits` (dropped for fine-tuning) are not copied, nor `head_dist`; a distillation token
+    `source` lacks starts as built, its position as the class token's. Returns the copied
+    layer names.
     """
     copied = []
     for layer in target.layers:
-        if not layer.weights or layer.name in ("head", "pre_logits"):
+        if not layer.weights or layer.name in ("head", "head_dist", "pre_logits"):
             continue
         try:
             src = source.get_layer(layer.name)
@@ -153,12 +161,16 @@ def transfer_weights(source, target):
         if isinstance(layer, PatchEncoder):
             # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
             for attr in PATCH_ENCODER_WEIGHTS:
-                if hasattr(layer, attr):
+                if hasattr(layer, attr) and hasattr(src, attr):  # a new token stays as built
                     getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
             if layer.position_embedding == "learned":
-                layer.load_position_embedding(
-                    keras.ops.convert_to_numpy(src.position_embeddings), source_grid=src.grid_size
-                )
+                posemb = keras.ops.convert_to_numpy(src.position_embeddings)
+                extra = layer.num_prefix_positions - src.num_prefix_positions
+                if extra > 0:  # a new distillation token: its position starts as the class's
+                    posemb = np.concatenate(
+                        [posemb[:, :1], np.repeat(posemb[:, :1], extra, 1), posemb[:, 1:]], 1
+                    )
+                layer.load_position_embedding(posemb, source_grid=src.grid_size)
         else:
             values = src.get_weights()
             shapes = [tuple(w.shape) for w in layer.weights]
@@ -190,6 +202,8 @@ def build_model(num_classes, config):
         if isinstance(source, FlexiViT):  # a FlexiViT run's model.keras: its backbone
             source = source.backbone
         arch = init_kwargs(source, config)
+        if config.get("distillation_token"):
+            arch["distillation_token"] = True
         model = ViT(
             config["model"], image_size=config["image_size"], num_classes=num_classes, **arch
         )
@@ -255,6 +269,56 @@ def save_adapters(model, setup):
     return {"lora_weights_path": path}
 
 
+def check_distillation(config):
+    """Checks `teacher` / `distillation` / `distillation_tau` before any data is loaded."""
+    teacher, mode = config.get("teacher"), config.get("distillation")
+    if (teacher is None) != (mode is None):
+        raise ValueError(
+            "Distillation needs both --teacher FILE.keras and --distillation hard|soft. "
+            f"Received: teacher={teacher!r}, distillation={mode!r}"
+        )
+    if mode is None:
+        return
+    if mode not in distillation.MODES:
+        raise ValueError(
+            f"distillation (--distillation) must be one of {distillation.MODES}. "
+            f"Received: {mode!r}"
+        )
+    tau = config.get("distillation_tau", 1.0)
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0:
+        raise ValueError(f"distillation_tau (--distillation-tau) must be > 0. Received: {tau!r}")
+    if not str(teacher).endswith(".keras") or not os.path.exists(teacher):
+        raise ValueError(
+            f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
+        )
+    for key in ("lora_rank", "patch_sizes"):
+        if config.get(key) is not None:
+            raise ValueError(
+                f"Distillation and {flag_name(key)} do not combine: drop one of them."
+            )
+
+
+def build_distilled_model(num_classes, config):
+    """`build_lora_model`, wrapped in a `Distiller` with the config's teacher when it has one.
+
+    The student gets the distillation token: from `--init` without one, the token starts as
+    built and its position embedding as the class token's."""
+    if not config.get("teacher"):
+        return build_lora_model(num_classes, config)
+    config = dict(config, distillation_token=True)
+    model, info = build_lora_model(num_classes, config)
+    wrapped = distillation.Distiller(
+        model, config["teacher"], config["distillation"], tau=config["distillation_tau"]
+    )
+    return wrapped, dict(
+        info,
+        distillation=dict(
+            teacher=config["teacher"], mode=config["distillation"],
+            tau=config["distillation_tau"], alpha=wrapped.alpha,
+        ),
+    )
+
+
 def run(config, callbacks=()):
     """Fine-tunes as configured; returns the metrics (also in `out/metrics.json`)."""
     try:
@@ -262,6 +326,7 @@ def run(config, callbacks=()):
     except ValueError as error:
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
     check_patch_sizes(config)
+    check_distillation(config)
     return run_training(
-        config, build_lora_model, "finetune", callbacks=callbacks, finish=save_adapters
+        config, build_distilled_model, "finetune", callbacks=callbacks, finish=save_adapters
     )

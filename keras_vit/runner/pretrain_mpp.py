@@ -101,7 +101,7 @@ def build_model(num_classes, config):
 
 def compile_mpp(model, config, setup):
     """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
-    optimizer = optimizer_from_config(config, setup.total_steps, setup.warmup_steps)
+    optimizer = optimizer_from_config(config, setup.total_steps, setup.warmup_steps, model)
     model.compile(optimizer=optimizer, **compile_kwargs(config))
     # The untrained model's held-out loss: the reference the final loss must beat.
     initial = None

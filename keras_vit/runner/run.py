@@ -87,6 +87,7 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
         )
         results = evaluate(model, setup)
     model_path = os.path.join(out, "model.keras")
+    model = getattr(model, "saved_model", model)  # a training wrapper (Distiller): its model
     with multihost.saving(model) as writer:  # every process (sharded weights are gathered)
         if writer:
             atomic_write(model_path, model.save)

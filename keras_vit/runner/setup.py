@@ -146,6 +146,7 @@ def _prepare(config, out, num_processes, chief, parts):
         crop_ratio=config["crop_ratio"],
         rotation=config["rotation"],
         flip=config["flip"],
+        repeated_augmentation=config.get("repeated_augmentation", 1),
         augmenters=augment_lib.build_augmenters(
             config["augment"], seed=config["seed"], image_size=config["image_size"]
         ),

@@ -21,6 +21,7 @@ def build_optimizer(
     momentum=0.9,
     global_clipnorm=1.0,
     gradient_accumulation_steps=None,
+    ema_momentum=None,
 ):
     """Builds the paper's optimizer.
 
@@ -34,6 +35,9 @@ def build_optimizer(
         global_clipnorm: optional float. Clip gradients at this global norm. Defaults to 1.
         gradient_accumulation_steps: optional int >= 2. Apply the update every this many
             batches with the averaged gradient. Defaults to None (every batch).
+        ema_momentum: optional float in [0, 1). Keep Keras' exponential moving average of
+            the weights (`use_ema`) at this momentum; it replaces the weights when `fit`
+            ends. Defaults to None (no average).
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -62,6 +66,8 @@ def build_optimizer(
         global_clipnorm=global_clipnorm,
         gradient_accumulation_steps=gradient_accumulation_steps,
     )
+    if ema_momentum is not None:
+        common.update(use_ema=True, ema_momentum=float(ema_momentum))
     if name == "adamw":
         return keras.optimizers.AdamW(
             weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, **common

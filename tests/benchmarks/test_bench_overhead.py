@@ -16,14 +16,15 @@ def bench():
 def test_tiny_run_reports_every_contestant(bench):
     argv = ["--width", "16", "--depth", "1", "--heads", "2", "--mlp", "32", "--patch", "8",
             "--image-size", "16", "--rounds", "2", "--warmup", "1", "--fit-steps", "2",
-            "--threads", "2", "--peers"]
+            "--threads", "2", "--runner-callbacks", "--peers"]
     torch = keras.backend.backend() == "torch"
     if torch:
         argv.append("--compare-portable")
     rows = bench.main(argv)
     names = {row["name"] for row in rows}
     expected = {"keras_vit train_on_batch", "keras_vit fit", "keras_vit fit (1 step)",
-                "keras_vit predict_on_batch", "keras_vit model(x)", "keras_vit predict"}
+                "keras_vit predict_on_batch", "keras_vit model(x)", "keras_vit predict",
+                "keras_vit fit+callbacks", "keras_vit fit+callbacks (1 step)"}
     if torch:
         expected |= {"keras_vit direct step", "keras_vit_portable train_on_batch",
                      "keras_vit_portable predict_on_batch"}
@@ -44,7 +45,7 @@ def test_ratios_and_fit_overheads(bench):
     assert ratios[("keras_vit train_on_batch", "timm train")] == pytest.approx(2.0)
     assert ratios[("keras_vit predict_on_batch", "timm infer")] == pytest.approx(2.0)
     assert ratios[("keras_vit fit", "keras_vit train_on_batch")] == pytest.approx(1.0)
-    cost = bench.fit_overheads(rows, 10)["keras_vit"]
+    cost = bench.fit_overheads(rows, 10)["keras_vit fit"]
     assert cost["marginal"] == pytest.approx(10.0)  # (110 - 20) / 9
     assert cost["fixed"] == pytest.approx(10.0)
     table = bench.format_table(rows)

@@ -82,3 +82,31 @@ def test_train_pipeline_resumes_deterministically():
     for a, b in zip(full[10:], resumed, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(full[0], full[5])  # each epoch is a new shuffle / crop
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_repeated_augmentation_copies_each_image_under_its_own_crop(repeats):
+    source = data.load_source("synthetic:3:12:16")
+    ds = data.train_pipeline(source, image_size=16, batch_size=6, epochs=1, steps_per_epoch=2,
+                             seed=0, crop_scale=(0.3, 1.0), rotation=10.0,
+                             repeated_augmentation=repeats)
+    for images, labels in ds:
+        images, labels = images.numpy(), labels.numpy()
+        assert images.shape == (6, 16, 16, 3)
+        if repeats == 1:
+            continue
+        # copies first: rows c * 2 + i are copy c of image i (2 images, 3 copies each)
+        copies = images.reshape(3, 2, 16, 16, 3)
+        for i in range(2):
+            np.testing.assert_array_equal(labels.reshape(3, 2, -1)[:, i], labels[[i] * 3])
+            assert not np.allclose(copies[0, i], copies[1, i])  # their own crops
+
+
+def test_repeated_augmentation_checks():
+    source = data.load_source("synthetic:3:12:16")
+    with pytest.raises(ValueError, match="must divide the batch size. Received: batch_size=4"):
+        data.train_pipeline(source, image_size=16, batch_size=4, epochs=1,
+                            repeated_augmentation=3)
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        data.train_pipeline(source, image_size=16, batch_size=4, epochs=1,
+                            repeated_augmentation=0)

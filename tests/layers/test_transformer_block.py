@@ -1,3 +1,4 @@
+import functools
 import warnings
 
 import keras
@@ -270,3 +271,142 @@ def test_remat_mixed_precision_with_dropout_tiny():
         history = model.fit(x, np.zeros((2, 3, 8), "float32"), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert all(w.dtype == "float32" for w in model.weights if w.trainable)
+
+
+# --- the EVA-02 options: SwiGLU MLP (sub-LN), q/v-only biases, 2-D RoPE ---
+
+EVA = dict(mlp="swiglu", mlp_inner_norm=True, key_bias=False)
+EVA_PARAMS = NUM_PARAMS - D - (D * M + M + M * D + D) + (2 * (D * M + M) + M * D + D + 2 * M)
+
+
+def test_layer_eva_options():
+    run_layer_test(
+        TransformerBlock,
+        {"num_heads": 2, "mlp_dim": M, **EVA},
+        input_shape=(2, 5, D),
+        expected_output_shape=(2, 5, D),
+        expected_num_trainable_weights=19,
+        expected_num_params=EVA_PARAMS,
+    )
+
+
+def test_eva_options_bad_arguments():
+    with pytest.raises(ValueError, match="mlp must be one of"):
+        TransformerBlock(2, M, mlp="glu")
+    with pytest.raises(ValueError, match="mlp_inner_norm needs mlp='swiglu'"):
+        TransformerBlock(2, M, mlp_inner_norm=True)
+
+
+def _linear(dense, linear, shape=None):
+    kernel = linear.weight.detach().numpy().T
+    dense.kernel.assign(kernel.reshape(shape) if shape else kernel)
+    if linear.bias is not None:
+        bias = linear.bias.detach().numpy()
+        dense.bias.assign(bias.reshape(tuple(dense.bias.shape)))
+
+
+def _norm(norm, ref):
+    norm.gamma.assign(ref.weight.detach().numpy())
+    norm.beta.assign(ref.bias.detach().numpy())
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_eva_block_matches_timm(remat):
+    """timm's EvaBlock (EVA-02: unfused q/k/v, k without bias, SwiGLU + sub-LN, RoPE)."""
+    from tests.weights.references import import_timm, import_torch
+
+    torch = import_torch()
+    import_timm()
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingCat
+    from timm.models.eva import EvaBlock
+
+    from keras_vit.layers import RotaryEmbedding2D
+    from keras_vit.layers.attention import portable_path
+
+    width, heads, grid = 32, 2, (2, 3)
+    norm_layer = functools.partial(torch.nn.LayerNorm, eps=1e-6)
+    ref = EvaBlock(
+        width,
+        heads,
+        qkv_fused=False,
+        mlp_ratio=1.5,
+        swiglu_mlp=True,
+        scale_mlp=True,
+        num_prefix_tokens=1,
+        init_values=0.1,
+        norm_layer=norm_layer,
+    ).eval()
+    rng = np.random.default_rng(5)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.from_numpy(rng.normal(0.5 if p.ndim == 1 else 0, 0.3, size=p.shape)))
+    block = TransformerBlock(heads, 48, layer_scale_init_value=0.1, remat=remat, **EVA)
+    block.build((None, 7, width))
+    head_shape = (width, heads, width // heads)
+    attention = block.attention
+    _norm(block.attention_norm, ref.norm1)
+    _linear(attention.query_dense, ref.attn.q_proj, head_shape)
+    _linear(attention.key_dense, ref.attn.k_proj, head_shape)
+    _linear(attention.value_dense, ref.attn.v_proj, head_shape)
+    _linear(attention.output_dense, ref.attn.proj, (heads, width // heads, width))
+    block.attention_scale.assign(ref.gamma_1.detach().numpy())
+    _norm(block.mlp_norm, ref.norm2)
+    _linear(block.swiglu.gate_dense, ref.mlp.fc1_g)
+    _linear(block.swiglu.up_dense, ref.mlp.fc1_x)
+    _norm(block.swiglu.norm, ref.mlp.norm)
+    _linear(block.swiglu.down_dense, ref.mlp.fc2)
+    block.mlp_scale.assign(ref.gamma_2.detach().numpy())
+
+    rope = RotaryEmbeddingCat(
+        dim=width // heads, in_pixels=False, feat_shape=list(grid), ref_feat_shape=[16, 16]
+    )
+    x = np.random.default_rng(6).normal(size=(2, 7, width)).astype("float32")
+    with torch.no_grad():
+        want = ref(torch.from_numpy(x), rope=rope.get_embed()).numpy()
+    embedding = RotaryEmbedding2D(width // heads, reference_grid_size=16)(
+        np.zeros((1, *grid, 4), "float32")
+    )
+    got = to_numpy(block(x, rotary_embedding=embedding))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    with portable_path():
+        np.testing.assert_allclose(to_numpy(block(x, rotary_embedding=embedding)), want, atol=1e-5)
+    out, scores = block(x, rotary_embedding=embedding, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(out), want, atol=1e-5)
+    assert tuple(scores.shape) == (2, heads, 7, 7)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the PyTorch fast path")
+def test_key_bias_off_fast_path_equals_portable():
+    from keras_vit.layers.attention import portable_path
+
+    block = _randomized(TransformerBlock(2, M, key_bias=False), _tokens())
+    x = _tokens()
+    with portable_path(False):
+        fast = to_numpy(block(x))
+    with portable_path():
+        portable = to_numpy(block(x))
+    np.testing.assert_allclose(fast, portable, atol=1e-5)
+
+
+def test_eva_block_with_rope_int8_and_keras_round_trip(tmp_path):
+    """A functional model of RoPE + an EVA-02 block: quantized to int8, saved and reloaded."""
+    from keras_vit.layers import RotaryEmbedding2D
+    from tests.helpers import roundtrip_model
+
+    grid = keras.Input((2, 3, D))
+    tokens = keras.layers.Reshape((6, D))(grid)
+    rope = RotaryEmbedding2D(D // 2, reference_grid_size=4)(grid)
+    block = TransformerBlock(2, M, **EVA)
+    model = keras.Model(grid, block(tokens, rotary_embedding=rope))
+    x = np.random.default_rng(7).normal(size=(2, 2, 3, D)).astype("float32")
+    rng = np.random.default_rng(8)
+    for w in block.weights:
+        offset = 1.0 if w.path.endswith("gamma") else 0.0
+        w.assign(rng.normal(0, 0.3, size=tuple(w.shape)).astype("float32") + offset)
+    before = to_numpy(model(x))
+    model.quantize("int8")
+    assert block.swiglu.gate_dense.quantization_mode == "int8"
+    quantized = to_numpy(model(x))
+    assert np.abs(quantized - before).max() < 0.1 * np.abs(before).max()
+    loaded = roundtrip_model(model, x, tmp_path)
+    assert loaded.layers[-1].swiglu.down_dense.quantization_mode == "int8"

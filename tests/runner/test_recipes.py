@@ -221,3 +221,29 @@ def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
     load_lora_weights(base, metrics["lora_weights_path"])
     images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
     np.testing.assert_allclose(to_numpy(base(images)), to_numpy(trained(images)), atol=1e-5)
+
+
+def test_finetune_toolkit_options_run_and_are_recorded(tmp_path, capsys):
+    """--layer-decay, --ema, --repeated-augmentation and --teacher/--distillation in one run."""
+    teacher = ViT("mu/4", image_size=16, num_classes=4)
+    randomize_weights(teacher, scale=0.1)
+    teacher_path = str(tmp_path / "teacher.keras")
+    teacher.save(teacher_path)
+    out = str(tmp_path / "toolkit")
+    argv = ["--smoke", "--dataset", "synthetic:4:256:16", "--out", out, "--verbose", "0",
+            "--layer-decay", "0.75", "--ema", "0.9", "--repeated-augmentation", "2"]
+    assert cli("finetune", *argv, "--repeated-augmentation", "5") == 2  # 5 does not divide 32
+    assert "must divide the batch size" in capsys.readouterr().err
+    assert cli("finetune", *argv, "--teacher", teacher_path) == 2  # no --distillation
+    assert "needs both --teacher" in capsys.readouterr().err
+    assert cli("finetune", *argv, "--layer-decay", "1.5") == 2
+    assert "(0, 1]" in capsys.readouterr().err
+    assert cli("finetune", *argv, "--teacher", teacher_path, "--distillation", "soft",
+               "--distillation-tau", "2") == 0
+    metrics = check_training_artefacts(out, zero_head=True)
+    config = metrics["config"]
+    assert (config["layer_decay"], config["ema"], config["repeated_augmentation"]) == (0.75, 0.9, 2)
+    assert metrics["model"]["distillation"] == {
+        "teacher": teacher_path, "mode": "soft", "tau": 2.0, "alpha": 0.5}
+    saved = keras.saving.load_model(os.path.join(out, "model.keras"))
+    assert saved.get_layer("head_dist") is not None  # the student, not the wrapper

@@ -1,0 +1,175 @@
+"""2-D rotary position embeddings (RoPE) as EVA-02 defines them (timm's `RotaryEmbeddingCat`)."""
+
+import keras
+from keras import ops
+
+from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+
+
+def _check_head_dim(head_dim):
+    check_positive_int(head_dim, "head_dim")
+    if head_dim % 4:
+        raise ValueError(
+            "2-D rotary embeddings need a head width divisible by 4 (a quarter of it per axis "
+            f"for sine and cosine). Received: head_dim={head_dim}"
+        )
+    return head_dim
+
+
+def rotary_embedding_2d(
+    grid_size, head_dim, temperature=10000.0, reference_grid_size=None, grid_offset=0.0
+):
+    """The `(H * W, 2 * head_dim)` sines then cosines of EVA-02's axial 2-D RoPE on a grid.
+
+    timm's `RotaryEmbeddingCat(in_pixels=False)` (`build_rotary_pos_embed`): `head_dim / 4`
+    frequencies `temperature ** (-i / (head_dim / 4))`; positions `arange(H) + grid_offset`
+    (rows) and `arange(W) + grid_offset` (columns), rescaled by `reference / size` per axis when
+    `reference_grid_size` is set (EVA-02 fine-tuned at another size keeps its pre-training
+    positions); each token's angles are its row angles then its column angles, each repeated
+    twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
+    rotates). Row-major tokens, as the patch encoder flattens them.
+
+    Args:
+        grid_size: `(H, W)`: ints, or scalar tensors (a grid known only at run time).
+        head_dim: int. The per-head width, divisible by 4.
+        temperature: float. Defaults to 10000.
+        reference_grid_size: optional `(H, W)` the positions are rescaled to. Defaults to None.
+        grid_offset: float added to the integer positions. Defaults to 0.
+
+    Returns:
+        float32 tensor `(H * W, 2 * head_dim)`: `concat([sin, cos], -1)`.
+
+    Example:
+
+    >>> tuple(rotary_embedding_2d((2, 3), head_dim=8).shape)
+    (6, 16)
+    """
+    _check_head_dim(head_dim)
+    num_bands = head_dim // 4
+    exponent = ops.arange(num_bands, dtype="float32") / float(num_bands)
+    bands = 1.0 / ops.power(float(temperature), exponent)
+    height, width = grid_size
+    rows = ops.cast(ops.arange(height), "float32") + grid_offset
+    cols = ops.cast(ops.arange(width), "float32") + grid_offset
+    if reference_grid_size is not None:
+        ref_h, ref_w = reference_grid_size
+        rows = rows / ops.cast(height, "float32") * float(ref_h)
+        cols = cols / ops.cast(width, "float32") * float(ref_w)
+    row_angles = rows[:, None, None] * bands  # (H, 1, bands)
+    col_angles = cols[None, :, None] * bands  # (1, W, bands)
+    row_angles = ops.broadcast_to(row_angles, (height, width, num_bands))
+    col_angles = ops.broadcast_to(col_angles, (height, width, num_bands))
+    angles = ops.reshape(ops.concatenate([row_angles, col_angles], -1), (-1, 2 * num_bands))
+    angles = ops.repeat(angles, 2, axis=-1)  # (N, head_dim): f0 f0 f1 f1 ...
+    return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
+
+
+def apply_rotary_embedding(x, embedding):
+    """Rotates the interleaved pairs of `x` `(..., N, head_dim)` by a `rotary_embedding_2d`.
+
+    `x * cos + rot(x) * sin` with `rot([x0, x1, x2, x3, ...]) = [-x1, x0, -x3, x2, ...]`
+    (timm's `apply_rot_embed_cat(x, emb)`); the rotation is computed in the embedding's float32
+    and cast back to `x`'s dtype.
+
+    Args:
+        x: tensor `(..., N, head_dim)`.
+        embedding: tensor `(N, 2 * head_dim)`, broadcast against `x`'s leading axes.
+
+    Returns:
+        A tensor of `x`'s shape and dtype.
+    """
+    sin, cos = ops.split(embedding, 2, axis=-1)
+    dtype = x.dtype
+    x = ops.cast(x, sin.dtype)
+    shape = ops.shape(x)
+    pairs = ops.reshape(x, (*shape[:-1], -1, 2))
+    rotated = ops.reshape(ops.stack([-pairs[..., 1], pairs[..., 0]], axis=-1), shape)
+    return ops.cast(x * cos + rotated * sin, dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class RotaryEmbedding2D(keras.layers.Layer):
+    """EVA-02's 2-D RoPE for the grid of a patch feature map, recomputed for every input.
+
+    No weights: the sines and cosines (`rotary_embedding_2d`) follow the grid `(H, W)` of the
+    `(B, H, W, C)` feature map it is called on, so one model serves every image size
+    (`dynamic_image_size`). The attention layers rotate their patch queries and keys by it
+    (`MultiHeadSelfAttention(...)(tokens, rotary_embedding=...)`).
+
+    Args:
+        head_dim: int. The attention's per-head width, divisible by 4.
+        temperature: float. Defaults to 10000.
+        reference_grid_size: optional int or `(H, W)`: positions are rescaled so that every
+            grid spans this one (timm's `ref_feat_shape`; EVA-02: the pre-training grid 16 x 16).
+            Defaults to None.
+        grid_offset: float. Defaults to 0.
+
+    Call arguments:
+        inputs: `(B, H, W, C)` patch feature map (only its shape is read).
+
+    Returns:
+        float32 `(H * W, 2 * head_dim)`: sines then cosines.
+
+    Example:
+
+    >>> import numpy as np
+    >>> rope = RotaryEmbedding2D(head_dim=8, reference_grid_size=16)
+    >>> tuple(rope(np.zeros((1, 4, 4, 16), "float32")).shape)
+    (16, 16)
+
+    Reference:
+        Su et al., 2021 (RoFormer), Sec. 3.4; Fang et al., 2023 (EVA-02), Sec. 2.
+    """
+
+    def __init__(
+        self, head_dim, temperature=10000.0, reference_grid_size=None, grid_offset=0.0, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.head_dim = _check_head_dim(head_dim)
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or (temperature <= 0)
+        ):
+            raise ValueError(f"temperature must be positive. Received: temperature={temperature!r}")
+        self.temperature = float(temperature)
+        if reference_grid_size is not None:
+            reference_grid_size = check_positive_int_pair(
+                reference_grid_size, "reference_grid_size"
+            )
+        self.reference_grid_size = reference_grid_size
+        if isinstance(grid_offset, bool) or not isinstance(grid_offset, (int, float)):
+            raise ValueError(f"grid_offset must be a float. Received: grid_offset={grid_offset!r}")
+        self.grid_offset = float(grid_offset)
+
+    def call(self, inputs):
+        shape = ops.shape(inputs)
+        if len(shape) != 4:
+            raise ValueError(
+                f"{self.name} expects a (batch, height, width, channels) feature map. "
+                f"Received: shape={tuple(shape)}"
+            )
+        return rotary_embedding_2d(
+            (shape[1], shape[2]),
+            self.head_dim,
+            self.temperature,
+            self.reference_grid_size,
+            self.grid_offset,
+        )
+
+    def compute_output_shape(self, input_shape):
+        height, width = input_shape[1], input_shape[2]
+        tokens = None if height is None or width is None else height * width
+        return (tokens, 2 * self.head_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "head_dim": self.head_dim,
+                "temperature": self.temperature,
+                "reference_grid_size": self.reference_grid_size,
+                "grid_offset": self.grid_offset,
+            }
+        )
+        return config
