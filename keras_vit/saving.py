@@ -9,6 +9,7 @@ import zlib
 import keras
 
 import keras_vit.layers  # noqa: F401  (registers every keras_vit layer, StdConv2D included)
+from keras_vit.models import legacy
 
 
 def atomic_write(target, write, name=None):
@@ -122,7 +123,9 @@ def check_model_file(path):
 def load_model(path):
     """Loads a `.keras` model without its optimizer (`compile=False`).
 
-    Every keras_vit layer is registered first. `compile=False` matters across backends: a model
+    Every keras_vit layer is registered first. A plain functional ViT saved by an earlier
+    version comes back as a `keras_vit.models.VisionTransformer` with the same weights and
+    outputs (`keras_vit.models.legacy.upgrade`). `compile=False` matters across backends: a model
     compiled and saved under PyTorch would otherwise make another backend import PyTorch's
     optimizer module. Keras' `safe_mode` stays on.
 
@@ -130,7 +133,7 @@ def load_model(path):
         path: str or path-like. A file written by `model.save()`.
 
     Returns:
-        The `keras.Model`.
+        The `keras.Model` (a `VisionTransformer` for a ViT).
 
     Raises:
         FileNotFoundError, IsADirectoryError: see `check_model_file`.
@@ -141,12 +144,14 @@ def load_model(path):
     >>> import os, tempfile, keras_vit
     >>> path = os.path.join(tempfile.mkdtemp(), "tiny.keras")
     >>> keras_vit.ViT("mu/8", image_size=16, num_classes=3).save(path)
-    >>> load_model(path).output_shape
-    (None, 3)
+    >>> model = load_model(path)
+    >>> type(model).__name__, model.output_shape
+    ('VisionTransformer', (None, 3))
     >>> os.remove(path)
     """
     path = check_model_file(path)
     try:
-        return keras.saving.load_model(path, compile=False)
+        model = keras.saving.load_model(path, compile=False)
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as error:
         raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
+    return legacy.upgrade(model)

@@ -125,10 +125,90 @@ def test_no_import_cycle_in_keras_vit():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+# The floors of the package, bottom up: a module imports only from its own floor or below,
+# function-local imports included. Floors hold the top-level subpackages and modules of
+# keras_vit; ones not listed here (new packages) are checked only in that no listed floor up to
+# `models` may import them, and that no cycle forms.
+FLOORS = (
+    ("version", "_public", "layers", "preprocessing"),
+    ("models",),
+    ("saving",),
+    ("weights", "training", "data", "mpp"),
+    ("export", "inspect", "inspection"),
+    ("recipes", "runner"),
+    ("quickstart",),
+    ("cli",),
+    ("__main__", "__init__", "_api"),
+)
+_RANK = {name: rank for rank, names in enumerate(FLOORS) for name in names}
+_BASE = _RANK["models"]
+
+
+def _package(module):
+    """`keras_vit.models.vit` -> `models`; the package itself -> `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def package_graph(graph):
+    """`{package: {(imported package, importing module, imported module)}}` across packages."""
+    edges = {}
+    for module, targets in graph.items():
+        for target in targets:
+            source, sink = _package(module), _package(target)
+            if source != sink:
+                edges.setdefault(source, set()).add((sink, module, target))
+    return edges
+
+
+def floor_violations(graph):
+    """`["a.b imports c.d (floor x below floor y)", ...]` for every import up the floors."""
+    found = []
+    for source, edges in sorted(package_graph(graph).items()):
+        for sink, module, target in sorted(edges):
+            rank, other = _RANK.get(source), _RANK.get(sink)
+            if rank is None:
+                continue  # a package not listed: only the cycle check applies to it
+            if (other is None and rank <= _BASE) or (other is not None and other > rank):
+                found.append(f"{module} imports {target} ({source} is below {sink})")
+    return found
+
+
+def test_floor_violations_are_found():
+    graph = {
+        "keras_vit.models.vit": {"keras_vit.weights.presets"},
+        "keras_vit.weights.presets": {"keras_vit.models.variants"},
+        "keras_vit.layers.x": {"keras_vit.newpkg.y"},
+        "keras_vit.newpkg.y": {"keras_vit.cli.app"},
+        "keras_vit.cli.app": {"keras_vit.newpkg.y", "keras_vit.models.vit"},
+    }
+    assert floor_violations(graph) == [
+        "keras_vit.layers.x imports keras_vit.newpkg.y (layers is below newpkg)",
+        "keras_vit.models.vit imports keras_vit.weights.presets (models is below weights)",
+    ]
+
+
+def test_subpackages_form_a_one_way_stack():
+    """layers < models < saving < weights/training < export < ... < cli, local imports too."""
+    graph = import_graph()
+    assert floor_violations(graph) == []
+    packages = {
+        source: {sink for sink, _, _ in edges} for source, edges in package_graph(graph).items()
+    }
+    for package in {name for edges in packages.values() for name in edges}:
+        packages.setdefault(package, set())
+    cycle = find_cycle(packages)
+    assert cycle is None, "packages import each other: " + " -> ".join(cycle)
+    # The models never reach the weights package (it plugs into models.pretrained instead).
+    assert "weights" not in packages["models"]
+
+
 _LOAD_WITH_LAYERS_ONLY = """
 import sys, numpy as np, keras
-import keras_vit.layers
+import keras_vit.models  # the model class; its layers register through keras_vit.layers
+assert "keras_vit.weights" not in sys.modules and "keras_vit._api" not in sys.modules
 model = keras.saving.load_model(sys.argv[1])
+assert type(model).__name__ == "VisionTransformer", type(model)
 registered = keras.saving.get_registered_object("keras_vit>StdConv2D")
 assert registered is keras_vit.layers.StdConv2D, registered
 np.testing.assert_array_equal(
@@ -140,7 +220,8 @@ print(type(model.get_layer("conv_root")).__module__)
 
 def test_layers_package_alone_registers_std_conv(tmp_path):
     # The layers package imports StdConv2D itself (so no module imports models.hybrid "to
-    # register it"), and a hybrid's .keras file loads after `import keras_vit.layers`.
+    # register it"), and a hybrid's .keras file loads after `import keras_vit.models` (the
+    # model class), without the weights package or the public API.
     assert "keras_vit.layers.std_conv" in import_graph()["keras_vit.layers"]
     model = ViT(
         "mu/1", resnet_units=(1,), resnet_width=8, resnet_groups=4, image_size=16, num_classes=3

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
+import keras_vit
 from keras_vit.models.vit import ViT
 from keras_vit.weights.npz import load_npz, official_variables, read_npz, save_npz
 from tests.helpers import np_block, np_layer_norm, randomize_weights, to_numpy
@@ -26,7 +27,7 @@ NUM_CLASSES, REPRESENTATION = 10, 24
 # Tiny hybrid: root width 16, GroupNorm with 8 groups, stages (1, 1): total stride 8.
 HYBRID = dict(resnet_units=(1, 1), resnet_width=16, resnet_groups=8)
 TOLERANCE = 1e-5
-LOGGER = "keras_vit.checkpoints"
+LOGGER = "keras_vit.weights.npz"
 _errors = []  # relative errors seen, printed at the end of the module (pytest -s)
 
 
@@ -702,16 +703,10 @@ def test_folder_and_missing_file_name_the_path(tmp_path):
         read_npz(missing)
 
 
-def test_old_module_paths_are_the_same_modules():
-    import keras_vit.checkpoints
-    import keras_vit.imagenet
-    import keras_vit.presets
-    from keras_vit.weights import imagenet, npz, presets
+def test_top_level_names_are_the_weights_modules_own():
+    from keras_vit.weights import npz, presets
 
-    assert keras_vit.checkpoints is npz
-    assert keras_vit.presets is presets
-    assert keras_vit.imagenet is imagenet
-    assert keras_vit.load_npz is npz.load_npz and keras_vit.list_weights is presets.list_weights
+    assert keras_vit.load_npz is npz.load_npz and keras_vit.list_presets is presets.list_presets
 
 
 @pytest.mark.parametrize("prefix", ["opt/target/", "params/"])

@@ -474,7 +474,7 @@ def test_bad_arguments_raise(tmp_path, kwargs, match):
 
 def test_feature_extractor_raises(tmp_path):
     model = ViT("mu/8", image_size=16, include_top=False)
-    with pytest.raises(ValueError, match="needs a layer named 'head'"):
+    with pytest.raises(ValueError, match="needs a classifier head.*without a head"):
         export_saved_model(model, tmp_path / "serving")
 
 
@@ -594,7 +594,7 @@ def test_subprocess_error_keeps_its_type_and_message(tmp_path):
     with pytest.raises(ValueError) as info:
         export_saved_model(tmp_path / "features.keras", tmp_path / "serving", method="subprocess")
     message = str(info.value)
-    assert "needs a layer named 'head'" in message
+    assert "needs a classifier head" in message
     assert "raised by the export subprocess with KERAS_BACKEND=tensorflow" in message
     assert not (tmp_path / "serving").exists()
 
@@ -604,7 +604,7 @@ def test_subprocess_error_keeps_its_type_and_message(tmp_path):
 def test_saved_model_of_int8_and_lora_models_matches_keras(kind, tmp_path):
     # int8: the graph computes with the int8 kernels (same outputs as Keras). LoRA: the export
     # folds the adapters into a copy's kernels (keras_vit.merge_lora) and leaves the model as is.
-    from keras_vit.training.lora import enable_lora, lora_config
+    from keras_vit.training.lora import enable_lora, get_lora_settings
     from keras_vit.training.quantization import quantize
 
     model = ViT("mu/8", image_size=16, num_classes=3)
@@ -621,7 +621,7 @@ def test_saved_model_of_int8_and_lora_models_matches_keras(kind, tmp_path):
     )
     np.testing.assert_allclose(outputs["logits"].numpy(), to_numpy(model(images)), atol=ATOL)
     if kind == "lora":
-        assert lora_config(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
+        assert get_lora_settings(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
 
 
 def test_onnx_refuses_float8_before_any_work(tmp_path):

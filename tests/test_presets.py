@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from keras_vit.models import variants
-from keras_vit.models.hybrid import ViTHybrid
 from keras_vit.models.vit import ViT, ViTB16, ViTTi16
 from keras_vit.weights import download, presets
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
@@ -119,10 +118,10 @@ def test_pretraining_preset_keeps_pre_logits_only_with_its_own_head(bucket, monk
 def test_second_build_uses_the_cache_not_the_source(bucket, tmp_path, monkeypatch):
     root, sources = bucket
     monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
-    first = presets.get_weights_file("test_ft", "mu/8")
+    first = presets.get_preset_file("test_ft", "mu/8")
     assert first == str(_cache(tmp_path, FT))
     os.remove(sources["test_ft"][0])
-    assert presets.get_weights_file("test_ft", "mu/8") == first
+    assert presets.get_preset_file("test_ft", "mu/8") == first
     model = ViT("mu/8", weights="test_ft")
     assert model.output_shape == (None, 10)
 
@@ -130,7 +129,7 @@ def test_second_build_uses_the_cache_not_the_source(bucket, tmp_path, monkeypatc
 def test_plus_in_path_is_quoted_and_served(bucket, tmp_path):
     root, _ = bucket
     assert PT.url(_file_url(root)).endswith("test%2Bpt/mu_8.npz")
-    path = presets.get_weights_file("test_pt", "mu/8", base_url=_file_url(root))
+    path = presets.get_preset_file("test_pt", "mu/8", base_url=_file_url(root))
     assert path == str(_cache(tmp_path, PT))
 
 
@@ -138,8 +137,8 @@ def test_base_url_argument_wins_over_the_environment(bucket, tmp_path, monkeypat
     root, _ = bucket
     monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(tmp_path / "nowhere"))
     with pytest.raises(ConnectionError, match="nowhere"):
-        presets.get_weights_file("test_ft", "mu/8")
-    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+        presets.get_preset_file("test_ft", "mu/8")
+    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
     assert os.path.exists(path)
     assert presets.resolve_base_url(None) == _file_url(tmp_path / "nowhere")
     monkeypatch.delenv(presets.BASE_URL_ENV)
@@ -156,7 +155,7 @@ def test_download_over_http(bucket, tmp_path):
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/"
-        path = presets.get_weights_file("test_pt", "mu/8", base_url=url)
+        path = presets.get_preset_file("test_pt", "mu/8", base_url=url)
     finally:
         server.shutdown()
         server.server_close()
@@ -172,7 +171,7 @@ def test_truncated_download_is_removed_with_a_clear_error(bucket, tmp_path):
     with open(source, "wb") as f:
         f.write(data[: len(data) // 2])
     with pytest.raises(ValueError) as info:
-        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+        presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
     message = str(info.value)
     cached = str(_cache(tmp_path, FT))
     assert cached in message and "Retry" in message and "corrupt or incomplete" in message
@@ -188,7 +187,7 @@ def test_corrupt_member_is_caught_after_download(bucket, tmp_path):
     with open(source, "wb") as f:
         f.write(bytes(data))
     with pytest.raises(ValueError, match="corrupt or incomplete"):
-        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+        presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
     assert not _cache(tmp_path, FT).exists()
 
 
@@ -200,7 +199,7 @@ def test_corrupt_cached_file_is_removed(bucket, tmp_path):
     with pytest.raises(ValueError, match="removed from the cache"):
         ViT("mu/8", weights="test_ft")
     assert not cached.exists()
-    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))  # the retry
+    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))  # the retry
     assert os.path.exists(path)
 
 
@@ -245,7 +244,7 @@ def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(bucket, 
         f"http://127.0.0.1:{_closed_port()}/" if where == "closed_port" else "http://10.255.255.1/"
     )
     outcome = _run_with_deadline(
-        lambda: presets.get_weights_file("test_ft", "mu/8", base_url=base, timeout=1.0)
+        lambda: presets.get_preset_file("test_ft", "mu/8", base_url=base, timeout=1.0)
     )
     if where == "unroutable" and "value" in outcome:
         pytest.skip("this machine reaches 10.255.255.1 (a proxy answered)")
@@ -271,12 +270,12 @@ def test_unknown_names_list_the_valid_ones_for_that_builder(bucket):
 @pytest.mark.slow  # the first hybrid build of a process can take a minute on 2 busy cores
 def test_hybrid_builder_takes_presets_through_the_same_path(bucket, tmp_path, monkeypatch):
     root, _ = bucket
-    source = ViTHybrid("mu/1", image_size=32, num_classes=5, **HYBRID)
+    source = ViT("mu/1", image_size=32, num_classes=5, **HYBRID)
     randomize_weights(source, seed=3)
     path = root.joinpath(*HYB.path.split("/"))
     save_npz(source, str(path))
     monkeypatch.setenv(presets.BASE_URL_ENV, _file_url(root))
-    model = ViTHybrid("mu/1", weights="test_hybrid", **HYBRID)
+    model = ViT("mu/1", weights="test_hybrid", **HYBRID)
     assert model.output_shape == (None, 5)
     _assert_same_weights(model, source)
 
@@ -289,7 +288,7 @@ def test_default_arguments_without_weights_are_unchanged():
 
 def test_official_table_is_consistent():
     seen = set()
-    for preset in presets.list_weights():
+    for preset in presets.list_presets():
         key = (preset.variant, preset.name)
         assert key not in seen
         seen.add(key)
@@ -316,7 +315,7 @@ def test_official_table_is_consistent():
                 assert preset.path.startswith(upstream.path[: -len(".npz")] + "--")
         else:
             assert preset.pre_logits == (preset.name == "imagenet21k")
-    names = {p.name for p in presets.list_weights("B/16")}
+    names = {p.name for p in presets.list_presets("B/16")}
     assert names == {
         "imagenet21k",
         "imagenet21k+imagenet2012",
@@ -329,7 +328,7 @@ def test_official_table_is_consistent():
         "https://storage.googleapis.com/vit_models/imagenet21k%2Bimagenet2012/ViT-B_16.npz"
     )
     with pytest.raises(ValueError, match="Unknown"):
-        presets.list_weights("Q/16")
+        presets.list_presets("Q/16")
 
 
 def test_register_preset_checks(bucket):
@@ -444,7 +443,7 @@ def test_dropped_download_resumes_within_a_call_and_across_calls(bucket, tmp_pat
     with _range_server(root, cuts=2, cut_after=k) as (url, ranges):
         monkeypatch.setattr(download, "DOWNLOAD_ATTEMPTS", 1)
         with pytest.raises(ConnectionError) as info:
-            presets.get_weights_file("test_ft", "mu/8", base_url=url)
+            presets.get_preset_file("test_ft", "mu/8", base_url=url)
         assert "the next call resumes" in str(info.value) and cached + ".part" in str(info.value)
         assert _read(cached + ".part") == source[:k]  # kept, not deleted
         assert not os.path.exists(cached)
@@ -460,7 +459,7 @@ def test_server_ignoring_range_restarts_from_zero(bucket, tmp_path, monkeypatch)
     root, sources = bucket
     monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     with _range_server(root, honour_range=False, cuts=1, cut_after=1000) as (url, ranges):
-        path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
+        path = presets.get_preset_file("test_ft", "mu/8", base_url=url)
     assert ranges == [None, "bytes=1000-"]  # asked to resume, got the whole file (200)
     assert _read(path) == _read(sources["test_ft"][0])
 
@@ -476,7 +475,7 @@ def test_part_at_or_past_the_end_gets_416_and_is_finished_or_restarted(
     part.parent.mkdir(parents=True)
     part.write_bytes(source + extra)
     with _range_server(root) as (url, ranges):
-        path = presets.get_weights_file("test_ft", "mu/8", base_url=url)
+        path = presets.get_preset_file("test_ft", "mu/8", base_url=url)
     # complete: nothing more to fetch; longer than the file: not a prefix, fetched again
     assert ranges == [f"bytes={len(source + extra)}-"] + ([None] if extra else [])
     assert _read(path) == source and not part.exists()
@@ -489,39 +488,39 @@ def test_file_hash_is_checked_and_a_mismatch_leaves_no_file(bucket, tmp_path):
     cached = str(_cache(tmp_path, FT))
     wrong = "0" * 64
     with pytest.raises(ValueError) as info:
-        presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root), file_hash=wrong)
+        presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root), file_hash=wrong)
     message = str(info.value)
     assert f"expected {wrong}, received {digest}" in message and "Retry" in message
     assert cached in message
     assert not os.path.exists(cached) and not os.path.exists(cached + ".part")
     with pytest.raises(ValueError, match="64 hex digits"):
-        presets.get_weights_file("test_ft", "mu/8", file_hash="abc")
+        presets.get_preset_file("test_ft", "mu/8", file_hash="abc")
     # The table's digest (here given through register_preset) is checked the same way.
     presets.register_preset(FT, overwrite=True, file_hash=digest.upper())
-    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
     assert _read(path + ".sha256").decode().startswith(f"{digest}  {os.path.basename(path)}\n")
     presets.register_preset(FT, overwrite=True, file_hash=wrong)
     with pytest.raises(ValueError, match=f"expected {wrong}, received {digest}"):
-        presets.get_weights_file("test_ft", "mu/8")  # a cache hit: the sidecar's digest differs
+        presets.get_preset_file("test_ft", "mu/8")  # a cache hit: the sidecar's digest differs
     assert not os.path.exists(path)  # (the fixture unregisters FT and its digest)
 
 
 def test_sidecar_detects_a_cached_file_that_changed(bucket, tmp_path, monkeypatch):
     root, sources = bucket
-    path = presets.get_weights_file("test_ft", "mu/8", base_url=_file_url(root))
+    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
     data = _read(path)
     # Unchanged size and time: the sidecar answers, nothing is hashed.
     with monkeypatch.context() as patch:
         patch.setattr(download, "_digests", lambda *args: pytest.fail("hashed a cache hit"))
-        assert presets.get_weights_file("test_ft", "mu/8") == path
+        assert presets.get_preset_file("test_ft", "mu/8") == path
     # Same bytes, new time (copied back from a backup): hashed again, accepted, re-recorded.
     os.utime(path, ns=(1, 1))
-    assert presets.get_weights_file("test_ft", "mu/8") == path
+    assert presets.get_preset_file("test_ft", "mu/8") == path
     assert "mtime_ns=1 " in _read(path + ".sha256").decode()
     # Changed bytes (bit rot): caught without downloading, removed with its sidecar.
     with open(path, "wb") as f:
         f.write(data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(ValueError, match="bytes changed since it was verified") as info:
-        presets.get_weights_file("test_ft", "mu/8")
+        presets.get_preset_file("test_ft", "mu/8")
     assert "removed from the cache" in str(info.value)
     assert not os.path.exists(path) and not os.path.exists(path + ".sha256")

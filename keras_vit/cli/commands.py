@@ -109,7 +109,7 @@ def _show_loader_log():
         def emit(self, record):
             print(self.format(record), file=sys.stderr)
 
-    for name in ("keras_vit.checkpoints", "keras_vit.timm", "keras_vit.huggingface"):
+    for name in ("keras_vit.weights",):  # the loaders log on keras_vit.weights.{npz,timm,...}
         log = logging.getLogger(name)
         if not any(type(h).__name__ == "_Stderr" for h in log.handlers):
             log.addHandler(_Stderr())
@@ -212,9 +212,9 @@ def run_weights(args):
                 f"--fetch needs --model to name the variant; received --fetch {args.fetch} alone. "
                 "Add e.g. --model B/16 (keras-vit weights lists the names)."
             )
-        print(presets.get_weights_file(args.fetch, args.model, base_url=args.base_url))
+        print(presets.get_preset_file(args.fetch, args.model, base_url=args.base_url))
         return 0
-    rows = presets.list_weights(args.model)
+    rows = presets.list_presets(args.model)
     print(_format_table(rows))
     if rows:
         base = presets.resolve_base_url(args.base_url)

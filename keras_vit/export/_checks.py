@@ -9,6 +9,7 @@ import os
 import keras
 
 import keras_vit.saving as saving
+from keras_vit.models.config import ViTConfig
 
 METHODS = ("auto", "subprocess")
 
@@ -74,19 +75,14 @@ def image_input_shape(model, exporter, allow_dynamic=False):
 
 
 def is_dynamic_vit(model):
-    """Whether `model` holds a keras_vit `PatchEncoder` with `dynamic_image_size`."""
-    from keras_vit.layers.patch_encoder import PatchEncoder
-
-    return any(
-        isinstance(layer, PatchEncoder) and layer.dynamic_image_size for layer in model.layers
-    )
+    """Whether `model` is a keras_vit model built with `dynamic_image_size`."""
+    config = getattr(model, "config", None)
+    return isinstance(config, ViTConfig) and config.dynamic_image_size
 
 
 def native_image_size(model):
     """The image size a dynamic-size ViT's position embedding is made for, `(H, W)`."""
-    from keras_vit.models.config import config_from_model
-
-    return tuple(config_from_model(model).image_size)
+    return tuple(ViTConfig.from_model(model).image_size)
 
 
 def check_writable_parent(target):

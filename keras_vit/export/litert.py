@@ -105,7 +105,7 @@ def _from_dataset(spec, image_shape, num_samples, seed):
     TensorFlow's global seed, spread over (about the first half of) the split, and never more
     than one image in memory (no shuffle buffer of the whole dataset).
     """
-    from keras_vit import data
+    import keras_vit.data as data
 
     tf = _checks.import_tensorflow()
     height, width, channels = image_shape
@@ -209,10 +209,9 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
 
 
 def _output_name(model):
-    """`logits` / `probabilities` for a classifier `head`, `outputs` for anything else."""
-    try:
-        head = model.get_layer("head")
-    except ValueError:
+    """`logits` / `probabilities` for a classifier (`model.head`), `outputs` for anything else."""
+    head = getattr(model, "head", None)
+    if head is None:
         return "outputs"
     activation = getattr(getattr(head, "activation", None), "__name__", "linear")
     if activation == "linear":

@@ -40,7 +40,7 @@ from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.saving import atomic_write
 
-logger = logging.getLogger("keras_vit.export")
+logger = logging.getLogger(__name__)
 
 SIGNATURES = ("serving_default", "serve_uint8", "serve_bytes")
 RESIZE_METHOD = "bilinear"
@@ -208,11 +208,8 @@ def _check_class_names(class_names):
 
 
 def _final_activation(model):
-    """The `classifier_activation` layer after a distilled model's averaged heads, or None."""
-    try:
-        return model.get_layer("classifier_activation")
-    except ValueError:
-        return None
+    """The activation layer after a distilled model's averaged heads (its role), or None."""
+    return getattr(model, "output_activation", None)
 
 
 def _activation_name(layer):
@@ -226,9 +223,8 @@ def serving_spec(model, class_names=None, top_k=None):
     """Checks that `model` can be exported and describes its serving interface.
 
     Args:
-        model: a `keras.Model` with one `(B, H, W, C)` image input of known size
-            and a classifier layer named `"head"` (as built with
-            `include_top=True`).
+        model: a keras_vit model with one `(B, H, W, C)` image input of known
+            size and a classifier (`model.head`: built with `include_top=True`).
         class_names: optional sequence of str, one per class.
         top_k: optional int in [1, num_classes]. Defaults to `min(5, num_classes)`
             when `class_names` is given, else no top-k outputs.
@@ -249,14 +245,13 @@ def serving_spec(model, class_names=None, top_k=None):
     )[1:]
     dynamic = height is None or width is None
     resize_to = _checks.native_image_size(model) if dynamic else (height, width)
-    try:
-        head = model.get_layer("head")
-    except ValueError:
+    head = getattr(model, "head", None)
+    if head is None:
         raise ValueError(
-            "export_saved_model exports classifiers: it needs a layer named 'head' "
-            "(a model built with include_top=True). For a feature extractor use "
-            "keras' model.export(). Received: a model without a 'head' layer"
-        ) from None
+            "export_saved_model exports classifiers: it needs a classifier head (model.head "
+            "of a keras_vit model built with include_top=True). For a feature extractor use "
+            f"keras' model.export(). Received: model {model.name!r} without a head"
+        )
     output_shape = tuple(model.outputs[0].shape) if len(model.outputs) == 1 else None
     if output_shape is None or len(output_shape) != 2 or output_shape[-1] is None:
         raise ValueError(
@@ -327,7 +322,7 @@ def _write_archive(model, target, spec):
 
     height, width = spec["resize_size"]
     channels = spec["num_channels"]
-    head = model.get_layer("head")
+    head = model.head
     logits_model = None
     if spec["activation"] == "linear":
         features_model = None

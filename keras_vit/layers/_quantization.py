@@ -47,7 +47,16 @@ def sublayer_dtype(layer, name):
     The layer's own policy, the quantized policy the layer's config recorded for `name`, or a
     `DTypePolicyMap` of those recorded under `name/` (a sublayer that has quantized sublayers).
     """
-    recorded = getattr(layer, "_sublayer_dtypes", None) or {}
+    return recorded_dtype(layer.dtype_policy, getattr(layer, "_sublayer_dtypes", None), name)
+
+
+def recorded_dtype(default, recorded, name):
+    """The policy `recorded` (`{relative name: policy}`) gives sublayer `name`, else `default`.
+
+    The recorded policy of `name`, a `DTypePolicyMap` (default `default`) of those recorded
+    under `name/`, or `default`.
+    """
+    recorded = recorded or {}
     if name in recorded:
         return recorded[name]
     prefix = name + "/"
@@ -55,8 +64,8 @@ def sublayer_dtype(layer, name):
         key[len(prefix) :]: value for key, value in recorded.items() if key.startswith(prefix)
     }
     if nested:
-        return keras.dtype_policies.DTypePolicyMap(layer.dtype_policy, nested)
-    return layer.dtype_policy
+        return keras.dtype_policies.DTypePolicyMap(default, nested)
+    return default
 
 
 def _named_sublayers(layer, prefix=""):

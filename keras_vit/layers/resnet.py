@@ -19,12 +19,13 @@ from keras_vit.layers.std_conv import STD_CONV_EPSILON, StdConv2D
 GROUP_NORM_EPSILON = 1e-6
 
 
-def _group_norm(groups, name, gamma_initializer="ones", epsilon=GROUP_NORM_EPSILON):
+def _group_norm(groups, name, gamma_initializer="ones", epsilon=GROUP_NORM_EPSILON, dtype=None):
     return keras.layers.GroupNormalization(
         groups=groups,
         epsilon=epsilon,
         gamma_initializer=gamma_initializer,
         name=name,
+        dtype=dtype,
     )
 
 
@@ -38,6 +39,7 @@ def residual_unit(
     conv_epsilon=STD_CONV_EPSILON,
     conv_epsilon_mode="std",
     norm_epsilon=GROUP_NORM_EPSILON,
+    dtype=None,
 ):
     """One BiT bottleneck unit on the functional tensor `x` (layers named `{name}_...`).
 
@@ -55,26 +57,30 @@ def residual_unit(
         conv_epsilon, conv_epsilon_mode: the `StdConv2D` `epsilon` and
             `epsilon_mode`. Default to 1e-5 and `"std"` (official).
         norm_epsilon: float. GroupNorm epsilon. Defaults to 1e-6 (official).
+        dtype: optional dtype policy of every layer. Defaults to None (the global policy).
 
     Returns:
         The functional output tensor.
     """
-    conv = functools.partial(StdConv2D, epsilon=conv_epsilon, epsilon_mode=conv_epsilon_mode)
-    norm = functools.partial(_group_norm, groups, epsilon=norm_epsilon)
+    conv = functools.partial(
+        StdConv2D, epsilon=conv_epsilon, epsilon_mode=conv_epsilon_mode, dtype=dtype
+    )
+    norm = functools.partial(_group_norm, groups, epsilon=norm_epsilon, dtype=dtype)
+    relu = functools.partial(keras.layers.ReLU, dtype=dtype)
     residual = x
     if x.shape[-1] != 4 * filters or strides != 1:
         residual = conv(4 * filters, 1, strides=strides, name=f"{name}_conv_proj")(x)
         residual = norm(f"{name}_gn_proj")(residual)
     y = conv(filters, 1, name=f"{name}_conv1")(x)
     y = norm(f"{name}_gn1")(y)
-    y = keras.layers.ReLU(name=f"{name}_relu1")(y)
+    y = relu(name=f"{name}_relu1")(y)
     y = conv(filters, 3, strides=strides, name=f"{name}_conv2")(y)
     y = norm(f"{name}_gn2")(y)
-    y = keras.layers.ReLU(name=f"{name}_relu2")(y)
+    y = relu(name=f"{name}_relu2")(y)
     y = conv(4 * filters, 1, name=f"{name}_conv3")(y)
     y = norm(f"{name}_gn3", gamma_initializer="zeros")(y)
-    y = keras.layers.Add(name=f"{name}_add")([residual, y])
-    return keras.layers.ReLU(name=f"{name}_out")(y)
+    y = keras.layers.Add(name=f"{name}_add", dtype=dtype)([residual, y])
+    return relu(name=f"{name}_out")(y)
 
 
 def resnet_stem(
@@ -86,6 +92,7 @@ def resnet_stem(
     conv_epsilon=STD_CONV_EPSILON,
     conv_epsilon_mode="std",
     norm_epsilon=GROUP_NORM_EPSILON,
+    dtype=None,
 ):
     """The official hybrid's BiT ResNetV2 stem on the functional tensor `x`.
 
@@ -104,21 +111,25 @@ def resnet_stem(
             Defaults to 32.
         conv_epsilon, conv_epsilon_mode, norm_epsilon: see `residual_unit`
             (timm's hybrids use 1e-8, `"variance"` and 1e-5).
+        dtype: optional dtype policy of every layer. Defaults to None (the global policy).
 
     Returns:
         The `(B, H / stride, W / stride, C')` feature map, `C' = 4 * resnet_width
         * 2**(len(resnet_units) - 1)` (or `resnet_width` for the root only).
     """
     epsilons = dict(
-        conv_epsilon=conv_epsilon, conv_epsilon_mode=conv_epsilon_mode, norm_epsilon=norm_epsilon
+        conv_epsilon=conv_epsilon,
+        conv_epsilon_mode=conv_epsilon_mode,
+        norm_epsilon=norm_epsilon,
+        dtype=dtype,
     )
     x = StdConv2D(
         resnet_width, 7, strides=2, epsilon=conv_epsilon, epsilon_mode=conv_epsilon_mode,
-        name="conv_root",
+        name="conv_root", dtype=dtype,
     )(x)
-    x = _group_norm(resnet_groups, "gn_root", epsilon=norm_epsilon)(x)
-    x = keras.layers.ReLU(name="root_relu")(x)
-    x = keras.layers.MaxPooling2D(3, strides=2, padding="same", name="root_pool")(x)
+    x = _group_norm(resnet_groups, "gn_root", epsilon=norm_epsilon, dtype=dtype)(x)
+    x = keras.layers.ReLU(name="root_relu", dtype=dtype)(x)
+    x = keras.layers.MaxPooling2D(3, strides=2, padding="same", name="root_pool", dtype=dtype)(x)
     for s, units in enumerate(resnet_units, start=1):
         filters = resnet_width * 2 ** (s - 1)
         for u in range(1, units + 1):

@@ -1,9 +1,9 @@
 """`ViTConfig`: every argument of the ViT builders, declared and validated once.
 
-`keras_vit.ViT`, `keras_vit.ViTHybrid`, the named builders, masked-patch prediction
-(`keras_vit.mpp`) and the recipes all describe a model with one frozen dataclass. Its fields are
-grouped (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or
-"the hybrid arguments" reads one list instead of writing its own:
+`keras_vit.ViT`, the named builders, masked-patch prediction (`keras_vit.models.mpp`) and the
+recipes all describe a model with one frozen dataclass. Its fields are grouped
+(`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or "the hybrid
+arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
 - `"input"`: `image_size`, `num_channels`, `dynamic_image_size`;
@@ -22,7 +22,6 @@ import functools
 
 import keras
 
-from keras_vit.layers import MAPHead, PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
 from keras_vit.layers.activations import check_activation
 from keras_vit.layers.resnet import GROUP_NORM_EPSILON
@@ -86,7 +85,8 @@ class ViTConfig:
     again). `image_size` and `patch_size` are stored as `(height, width)` pairs,
     `resnet_units` as a tuple, and `class_token=None` becomes `pooling in ("token", None)`.
     Every field means what the argument of the same name of `keras_vit.ViT` means; build a
-    model with `keras_vit.models.encoder.build_model(config)`.
+    model with `keras_vit.models.encoder.build_model(config)` (or
+    `keras_vit.models.VisionTransformer(config)`), and read it back with `model.config`.
 
     Args:
         patch_size, num_layers, hidden_dim, mlp_dim, num_heads: the sizes (required; see
@@ -383,20 +383,45 @@ class ViTConfig:
         }
         return cls(**{"name": variants.model_name(variant), **table, **overrides})
 
+    def to_dict(self):
+        """The fields as a JSON-ready dict (pairs as lists, a `backbone` serialized by Keras).
+
+        Example:
+
+        >>> config = ViTConfig.from_variant("mu/8", image_size=32)
+        >>> ViTConfig.from_dict(config.to_dict()) == config
+        True
+        """
+        fields = self.to_kwargs()
+        for name, value in fields.items():
+            if isinstance(value, tuple):
+                fields[name] = list(value)
+        if self.backbone is not None:
+            fields["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        return fields
+
+    @classmethod
+    def from_dict(cls, fields):
+        """The config `to_dict` wrote (a serialized `backbone` is rebuilt, without weights)."""
+        fields = dict(fields)
+        if isinstance(fields.get("backbone"), dict):
+            fields["backbone"] = keras.saving.deserialize_keras_object(fields["backbone"])
+        return cls(**fields)
+
     @classmethod
     def from_model(cls, model):
-        """Reads the architecture back from a model built by `keras_vit.ViT` (plain or hybrid).
-
-        Layers are found by type and by the builders' names (`patch_encoder`, `head`,
-        `pre_logits`, `conv_root`, ...). Not recoverable from a model, so left at their
-        defaults: `num_classes` without a head, and `drop_path_rate` with one block (its
-        rate is 0 there). A `backbone` stem is returned as the model's own layer.
+        """The config of a model built by `keras_vit.ViT` (plain or hybrid): `model.config`.
 
         Args:
-            model: a functional `keras.Model` from `keras_vit.ViT` or a `.keras` file of one.
+            model: a `keras_vit.models.VisionTransformer` (what every builder returns and
+                `keras_vit.load_model` loads, `.keras` files of earlier versions included).
 
         Returns:
-            A `ViTConfig`; `build_model(config)` builds the same architecture.
+            The model's `ViTConfig`; `keras_vit.models.encoder.build_model(config)` builds the
+            same architecture.
+
+        Raises:
+            ValueError: `model` is not a `VisionTransformer`.
 
         Example:
 
@@ -405,123 +430,15 @@ class ViTConfig:
         >>> ViTConfig.from_model(build_model(config)) == config
         True
         """
-        return config_from_model(model, cls)
+        config = getattr(model, "config", None)
+        if not isinstance(config, cls):
+            raise ValueError(
+                "ViTConfig.from_model needs a model built by keras_vit (a VisionTransformer; "
+                ".keras files of earlier versions load as one through keras_vit.load_model). "
+                f"Received: {type(model).__name__} {getattr(model, 'name', '')!r}"
+            )
+        return config
 
 
 HYBRID_KWARGS = ViTConfig.field_names("hybrid")
 
-
-def _layers_by_name(model):
-    return {layer.name: layer for layer in model.layers}
-
-
-def _stem_fields(model, encoder):
-    """The hybrid fields of `model`: ResNet stem numbers, a backbone, or none (plain)."""
-    layers = _layers_by_name(model)
-    if isinstance(layers.get("conv_root"), StdConv2D):
-        units = []
-        while f"block{len(units) + 1}_unit1_conv1" in layers:
-            stage = len(units) + 1
-            count = 1
-            while f"block{stage}_unit{count + 1}_conv1" in layers:
-                count += 1
-            units.append(count)
-        return dict(
-            resnet_units=tuple(units),
-            resnet_width=layers["conv_root"].filters,
-            resnet_groups=layers["gn_root"].groups,
-            resnet_conv_epsilon=layers["conv_root"].epsilon,
-            resnet_conv_epsilon_mode=layers["conv_root"].epsilon_mode,
-            resnet_norm_epsilon=layers["gn_root"].epsilon,
-        )
-    source = encoder.input
-    if isinstance(source, (list, tuple)):
-        source = source[0]
-    producer = source._keras_history.operation
-    if isinstance(producer, keras.layers.InputLayer):
-        return {}
-    return dict(backbone=producer)
-
-
-def config_from_model(model, cls=ViTConfig):
-    """Reads the architecture back from a model built by `keras_vit.ViT` (`ViTConfig.from_model`).
-
-    Raises:
-        ValueError: when `model` has no `PatchEncoder` named `patch_encoder` or no
-            `TransformerBlock`.
-    """
-    if not isinstance(model, keras.Model):
-        raise ValueError(
-            "config_from_model needs a keras.Model built by keras_vit.ViT. "
-            f"Received: {type(model).__name__}"
-        )
-    layers = _layers_by_name(model)
-    encoder = layers.get("patch_encoder")
-    if not isinstance(encoder, PatchEncoder):
-        raise ValueError(
-            "config_from_model needs a model built by keras_vit.ViT, with a PatchEncoder named "
-            f"'patch_encoder'. Received: model {model.name!r} without one"
-        )
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    if not blocks:
-        raise ValueError(
-            "config_from_model needs a ViT with transformer blocks. "
-            f"Received: model {model.name!r} without a TransformerBlock"
-        )
-    head, pre_logits = layers.get("head"), layers.get("pre_logits")
-    activation = head.get_config()["activation"] if head is not None else None
-    if "classifier_activation" in layers:  # distilled heads: the activation after the average
-        activation = layers["classifier_activation"].get_config()["activation"]
-    _, height, width, channels = model.input_shape
-    stem = _stem_fields(model, encoder)
-    if encoder.dynamic_image_size:  # the size the position embedding is made for
-        units = stem.get("resnet_units")
-        stride = 1 if units is None else variants.resnet_stride(units)
-        height, width = (stride * size for size in encoder.image_size)
-    first, last = blocks[0], blocks[-1]
-    return cls(
-        patch_size=encoder.patch_size,
-        num_layers=len(blocks),
-        hidden_dim=encoder.hidden_dim,
-        mlp_dim=first.mlp_dim,
-        num_heads=first.num_heads,
-        image_size=(height, width),
-        num_channels=channels,
-        dynamic_image_size=encoder.dynamic_image_size,
-        include_top=head is not None,
-        pooling=_pooling_of(model, layers),
-        representation_size=pre_logits.units if pre_logits is not None else None,
-        classifier_activation=None if activation == "linear" else activation,
-        fc_norm="fc_norm" in layers or "encoder_norm" not in layers,
-        class_token=encoder.class_token,
-        position_embedding=encoder.position_embedding,
-        dropout_rate=encoder.dropout_rate,
-        attention_dropout_rate=first.attention_dropout_rate,
-        drop_path_rate=last.drop_path_rate,
-        approximate_gelu=first.approximate_gelu,
-        layer_norm_epsilon=first.layer_norm_epsilon,
-        layer_scale_init_value=first.layer_scale_init_value,
-        remat=first.remat,
-        num_register_tokens=encoder.num_register_tokens,
-        distillation_token=encoder.distillation_token,
-        prefix_position_embedding=encoder.prefix_position_embedding,
-        pre_norm="pre_norm" in layers,
-        qk_norm=first.qk_norm,
-        activation=first.activation,
-        name=model.name,
-        **({"num_classes": head.units} if head is not None else {}),
-        **stem,
-    )
-
-
-def _pooling_of(model, layers):
-    """The `pooling` field of a built model: its pooling layer's kind, or None."""
-    pooling = layers.get("pooling")
-    if not isinstance(pooling, (TokenPooling, MAPHead)):
-        found = [layer for layer in model.layers if isinstance(layer, (TokenPooling, MAPHead))]
-        pooling = found[0] if found else None
-    if pooling is None:
-        return None
-    if isinstance(pooling, MAPHead):
-        return "map"
-    return "gap" if pooling.pooling == "gap" else "token"

@@ -1,24 +1,70 @@
-"""The one transformer: patch encoder -> blocks -> norm -> pooling -> head, from a `ViTConfig`.
+"""The one transformer, `VisionTransformer`: patch encoder -> blocks -> norm -> pooling -> head.
 
-Plain and hybrid models differ only in their stem (`keras_vit.models.stems`); masked-patch
-pre-training (`keras_vit.mpp`) reuses `make_patch_encoder` and `apply_blocks`.
+`VisionTransformer` is the model every builder returns: a functional `keras.Model` subclass in
+the style of KerasHub's `Backbone`. `__init__` takes a `ViTConfig` and builds the graph
+(`build_graph`); `get_config` / `from_config` round-trip through that config (`.keras` files),
+with the dtype policies of mixed precision and quantized layers. Plain and hybrid models differ
+only in their stem (`keras_vit.models.stems`); masked-patch pre-training (`keras_vit.models.mpp`)
+reuses `make_patch_encoder` and `apply_blocks`.
 
-Layer names (what checkpoint converters map): `patch_encoder`, `pre_norm` (optional),
-`encoderblock_{i}`, `encoder_norm` (absent with `fc_norm`), `pooling` (`TokenPooling` or
-`MAPHead`), `fc_norm` (optional), `pre_logits` (optional), `head`; a distilled model's
-classifier is `head` on the class token (`pooling`) and `head_dist` on the distillation token
-(`pooling_dist`), averaged by `head_average` (then `classifier_activation`, if any).
+Consumers (weight loaders, LoRA, quantization, export, inspection, `feature_extractor`) find
+the parts by role, properties of the model:
+
+- `config`: the `ViTConfig`;
+- `stem`: None (plain ViT), the `backbone` model, or a functional view images -> ResNet
+  feature map (sharing the stem's layers);
+- `patch_encoder`: the `PatchEncoder`;
+- `pre_norm`: the LayerNorm before the blocks, or None;
+- `blocks`: the `TransformerBlock`s in depth order;
+- `final_norm`: the LayerNorm after the blocks, or None with `fc_norm`;
+- `pooling`: the `TokenPooling` / `MAPHead` (the class-token pooling of a distilled model),
+  or None with `pooling=None`;
+- `fc_norm`: the LayerNorm on the pooled vector, or None;
+- `pre_logits`: the Dense + tanh pre-logits layer, or None;
+- `head`: the classifier Dense, or None without a top; `heads`: every classifier (`head`, and
+  `head_dist` of a distilled model), in that order;
+- `output_activation`: a distilled model's `classifier_activation` layer (after the averaged
+  heads), or None.
+
+Layer names (what the checkpoint name tables map; the constants below): `patch_encoder`,
+`pre_norm`, `encoderblock_{i}`, `encoder_norm`, `pooling` (`TokenPooling` or `MAPHead`),
+`fc_norm`, `pre_logits`, `head`; a distilled model's classifier is `head` on the class token
+(`pooling`) and `head_dist` on the distillation token (`pooling_dist`), averaged by
+`head_average` (then `classifier_activation`, if any); the ResNet stem's are in
+`keras_vit.layers.resnet`.
 """
-
-import os
 
 import keras
 
 from keras_vit.layers import MAPHead, PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
+from keras_vit.models import pretrained
+from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
 
+# The layer names of the roles (`VisionTransformer` finds its parts by them; the checkpoint
+# name tables map them). Block `i` is `BLOCK_NAME.format(i)`.
+PATCH_ENCODER = "patch_encoder"
+PRE_NORM = "pre_norm"
+BLOCK_NAME = "encoderblock_{}"
+FINAL_NORM = "encoder_norm"
+POOLING = "pooling"
+POOLING_DIST = "pooling_dist"
+FC_NORM = "fc_norm"
+PRE_LOGITS = "pre_logits"
+HEAD = "head"
+HEAD_DIST = "head_dist"
+HEAD_AVERAGE = "head_average"
+CLASSIFIER_ACTIVATION = "classifier_activation"
 
-def make_patch_encoder(config, **kwargs):
+
+def _default_dtype(name):
+    """Without a model's policies: every layer takes the global dtype policy."""
+    del name
+    return None
+
+
+def make_patch_encoder(config, dtype=None, **kwargs):
     """The `PatchEncoder` named `patch_encoder` of `config`; `kwargs` e.g. `use_mask_embedding`."""
     return PatchEncoder(
         config.hidden_dim,
@@ -26,7 +72,8 @@ def make_patch_encoder(config, **kwargs):
         class_token=config.class_token,
         position_embedding=config.position_embedding,
         dropout_rate=config.dropout_rate,
-        name="patch_encoder",
+        name=PATCH_ENCODER,
+        dtype=dtype,
         **encoder_options(config),
         **kwargs,
     )
@@ -61,18 +108,26 @@ def num_prefix_tokens(config):
     return int(config.class_token) + int(config.distillation_token) + config.num_register_tokens
 
 
-def apply_blocks(tokens, config):
+def _layer_norm(config, name, dtype_of):
+    return keras.layers.LayerNormalization(
+        epsilon=config.layer_norm_epsilon, name=name, dtype=dtype_of(name)
+    )
+
+
+def apply_blocks(tokens, config, dtype_of=_default_dtype):
     """`pre_norm`, `encoderblock_0` ... `encoderblock_{L-1}` and `encoder_norm` on tokens.
 
     `pre_norm` only with `config.pre_norm`; no `encoder_norm` with `config.fc_norm` (the
-    final norm then follows the pooling).
+    final norm then follows the pooling). `dtype_of(layer name)` gives each layer's dtype
+    policy (None: the global policy).
     """
     x = tokens
     if config.pre_norm:
-        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="pre_norm")(x)
+        x = _layer_norm(config, PRE_NORM, dtype_of)(x)
     for i in range(config.num_layers):
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
+        name = BLOCK_NAME.format(i)
         x = TransformerBlock(
             num_heads=config.num_heads,
             mlp_dim=config.mlp_dim,
@@ -84,13 +139,12 @@ def apply_blocks(tokens, config):
             layer_scale_init_value=config.layer_scale_init_value,
             remat=config.remat,
             **_block_options(config),
-            name=f"encoderblock_{i}",
+            name=name,
+            dtype=dtype_of(name),
         )(x)
     if config.fc_norm:
         return x
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="encoder_norm")(
-        x
-    )
+    return _layer_norm(config, FINAL_NORM, dtype_of)(x)
 
 
 def _block_options(config):
@@ -103,7 +157,7 @@ def _block_options(config):
     return options
 
 
-def _pool(x, config):
+def _pool(x, config, dtype_of):
     """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set)."""
     prefix = num_prefix_tokens(config)
     if config.pooling == "map":
@@ -114,82 +168,270 @@ def _pool(x, config):
             activation=config.activation,
             approximate_gelu=config.approximate_gelu,
             num_prefix_tokens=prefix,
-            name="pooling",
+            name=POOLING,
+            dtype=dtype_of(POOLING),
         )(x)
     else:
         kind = "token_distillation" if config.distillation_token else config.pooling
-        x = TokenPooling(kind, num_prefix_tokens=prefix, name="pooling")(x)
+        x = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))(x)
     if config.fc_norm:
-        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="fc_norm")(x)
+        x = _layer_norm(config, FC_NORM, dtype_of)(x)
     return x
 
 
-def _head_dtype():
+def head_dtype(policy):
     """float32 under a mixed-precision policy: float32 logits (and softmax), as Keras advises."""
-    return "float32" if keras.config.dtype_policy().name.startswith("mixed_") else None
+    policy = keras.dtype_policies.get(policy)
+    if policy.compute_dtype != policy.variable_dtype:
+        return "float32"
+    return policy
 
 
-def _classifier(config, name="head", activation=None):
+def _classifier(config, dtype_of, name=HEAD, activation=None):
     return keras.layers.Dense(
         config.num_classes,
         activation=activation,
         kernel_initializer="zeros",
         bias_initializer="zeros",
-        dtype=_head_dtype(),
+        dtype=dtype_of(name),
         name=name,
     )
 
 
-def _distilled_head(x, config):
+def _distilled_head(x, config, dtype_of):
     """DeiT: `(head(class token) + head_dist(distillation token)) / 2` (timm's eval output)."""
     prefix = num_prefix_tokens(config)
-    logits = _classifier(config)(TokenPooling("token", prefix, name="pooling")(x))
-    logits_dist = _classifier(config, "head_dist")(
-        TokenPooling("distillation", prefix, name="pooling_dist")(x)
+    pool = TokenPooling("token", prefix, name=POOLING, dtype=dtype_of(POOLING))
+    pool_dist = TokenPooling("distillation", prefix, name=POOLING_DIST, dtype=dtype_of(POOLING))
+    logits = _classifier(config, dtype_of)(pool(x))
+    logits_dist = _classifier(config, dtype_of, HEAD_DIST)(pool_dist(x))
+    out = keras.layers.Average(dtype=dtype_of(HEAD_AVERAGE), name=HEAD_AVERAGE)(
+        [logits, logits_dist]
     )
-    out = keras.layers.Average(dtype=_head_dtype(), name="head_average")([logits, logits_dist])
     if config.classifier_activation is not None:
         out = keras.layers.Activation(
-            config.classifier_activation, dtype=_head_dtype(), name="classifier_activation"
+            config.classifier_activation,
+            dtype=dtype_of(CLASSIFIER_ACTIVATION),
+            name=CLASSIFIER_ACTIVATION,
         )(out)
     return out
 
 
-def build_encoder(inputs, features, config):
+def build_outputs(features, config, dtype_of=_default_dtype):
     """Assembles the transformer part on top of `features` (images, or a stem's feature map).
 
     Args:
-        inputs: the functional model input.
         features: functional `(B, h, w, c)` tensor the patch encoder reads.
         config: a `keras_vit.models.config.ViTConfig`.
+        dtype_of: callable mapping a layer name to its dtype policy (None: the global one).
 
     Returns:
-        A functional `keras.Model` named `config.name`.
+        The functional output tensor.
     """
-    x = apply_blocks(make_patch_encoder(config)(features), config)
+    x = make_patch_encoder(config, dtype=dtype_of(PATCH_ENCODER))(features)
+    x = apply_blocks(x, config, dtype_of)
     if config.include_top and config.distillation_token:
-        return keras.Model(inputs, _distilled_head(x, config), name=config.name)
+        return _distilled_head(x, config, dtype_of)
     if config.pooling is not None:
-        x = _pool(x, config)
+        x = _pool(x, config, dtype_of)
     if config.include_top:
         if config.representation_size:
             x = keras.layers.Dense(
-                config.representation_size, activation="tanh", name="pre_logits"
+                config.representation_size,
+                activation="tanh",
+                name=PRE_LOGITS,
+                dtype=dtype_of(PRE_LOGITS),
             )(x)
-        x = _classifier(config, activation=config.classifier_activation)(x)
-    return keras.Model(inputs, x, name=config.name)
+        x = _classifier(config, dtype_of, activation=config.classifier_activation)(x)
+    return x
+
+
+def build_graph(config, dtype_of=_default_dtype):
+    """The functional `(inputs, outputs)` of the model `config` describes (plain or hybrid).
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> inputs, outputs = build_graph(ViTConfig.from_variant("mu/8", image_size=32))
+    >>> outputs.shape
+    (None, 1000)
+    """
+    size = (None, None) if config.dynamic_image_size else config.image_size
+    inputs = keras.Input((*size, config.num_channels), name="images")
+    features = stem_features(inputs, config, dtype_of(None))
+    return inputs, build_outputs(features, config, dtype_of)
+
+
+# Layers that compute in float32 under a mixed-precision policy (float32 logits).
+_HEAD_LAYERS = (HEAD, HEAD_DIST, HEAD_AVERAGE, CLASSIFIER_ACTIVATION)
+
+
+def _policy_of(default, recorded, name):
+    """The dtype of layer `name`: its recorded (quantized) policy or a map of its recorded
+    sublayers', float32 for the heads under mixed precision, else the model's policy."""
+    policy = recorded_dtype(default, recorded, name)
+    if policy is default and name in _HEAD_LAYERS:
+        return head_dtype(default)
+    return policy
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class VisionTransformer(keras.Model):
+    """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
+
+    What `keras_vit.ViT`, the named builders (`ViTB16`, `ViTR50B16`, ...) and
+    `keras_vit.load_model` return. Prefer the builders; this class is the model they make.
+
+    Args:
+        config: a `keras_vit.models.ViTConfig` (or the dict `ViTConfig.to_dict` writes).
+        dtype: optional dtype policy of the model's layers (the classifier computes in float32
+            under a mixed policy); a `keras.dtype_policies.DTypePolicyMap` also gives the
+            policies of quantized layers, keyed by their path in the model (what `get_config`
+            writes for a quantized model). Defaults to None (the global policy).
+        **kwargs: `name` (defaults to `config.name`) and `trainable`.
+
+    Attributes (roles):
+        config, stem, patch_encoder, pre_norm, blocks, final_norm, pooling, fc_norm,
+        pre_logits, head, heads, output_activation: see the module docstring.
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> model = VisionTransformer(ViTConfig.from_variant("mu/8", image_size=32, num_classes=10))
+    >>> model.name, model.output_shape, len(model.blocks)
+    ('vit_mu8', (None, 10), 2)
+    >>> model.patch_encoder.grid_size, model.final_norm.name, model.stem is None
+    ((4, 4), 'encoder_norm', True)
+
+    Reference:
+        Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words", Sec. 3.1.
+    """
+
+    def __init__(self, config, *, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = ViTConfig.from_dict(config)
+        if not isinstance(config, ViTConfig):
+            raise ValueError(
+                "VisionTransformer needs a keras_vit.models.ViTConfig. "
+                f"Received: config={config!r}"
+            )
+        options = {"dtype": dtype}
+        recorded = split_dtype(options)
+        default = keras.dtype_policies.get(options["dtype"] or keras.config.dtype_policy())
+        inputs, outputs = build_graph(
+            config, lambda name: _policy_of(default, recorded, name) if name else default
+        )
+        kwargs.setdefault("name", config.name)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=default, **kwargs)
+        self._vit_config = config
+
+    @property
+    def config(self):
+        """The `ViTConfig` the model was built from."""
+        return self._vit_config
+
+    def get_config(self):
+        policy = self.dtype_policy
+        quantized = quantized_sublayers(self)
+        if quantized:
+            policy = keras.dtype_policies.DTypePolicyMap(policy, quantized)
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(policy),
+            "config": self.config.to_dict(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(ViTConfig.from_dict(config.pop("config")), **config)
+
+    def _optional(self, name):
+        try:
+            return self.get_layer(name)
+        except ValueError:
+            return None
+
+    @property
+    def stem(self):
+        """What feeds the patch encoder: None (images), the `backbone`, or a ResNet view.
+
+        The view is a functional `keras.Model` from the images to the ResNet feature map that
+        shares the model's stem layers (a new view on each access).
+        """
+        if not self.config.is_hybrid:
+            return None
+        if self.config.backbone is not None:
+            return self.get_layer(self.config.backbone.name)
+        return keras.Model(self.inputs[0], self.patch_encoder.input, name=f"{self.name}_stem")
+
+    @property
+    def patch_encoder(self):
+        """The `PatchEncoder` (patch projection, prefix tokens, position embedding)."""
+        return self.get_layer(PATCH_ENCODER)
+
+    @property
+    def pre_norm(self):
+        """The LayerNorm before the blocks (CLIP's `norm_pre`), or None."""
+        return self.get_layer(PRE_NORM) if self.config.pre_norm else None
+
+    @property
+    def blocks(self):
+        """The `TransformerBlock`s, first to last."""
+        return [self.get_layer(BLOCK_NAME.format(i)) for i in range(self.config.num_layers)]
+
+    @property
+    def final_norm(self):
+        """The LayerNorm on the token sequence after the blocks, or None (with `fc_norm`)."""
+        return None if self.config.fc_norm else self.get_layer(FINAL_NORM)
+
+    @property
+    def pooling(self):
+        """The pooling layer (`TokenPooling` or `MAPHead`), or None for token outputs."""
+        return self._optional(POOLING)
+
+    @property
+    def fc_norm(self):
+        """The LayerNorm on the pooled vector (timm's `fc_norm`), or None."""
+        return self._optional(FC_NORM)
+
+    @property
+    def pre_logits(self):
+        """The pre-logits Dense (+ tanh), or None."""
+        return self._optional(PRE_LOGITS)
+
+    @property
+    def head(self):
+        """The classifier Dense (on the class token of a distilled model), or None."""
+        return self._optional(HEAD)
+
+    @property
+    def heads(self):
+        """Every classifier Dense: `[head]`, `[head, head_dist]` (distilled), or `[]`."""
+        found = (self._optional(name) for name in (HEAD, HEAD_DIST))
+        return [layer for layer in found if layer is not None]
+
+    @property
+    def output_activation(self):
+        """A distilled model's activation after the averaged heads, or None.
+
+        (A single head applies `classifier_activation` itself: `head.activation`.)
+        """
+        return self._optional(CLASSIFIER_ACTIVATION)
 
 
 def build_model(config, weights=None):
-    """Builds the model `config` describes (plain or hybrid) and loads `weights` into it.
+    """Builds the `VisionTransformer` `config` describes and loads `weights` into it.
 
     Args:
         config: a `keras_vit.models.config.ViTConfig`.
-        weights: None or a path, see `load_weights` (preset names are resolved by
+        weights: None or a path to an official `.npz` or a `.weights.h5` file (see
+            `keras_vit.models.pretrained.load_weights`; preset names are resolved by
             `keras_vit.ViT`). Defaults to None.
 
     Returns:
-        A functional `keras.Model` taking `(B, H, W, C)` images.
+        A `VisionTransformer` taking `(B, H, W, C)` images.
 
     Example:
 
@@ -197,38 +439,4 @@ def build_model(config, weights=None):
     >>> build_model(ViTConfig.from_variant("mu/8", image_size=32, num_classes=10)).output_shape
     (None, 10)
     """
-    size = (None, None) if config.dynamic_image_size else config.image_size
-    inputs = keras.Input((*size, config.num_channels), name="images")
-    model = build_encoder(inputs, stem_features(inputs, config), config)
-    return load_weights(model, weights)
-
-
-def load_weights(model, weights):
-    """Loads `weights` (None, an official `.npz` or a `.weights.h5` path) into `model`.
-
-    Preset names (`"imagenet21k"`, ...) are resolved to a file by `ViT` (see
-    `keras_vit.presets`) before the model is built; this function takes the path.
-
-    `.npz` files go through `keras_vit.checkpoints.load_npz` (strict, position
-    embedding resampled to the model's grid, head kept when the class count
-    differs, `pre_logits` dropped unless the model has `representation_size`).
-    """
-    if weights is None:
-        return model
-    expected = (
-        "None, a preset name (see keras_vit.list_weights) or a path to an official .npz "
-        "checkpoint or a .weights.h5 file"
-    )
-    if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(f"weights must be {expected}. Received: weights={weights!r}")
-    path = os.fspath(weights)
-    if not path.endswith((".npz", ".weights.h5")):
-        raise ValueError(f"weights must be {expected}. Received: weights={path!r}")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Weights file not found: {path!r}")
-    if path.endswith(".npz"):
-        from keras_vit.weights.npz import load_npz
-
-        return load_npz(model, path)
-    model.load_weights(path)
-    return model
+    return pretrained.load_weights(VisionTransformer(config), weights)

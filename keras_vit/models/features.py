@@ -7,25 +7,10 @@ detection) and probing read the blocks' raw outputs, before the final norm.
 
 import keras
 
-from keras_vit.layers import PatchEncoder, TokenGrid, TransformerBlock
+from keras_vit.layers import TokenGrid
+from keras_vit.models.encoder import VisionTransformer
 
 OUTPUTS = ("spatial", "tokens")
-
-
-def _blocks(model):
-    blocks = {}
-    for layer in model.layers:
-        if isinstance(layer, TransformerBlock) and layer.name.startswith("encoderblock_"):
-            index = layer.name[len("encoderblock_") :]
-            if index.isdigit():
-                blocks[int(index)] = layer
-    if not blocks or sorted(blocks) != list(range(len(blocks))):
-        raise ValueError(
-            "feature_extractor needs a ViT built by keras_vit (TransformerBlock layers named "
-            f"encoderblock_0 ... encoderblock_{{L-1}}). Received: model {model.name!r} with "
-            f"blocks {sorted(blocks)}"
-        )
-    return [blocks[i] for i in range(len(blocks))]
 
 
 def take_indices(num_blocks, indices):
@@ -90,7 +75,7 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
         `norm=False`).
 
     Raises:
-        ValueError: a model without keras_vit blocks or patch encoder, an index out of
+        ValueError: a model that is not a keras_vit `VisionTransformer`, an index out of
             range, or an unknown `output`.
 
     Example:
@@ -104,19 +89,13 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
     """
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}. Received: output={output!r}")
-    if not isinstance(model, keras.Model):
+    if not isinstance(model, VisionTransformer):
         raise ValueError(
-            "feature_extractor needs a keras.Model built by keras_vit.ViT. "
-            f"Received: {type(model).__name__}"
+            "feature_extractor needs a model built by keras_vit (a VisionTransformer, e.g. "
+            f"from keras_vit.ViT or keras_vit.load_model). Received: {type(model).__name__} "
+            f"{getattr(model, 'name', '')!r}"
         )
-    blocks = _blocks(model)
-    encoders = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
-    if len(encoders) != 1:
-        raise ValueError(
-            "feature_extractor needs a ViT with one PatchEncoder. "
-            f"Received: model {model.name!r} with {len(encoders)}"
-        )
-    encoder = encoders[0]
+    blocks, encoder = model.blocks, model.patch_encoder
     outputs = []
     for index in take_indices(len(blocks), indices):
         tokens = blocks[index].output

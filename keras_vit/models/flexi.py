@@ -20,7 +20,7 @@ from keras import ops
 
 from keras_vit.layers import PatchEncoder
 from keras_vit.layers._checks import check_positive_int_pair
-from keras_vit.models.config import config_from_model
+from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 
 
@@ -40,7 +40,7 @@ def _check_patch_sizes(patch_sizes):
 def _dynamic_copy(model):
     """`model` itself if it takes any image size, else the same ViT rebuilt dynamic (weights
     copied), so that its blocks take any token count."""
-    config = config_from_model(model)
+    config = ViTConfig.from_model(model)
     if config.dynamic_image_size:
         return model
     copy = build_model(dataclasses.replace(config, dynamic_image_size=True))

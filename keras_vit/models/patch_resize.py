@@ -4,22 +4,20 @@ import dataclasses
 
 import keras
 
-from keras_vit.layers import PatchEncoder
 from keras_vit.layers.patch_resize import PATCH_INTERPOLATIONS, resample_patch_embedding
 from keras_vit.layers.position_embedding import INTERPOLATIONS
-from keras_vit.models.config import config_from_model
-from keras_vit.models.encoder import build_model
+from keras_vit.models.encoder import VisionTransformer, build_model
 from keras_vit.models.flexi import FlexiViT
 
 
 def _patch_encoder(model):
-    found = [layer for layer in model.layers if isinstance(layer, PatchEncoder)]
-    if len(found) != 1:
+    if not isinstance(model, VisionTransformer):
         raise ValueError(
-            "with_patch_size needs a model built by keras_vit.ViT, with one PatchEncoder. "
-            f"Received: model {model.name!r} with {len(found)}"
+            "with_patch_size needs a model built by keras_vit.ViT (a VisionTransformer, whose "
+            f"PatchEncoder it resizes). Received: {type(model).__name__} "
+            f"{getattr(model, 'name', '')!r}"
         )
-    return found[0]
+    return model.patch_encoder
 
 
 def with_patch_size(
@@ -87,13 +85,12 @@ def with_patch_size(
         raise ValueError(
             f"with_patch_size needs a keras.Model built by keras_vit.ViT. Received: {model!r}"
         )
-    config = config_from_model(source)
+    old_encoder = _patch_encoder(source)
+    config = source.config
     changes = {"patch_size": patch_size}
     if image_size is not None:
         changes["image_size"] = image_size
     target = build_model(dataclasses.replace(config, **changes))
-    old_encoder = _patch_encoder(source)
-    _patch_encoder(target)  # the same check on the rebuilt model
     old_layers, new_layers = source.layers, target.layers
     if [type(layer) for layer in old_layers] != [type(layer) for layer in new_layers]:
         raise ValueError(  # a model edited after building (e.g. LoRA-enabled or quantized)

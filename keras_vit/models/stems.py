@@ -51,13 +51,15 @@ def _backbone_features(backbone, inputs, config):
     return features
 
 
-def stem_features(inputs, config):
+def stem_features(inputs, config, dtype=None):
     """The tensor the patch encoder reads: `inputs` itself, a ResNet feature map or a backbone's.
 
     Args:
         inputs: functional `(B, H, W, C)` images.
         config: a `keras_vit.models.config.ViTConfig` (validated: only the backbone's output
             is checked here, since it is known once the backbone runs).
+        dtype: optional dtype policy of the ResNet stem's layers (a `backbone` keeps its own).
+            Defaults to None (the global policy).
 
     Returns:
         A functional `(B, h, w, c)` tensor.
@@ -73,5 +75,6 @@ def stem_features(inputs, config):
             conv_epsilon=config.resnet_conv_epsilon,
             conv_epsilon_mode=config.resnet_conv_epsilon_mode,
             norm_epsilon=config.resnet_norm_epsilon,
+            dtype=dtype,
         )
     return inputs

@@ -1,22 +1,41 @@
 """The size table and variant codes: `"B/16"`, `"S/32"`, `"R50+B/16"`, `"mu/8"`, ...
 
-Variants are data: one table maps a size code to its numbers (Table 1 of the
-paper, plus Ti and S from DeiT / AugReg, and a tiny `"mu"` for tests), and a
-code `"SIZE/PATCH"` picks a size and a patch size. Hybrid codes
+Variants are data: one table (`SIZES`, the package's only size table) maps a
+size code to its numbers (Table 1 of the paper, Ti and S from DeiT / AugReg,
+big_vision's M, So400m, g and G, the other sizes of timm under timm's words,
+and a tiny `"mu"` for tests), and a code `"SIZE/PATCH"` picks a size and a
+patch size. Hybrid codes
 `"R{depth}+SIZE/STRIDE"` put a BiT ResNet stem in front; the official ones are
 listed explicitly because their names do not always spell their stride.
 """
 
 import re
 
-SIZES = {
-    "mu": dict(num_layers=2, hidden_dim=32, mlp_dim=64, num_heads=2),
-    "Ti": dict(num_layers=12, hidden_dim=192, mlp_dim=768, num_heads=3),
-    "S": dict(num_layers=12, hidden_dim=384, mlp_dim=1536, num_heads=6),
-    "B": dict(num_layers=12, hidden_dim=768, mlp_dim=3072, num_heads=12),
-    "L": dict(num_layers=24, hidden_dim=1024, mlp_dim=4096, num_heads=16),
-    "H": dict(num_layers=32, hidden_dim=1280, mlp_dim=5120, num_heads=16),
+# code: (num_layers, hidden_dim, mlp_dim, num_heads); where from, and timm's word for it.
+_SIZE_TABLE = {
+    "mu": (2, 32, 64, 2),  # tiny, for tests
+    "Ti": (12, 192, 768, 3),  # DeiT / AugReg; timm "tiny"
+    "S": (12, 384, 1536, 6),  # DeiT / AugReg; timm "small"
+    "M": (12, 512, 2048, 8),  # big_vision; timm "medium"
+    "B": (12, 768, 3072, 12),  # the paper's Table 1; timm "base"
+    "L": (24, 1024, 4096, 16),  # Table 1; timm "large"
+    "H": (32, 1280, 5120, 16),  # Table 1; timm "huge"
+    "So400m": (27, 1152, 4304, 16),  # SigLIP's shape-optimised; timm "so400m"
+    "g": (40, 1408, 6144, 16),  # big_vision giant; timm "giant"
+    "G": (48, 1664, 8192, 16),  # big_vision gigantic; timm "gigantic"
+    # timm's other sizes (timm's vision_transformer.py), under timm's own words.
+    "xsmall": (10, 256, 1024, 4),
+    "wee": (14, 256, 1280, 4),
+    "little": (14, 320, 1792, 5),
+    "mediumd": (20, 512, 2048, 8),
+    "betwixt": (12, 640, 2560, 10),
+    "base_plus": (12, 896, 3584, 14),
+    "so150m": (18, 896, 2304, 14),
+    "so150m2": (21, 832, 2176, 13),
+    "giantopt": (40, 1536, 6144, 16),
 }
+SIZE_FIELDS = ("num_layers", "hidden_dim", "mlp_dim", "num_heads")
+SIZES = {code: dict(zip(SIZE_FIELDS, row, strict=True)) for code, row in _SIZE_TABLE.items()}
 
 # ResNet units per stage for each stem depth code (BiT ResNetV2, bottleneck units).
 RESNET_DEPTHS = {
@@ -37,8 +56,9 @@ OFFICIAL_HYBRIDS = {
     "R+Ti/16": dict(size="Ti", resnet_units=(), patch_size=8),
 }
 
-_PLAIN = re.compile(r"^(?P<size>[A-Za-z]+)/(?P<patch>\d+)$")
-_HYBRID = re.compile(r"^(?P<depth>R\d*)\+(?P<size>[A-Za-z]+)/(?P<stride>\d+)$")
+_SIZE_CODE = r"(?P<size>[A-Za-z][A-Za-z0-9_]*)"
+_PLAIN = re.compile(rf"^{_SIZE_CODE}/(?P<patch>\d+)$")
+_HYBRID = re.compile(rf"^(?P<depth>R\d*)\+{_SIZE_CODE}/(?P<stride>\d+)$")
 
 
 def resnet_stride(resnet_units):

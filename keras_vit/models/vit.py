@@ -1,13 +1,13 @@
-"""`ViT(...)`: the functional Vision Transformer builder (plain and hybrid) and the named ones.
+"""`ViT(...)`: the Vision Transformer builder (plain and hybrid) and the named ones.
 
 `ViT` turns its arguments into one `keras_vit.models.config.ViTConfig` and builds it with
-`keras_vit.models.encoder.build_model`; hybrid codes only change the stem.
+`keras_vit.models.encoder.build_model` (a `VisionTransformer`); hybrid codes only change the
+stem. Preset names in `weights=` are resolved through `keras_vit.models.pretrained`.
 """
 
-from keras_vit.models import variants
+from keras_vit.models import pretrained, variants
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
-from keras_vit.models.encoder import build_model, load_weights
-from keras_vit.weights import presets
+from keras_vit.models.encoder import build_model
 
 __all__ = [
     "ViT",
@@ -20,13 +20,8 @@ __all__ = [
     "ViTS16",
     "ViTS32",
     "ViTTi16",
-    "build_vit",
-    "load_weights",
     "named_builder",
 ]
-
-# The builder of a config (plain or hybrid), under its former name.
-build_vit = build_model
 
 
 def ViT(
@@ -65,13 +60,17 @@ def ViT(
     name=None,
     **hybrid_kwargs,
 ):
-    """Builds a Vision Transformer as a functional `keras.Model`.
+    """Builds a (plain or hybrid) Vision Transformer, a `VisionTransformer` model.
 
     Args:
         variant: str. Size and patch code: `"Ti/16"`, `"S/16"`, `"S/32"`,
             `"B/8"`, `"B/16"`, `"B/32"`, `"L/16"`, `"L/32"`, `"H/14"` (any
             size with any patch works, plus `"mu"` for tests), or a hybrid
-            code such as `"R50+B/16"`. Defaults to `"B/16"`.
+            code `"R{depth}+SIZE/STRIDE"`: `"R50+B/16"`, `"R50+L/32"`,
+            `"R26+S/32"`, `"R26+B/32"`, `"R+Ti/16"` (official, see
+            `keras_vit.models.variants.OFFICIAL_HYBRIDS`) or e.g. `"R26+B/64"`;
+            a plain code with `resnet_units` or `backbone` also makes a hybrid.
+            Defaults to `"B/16"`.
         image_size: int or (height, width). Input size in pixels. Defaults to
             224, or the resolution of the preset named by `weights`.
         num_classes: int. Classifier outputs (with `include_top`). Defaults to
@@ -80,7 +79,7 @@ def ViT(
             Defaults to True.
         weights: None, a preset name for this variant (`"imagenet21k"`,
             `"imagenet21k+imagenet2012"`, `"augreg_in21k"`,
-            `"augreg_in21k_ft_in1k"`, ...; see `keras_vit.list_weights(variant)`),
+            `"augreg_in21k_ft_in1k"`, ...; see `keras_vit.list_presets(variant)`),
             or a path to an official `.npz` checkpoint or a `.weights.h5` file.
             A preset is downloaded once into the Keras cache (base URL from
             `$KERAS_VIT_WEIGHTS_URL`) and loaded strictly; the model takes the
@@ -147,18 +146,44 @@ def ViT(
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.
-        **hybrid_kwargs: for hybrid codes only, `resnet_units`, `resnet_width`
-            or a `backbone` (see `keras_vit.ViTHybrid`).
+        **hybrid_kwargs: the stem of a hybrid (Sec. 3.1, Hybrid Architecture):
+            resnet_units: optional sequence of int. Units per ResNet stage,
+                overriding the code's (e.g. `(1, 1)` for tests, `()` for the root
+                only). Stage 1 has stride 1 and every later stage stride 2,
+                after the root's stride 4.
+            resnet_width: int. Root width of the ResNet (64 = the official width
+                factor 1); stage `s` has bottleneck width `resnet_width * 2**(s-1)`
+                and outputs 4x that. Defaults to 64.
+            resnet_groups: int. GroupNorm groups in the ResNet (32 in the
+                official models); must divide `resnet_width`. Defaults to 32.
+            resnet_conv_epsilon, resnet_conv_epsilon_mode, resnet_norm_epsilon:
+                the stem's numerics: `StdConv2D` `epsilon` / `epsilon_mode` and
+                the GroupNorm epsilon. Default to the official 1e-5, `"std"`,
+                1e-6 (timm's hybrids: 1e-8, `"variance"`, 1e-5;
+                `keras_vit.from_timm` sets them).
+            backbone: optional Keras model mapping `(B, H, W, C)` images to one
+                rank-4 `(B, h, w, c)` feature map (a functional CNN, or a
+                `keras.applications` model with `include_top=False`), used
+                instead of the ResNet stem; its static output grid sets the
+                token grid (with the variant's `patch_size` applied to it: use a
+                hybrid code or `patch_size=1` for one token per feature-map cell).
 
     Returns:
-        A functional `keras.Model` taking `(B, H, W, C)` images in [-1, 1]
-        (see `keras_vit.preprocess_input`).
+        A `keras_vit.models.VisionTransformer` (a functional `keras.Model`) taking
+        `(B, H, W, C)` images in [-1, 1] (see `keras_vit.preprocess_input`); its
+        parts by role: `model.patch_encoder`, `model.blocks`, `model.head`, ...;
+        ResNet layers are named like the official checkpoint (`conv_root`,
+        `gn_root`, `block1_unit1_conv1`, ...).
 
     Example:
 
     >>> model = ViT("mu/8", image_size=32, num_classes=10)
     >>> model.output_shape
     (None, 10)
+    >>> hybrid = ViT("mu/1", resnet_units=(1, 1), resnet_width=8,
+    ...     resnet_groups=4, image_size=32, num_classes=10)
+    >>> hybrid.patch_encoder.grid_size
+    (4, 4)
 
     Reference:
         Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words", Sec. 3.1.
@@ -172,18 +197,7 @@ def ViT(
             f"ViT() got unexpected keyword arguments {unknown}. "
             f"Hybrid arguments are {list(HYBRID_KWARGS)}."
         )
-    if presets.is_preset_name(weights):
-        weights, image_size, num_classes, representation_size = presets.resolve_builder_weights(
-            variant,
-            weights,
-            image_size=image_size,
-            num_classes=num_classes,
-            include_top=include_top,
-            representation_size=representation_size,
-        )
-        arguments.update(
-            image_size=image_size, num_classes=num_classes, representation_size=representation_size
-        )
+    weights, arguments = pretrained.resolve_arguments(variant, weights, arguments)
     config = ViTConfig.from_variant(variant, **arguments, **hybrid_kwargs)
     return build_model(config, weights)
 
@@ -197,7 +211,7 @@ _BUILDER_DOC = (
     `classifier_activation`, dropout rates, size overrides, ...).
 
     Returns:
-        A functional `keras.Model` named `"{name}"`.
+        A `VisionTransformer` named `"{name}"`.
 
     Example:
 

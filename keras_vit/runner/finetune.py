@@ -23,7 +23,7 @@ preset 98.1-99.0% on CIFAR-10 (Table 2/5, ViT-B/16 ImageNet-21k).
 rebuilt at the new image size with the same architecture, every layer copied by name, the
 position embedding resampled (`PatchEncoder.load_position_embedding`), `pre_logits` dropped and
 the head re-created with zeros. `--weights FILE.npz` loads an official checkpoint through
-`keras_vit.checkpoints.load_npz` (architecture from `--model`).
+`keras_vit.weights.npz.load_npz` (architecture from `--model`).
 
 `--lora-rank N` fine-tunes with LoRA (`keras_vit.enable_lora` on `--lora-targets`, by default
 the attention's query and value, scale `--lora-alpha / N`): the encoder is frozen, the adapters
@@ -39,7 +39,7 @@ import numpy as np
 
 from keras_vit import saving
 from keras_vit.layers import PatchEncoder
-from keras_vit.models.config import RATES, config_from_model
+from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.vit import ViT
 from keras_vit.runner import pretrain
@@ -113,13 +113,13 @@ def get_config(preset="digits", smoke=False):
 def init_kwargs(source, config):
     """Builder arguments of a fine-tuning model that keeps `source`'s architecture.
 
-    The sizes and encoder fields of `config_from_model(source)`, its channels, and its pooling:
+    The sizes and encoder fields of `ViTConfig.from_model(source)`, its channels, and its pooling:
     a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
     class token if it has one, else with global average pooling. The regularisation rates are
     the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
     at the builder defaults.
     """
-    arch = config_from_model(source)
+    arch = ViTConfig.from_model(source)
     kwargs = arch.to_kwargs("size", "encoder")
     for rate in RATES:
         kwargs.pop(rate)
@@ -256,12 +256,12 @@ def build_lora_model(num_classes, config):
     rank, targets, alpha = settings
     lora.enable_lora(model, rank, targets=targets, alpha=alpha)
     trainable = int(sum(np.prod(w.shape) for w in model.trainable_weights))
-    return model, dict(info, lora=dict(lora.lora_config(model), trainable_params=trainable))
+    return model, dict(info, lora=dict(lora.get_lora_settings(model), trainable_params=trainable))
 
 
 def save_adapters(model, setup):
     """The `finish` hook of a LoRA run: the adapters and head in `out/lora.npz` (process 0)."""
-    if lora.lora_config(model) is None:
+    if lora.get_lora_settings(model) is None:
         return {}
     path = os.path.join(setup.out, "lora.npz")
     if multihost.is_chief():

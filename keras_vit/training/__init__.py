@@ -17,7 +17,7 @@ _NAMES = {
     "solve_ridge": "fewshot",
     "enable_lora": "lora",
     "load_lora_weights": "lora",
-    "lora_config": "lora",
+    "get_lora_settings": "lora",
     "merge_lora": "lora",
     "save_lora_weights": "lora",
     "build_loss": "optimizers",
@@ -43,22 +43,4 @@ def __dir__():
     return sorted(set(globals()) | set(_NAMES))
 
 
-__all__ = [
-    "LinearProbe",
-    "RandomResizedCrop",
-    "WarmupCosineDecay",
-    "WarmupDecay",
-    "WarmupLinearDecay",
-    "build_augmenters",
-    "build_loss",
-    "build_optimizer",
-    "enable_lora",
-    "fewshot_accuracy",
-    "load_lora_weights",
-    "lora_config",
-    "merge_lora",
-    "quantize",
-    "sample_shots",
-    "save_lora_weights",
-    "solve_ridge",
-]
+__all__ = sorted(_NAMES)

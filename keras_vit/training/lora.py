@@ -1,11 +1,11 @@
 """LoRA (low-rank adaptation) of keras_vit models through Keras' own `enable_lora`.
 
 `enable_lora(model, rank)` calls Keras' `layer.enable_lora(rank, lora_alpha=alpha)` on the
-chosen projections of every `TransformerBlock` (by default the attention's `query` and `value`,
-as in Hu et al.) and freezes everything else except the classifier (`head`, and `head_dist` of
-a distilled model). Keras keeps the frozen kernel `W` and learns `lora_kernel_a` (A) and
-`lora_kernel_b` (B, zeros at first, so the outputs are unchanged until training): the layer
-computes with `W + (alpha / rank) * A @ B`.
+chosen projections of every block (`model.blocks`; by default the attention's `query` and
+`value`, as in Hu et al.) and freezes everything else except the classifiers (`model.heads`:
+`head`, and `head_dist` of a distilled model). Keras keeps the frozen kernel `W` and learns
+`lora_kernel_a` (A) and `lora_kernel_b` (B, zeros at first, so the outputs are unchanged until
+training): the layer computes with `W + (alpha / rank) * A @ B`.
 
 Keras factorises the kernel's last axis. For `mlp_dense_1`, `mlp_dense_2` (Dense, `(D, M)` and
 `(M, D)`) and `attention_output` (`(heads, D / heads, D)`) that is the usual rank-`rank` update.
@@ -34,13 +34,11 @@ import zlib
 import keras
 import numpy as np
 
-from keras_vit.layers.transformer_block import TransformerBlock
 from keras_vit.saving import atomic_write
 from keras_vit.weights.loading import dtype_problems
 
 TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
 DEFAULT_TARGETS = ("query", "value")
-HEAD_LAYERS = ("head", "head_dist")
 LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 _META = "__lora__/"
 _FORMAT_VERSION = 1
@@ -71,8 +69,8 @@ def _walk(layer, prefix=""):
 
 
 def transformer_blocks(model):
-    """`[(name, block)]`: the `TransformerBlock`s of `model` (nested models included)."""
-    return [(name, layer) for name, layer in _walk(model) if isinstance(layer, TransformerBlock)]
+    """The `TransformerBlock`s of a keras_vit model, by role (`model.blocks`; [] without)."""
+    return list(getattr(model, "blocks", None) or [])
 
 
 def _check_model(model, caller):
@@ -84,7 +82,7 @@ def _check_model(model, caller):
             f"{caller} adapts the TransformerBlocks of a keras_vit model. Received: model "
             f"{model.name!r} with no TransformerBlock"
         )
-    if not all(block.built for _, block in blocks):
+    if not all(block.built for block in blocks):
         raise ValueError(f"{caller} needs a built model. Received: model {model.name!r} unbuilt")
     return blocks
 
@@ -140,7 +138,7 @@ def _keras_has_lora_alpha():
     return "lora_alpha" in inspect.signature(keras.layers.Dense.enable_lora).parameters
 
 
-def lora_config(model):
+def get_lora_settings(model):
     """The LoRA settings of `model`'s blocks, or None when no block has LoRA.
 
     Args:
@@ -158,13 +156,13 @@ def lora_config(model):
 
     >>> from keras_vit.models.vit import ViT
     >>> model = ViT("mu/8", image_size=16, num_classes=3)
-    >>> lora_config(model) is None
+    >>> get_lora_settings(model) is None
     True
-    >>> lora_config(enable_lora(model, rank=2, alpha=4))
+    >>> get_lora_settings(enable_lora(model, rank=2, alpha=4))
     {'rank': 2, 'alpha': 4.0, 'targets': ('query', 'value')}
     """
     found = set()
-    for _, block in transformer_blocks(model):
+    for block in transformer_blocks(model):
         enabled = tuple(
             t for t in TARGETS if getattr(_target_layer(block, t), "lora_enabled", False)
         )
@@ -197,9 +195,10 @@ def _own_variables(layer):
     return [v for v in layer.weights if id(v) not in nested]
 
 
-def _freeze(layer):
-    """Freezes `layer` except its LoRA matrices, the heads and anything outside LoRA's path."""
-    if layer.name in HEAD_LAYERS:
+def _freeze(layer, heads):
+    """Freezes `layer` except its LoRA matrices, the `heads` (ids of the classifier layers)
+    and anything outside LoRA's path."""
+    if id(layer) in heads:
         return
     if getattr(layer, "lora_enabled", False):
         for variable in layer.weights:
@@ -214,7 +213,7 @@ def _freeze(layer):
     for variable in _own_variables(layer):
         variable.trainable = False
     for sublayer in _sublayers(layer):
-        _freeze(sublayer)
+        _freeze(sublayer, heads)
 
 
 def _reset_compiled(model):
@@ -243,7 +242,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     `lora_kernel_a` and `lora_kernel_b` (zeros at first: the outputs do not change until
     training), computing with `W + (alpha / rank) * A @ B`. Every other weight is frozen
     (layers with `trainable = False`, and the biases of the adapted layers and the blocks'
-    LayerScale one by one) except the layers named `head` and `head_dist` (the classifier).
+    LayerScale one by one) except the classifiers (`model.heads`: `head`, `head_dist`).
     Unfreeze more afterwards with `layer.trainable = True`; `save_lora_weights` saves what is
     trainable. Call it before `compile()`.
 
@@ -288,9 +287,9 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     """
     rank, targets, alpha = check_settings(rank, targets, alpha)
     blocks = _check_model(model, "enable_lora")
-    if lora_config(model) is not None or _lora_layers(model):
+    if get_lora_settings(model) is not None or _lora_layers(model):
         raise ValueError(
-            f"LoRA is already enabled on model {model.name!r} ({lora_config(model)}). Call "
+            f"LoRA is already enabled on model {model.name!r} ({get_lora_settings(model)}). Call "
             "keras_vit.merge_lora(model) first to fold it into the kernels."
         )
     if alpha is not None and alpha != rank and not _keras_has_lora_alpha():
@@ -299,7 +298,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
             f"rank={rank}, Keras {keras.__version__}"
         )
     _check_optimizer_not_built(model, "enable_lora")
-    layers = [_target_layer(block, t) for _, block in blocks for t in targets]
+    layers = [_target_layer(block, t) for block in blocks for t in targets]
     for layer in layers:
         if getattr(layer, "kernel_constraint", None) is not None:
             raise ValueError(
@@ -315,7 +314,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     kwargs = {} if alpha is None or not _keras_has_lora_alpha() else {"lora_alpha": alpha}
     for layer in layers:
         layer.enable_lora(rank, **kwargs)
-    _freeze(model)
+    _freeze(model, {id(head) for head in getattr(model, "heads", [])})
     _reset_compiled(model)
     return model
 
@@ -384,7 +383,7 @@ def merge_lora(model):
     >>> import numpy as np
     >>> from keras_vit.models.vit import ViT
     >>> model = enable_lora(ViT("mu/8", image_size=16, num_classes=3, num_layers=1), rank=2)
-    >>> lora_config(merge_lora(model)) is None, len(model.weights)
+    >>> get_lora_settings(merge_lora(model)) is None, len(model.weights)
     (True, 24)
     """
     if not isinstance(model, keras.Model):
@@ -514,7 +513,7 @@ def save_lora_weights(model, path):
     'a.lora.npz'
     """
     _check_model(model, "save_lora_weights")
-    config = lora_config(model)
+    config = get_lora_settings(model)
     if config is None:
         raise ValueError(
             f"save_lora_weights needs a model with LoRA (keras_vit.enable_lora). Received: "
@@ -580,7 +579,7 @@ def _expected_lora_shapes(model, config):
     """`{key: shape}` of the LoRA matrices `enable_lora(model, **config)` would create."""
     names = {id(layer): name for name, layer in _walk(model)}
     shapes = {}
-    for _, block in transformer_blocks(model):
+    for block in transformer_blocks(model):
         for target in config["targets"]:
             layer = _target_layer(block, target)
             kernel_shape = tuple(layer.kernel.shape)
@@ -619,7 +618,7 @@ def load_lora_weights(model, path):
     >>> trained = enable_lora(ViT("mu/8", image_size=16, num_classes=3), rank=2, alpha=4)
     >>> path = save_lora_weights(trained, os.path.join(tempfile.mkdtemp(), "a.lora.npz"))
     >>> base = ViT("mu/8", image_size=16, num_classes=3)
-    >>> lora_config(load_lora_weights(base, path))
+    >>> get_lora_settings(load_lora_weights(base, path))
     {'rank': 2, 'alpha': 4.0, 'targets': ('query', 'value')}
     """
     _check_model(model, "load_lora_weights")
@@ -630,7 +629,7 @@ def load_lora_weights(model, path):
         alpha = _check_alpha(file_config["alpha"])
     except ValueError as error:
         raise ValueError(f"{os.fspath(path)!r} holds bad LoRA settings: {error}") from None
-    current = lora_config(model)
+    current = get_lora_settings(model)
     if current is not None and current != file_config:
         raise ValueError(
             f"The model's LoRA settings differ from the file's. Expected (file "

@@ -72,7 +72,7 @@ def quantize(model, mode="int8"):
     >>> from keras_vit.models.vit import ViT
     >>> model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1)
     >>> model = quantize(model, "int8")
-    >>> model.get_layer("head").dtype_policy.name
+    >>> model.head.dtype_policy.name
     'int8_from_float32'
     """
     if mode not in MODES:

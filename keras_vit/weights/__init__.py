@@ -13,10 +13,12 @@
 - `loading`: the strict plan-then-assign loader they (and `npz`) share (their position
   embeddings are resampled with `keras_vit.layers.position_embedding`, PyTorch's bicubic).
 
-The former module paths `keras_vit.checkpoints`, `keras_vit.presets` and
-`keras_vit.imagenet` are aliases of `npz`, `presets` and `imagenet`.
+The builders (`keras_vit.ViT(weights=...)`) reach `presets` and `npz` through the handler this
+package registers with `keras_vit.models.pretrained` on import: `models` never imports `weights`.
 """
 
+from keras_vit._public import public_names as _public_names
+from keras_vit.models import pretrained as _pretrained
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
 from keras_vit.weights.npz import (
     NAME_TABLE,
@@ -29,25 +31,15 @@ from keras_vit.weights.npz import (
 from keras_vit.weights.presets import (
     Preset,
     get_preset,
-    get_weights_file,
-    list_weights,
+    get_preset_file,
+    list_presets,
     register_preset,
     unregister_preset,
 )
+from keras_vit.weights.presets import resolve_builder_weights as _resolve_preset
 
-__all__ = [
-    "NAME_TABLE",
-    "Preset",
-    "check_npz",
-    "decode_predictions",
-    "get_preset",
-    "get_weights_file",
-    "imagenet_classes",
-    "list_weights",
-    "load_npz",
-    "official_variables",
-    "read_npz",
-    "register_preset",
-    "save_npz",
-    "unregister_preset",
-]
+_pretrained.register_weights_handler(
+    _pretrained.WeightsHandler(resolve_preset=_resolve_preset, load_npz=load_npz)
+)
+
+__all__ = _public_names(globals())

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import keras
 
+from keras_vit.models.encoder import BLOCK_NAME
 from keras_vit.weights.timm import (
     FAMILIES,
     HYBRIDS,
@@ -306,7 +307,7 @@ def timm_model_for(config, *, zero_qkv_bias=False):
 
 def _qkv_bias_paths(config):
     return [
-        f"encoderblock_{i}/attention/{name}/bias"
+        f"{BLOCK_NAME.format(i)}/attention/{name}/bias"
         for i in range(config.num_layers)
         for name in ("query", "key", "value")
     ]

@@ -29,10 +29,12 @@ import os
 import re
 
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 
-logger = logging.getLogger("keras_vit.huggingface")
+logger = logging.getLogger(__name__)
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 ARCHITECTURES = ("ViTModel", "ViTForImageClassification", "ViTForMaskedImageModeling")
@@ -241,7 +243,7 @@ def huggingface_name_table(config, *, qkv_bias=True):
         "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
     }
     for i in range(config.num_layers):
-        key, path = f"encoder.layer.{i}", f"encoderblock_{i}"
+        key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
         attention = f"{path}/attention"
         table.update(_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
         for name in ("query", "key", "value"):
@@ -319,9 +321,6 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
 
     >>> model = from_huggingface("vit-base-patch16-224")  # doctest: +SKIP
     """
-    from keras_vit.models.config import ViTConfig
-    from keras_vit.models.encoder import build_model
-
     folder = _folder(path)
     hf = read_config(folder)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))

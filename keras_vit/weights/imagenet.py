@@ -6,7 +6,7 @@ standard ImageNet-1k order (sorted WordNet ids, the order of the
 `"n01440764<TAB>tench"`. The ids come from TensorFlow Datasets'
 `imagenet2012/labels.txt` (Apache-2.0), the readable names from torchvision's
 `_IMAGENET_CATEGORIES` (BSD-3-Clause); see `keras_vit/data/NOTICE.md`.
-Nothing is downloaded. (Also importable as `keras_vit.imagenet`, its former name.)
+Nothing is downloaded.
 """
 
 import functools

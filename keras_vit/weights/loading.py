@@ -20,6 +20,8 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
+from keras_vit.models.encoder import BLOCK_NAME
+
 KINDS = ("dtype", "missing", "unexpected", "shape")
 
 # NumPy dtype kinds a weight may be read from: float, signed and unsigned int. Bool, complex,
@@ -262,7 +264,7 @@ def position_embedding(grid_size, num_prefix_rows, resample):
 def zero_qkv_biases(num_layers):
     """`fills` for the query/key/value biases of `num_layers` blocks (a checkpoint without them)."""
     return {
-        f"encoderblock_{i}/attention/{name}/bias": 0.0
+        f"{BLOCK_NAME.format(i)}/attention/{name}/bias": 0.0
         for i in range(num_layers)
         for name in ("query", "key", "value")
     }

@@ -1,7 +1,5 @@
 """Official ViT checkpoints: `load_npz` and `save_npz` for google-research/vision_transformer files.
 
-(Also importable as `keras_vit.checkpoints`, its former name.)
-
 The official `.npz` files hold flat arrays named by their Flax scope joined with
 "/" (`Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel`, ...). `NAME_TABLE`
 below is the one place that maps those names to our Keras variables; it is
@@ -41,7 +39,7 @@ from keras_vit.weights.loading import commit, dtype_problems, walk_layers
 from keras_vit.weights.loading import shape_of as _shape
 
 # The logger keeps the module's former, documented name (`keras-vit convert` prints it).
-logger = logging.getLogger("keras_vit.checkpoints")
+logger = logging.getLogger(__name__)
 
 # Training-run files nest the parameters under one of these scopes.
 PREFIXES = ("opt/target/", "params/")
@@ -431,7 +429,7 @@ def load_npz(model, path, *, strict=True, source_grid=None):
     resamples the position embedding to the model's grid the way the official
     loader does, keeps the model's own head when the class count differs, and
     drops `pre_logits` when the model has no such layer (each logged on the
-    `keras_vit.checkpoints` logger). Everything is validated before any
+    `keras_vit.weights.npz` logger). Everything is validated before any
     variable is assigned.
 
     A checkpoint without a class token (trained with `gap`) has a position

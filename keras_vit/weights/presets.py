@@ -3,7 +3,7 @@
 One table (`PRESET_TABLE`) maps a builder's variant code and a preset name to
 an official checkpoint file of google-research/vision_transformer, with what
 the file holds: input size, class count, whether it carries the pre-training
-`pre_logits` layer, and what it was trained on. `keras_vit.list_weights()`
+`pre_logits` layer, and what it was trained on. `keras_vit.list_presets()`
 shows the table; every builder (`ViT`, `ViTB16`, `ViTR50B16`, ...) accepts the
 names that exist for its variant as `weights=`.
 
@@ -30,8 +30,6 @@ copied by hand to that path is used as is. The transfer itself (resumed
 fast offline failure) is `keras_vit.weights.download`. The strict checkpoint
 loader (`load_npz`) then checks every array's name and shape.
 
-(Also importable as `keras_vit.presets`, its former name.)
-
 Reference:
     github.com/google-research/vision_transformer README ("Available ViT
     models"); Steiner et al., 2022, "How to train your ViT? Data, Augmentation,
@@ -44,13 +42,14 @@ import urllib.parse
 
 import numpy as np
 
+from keras_vit.models import variants
+from keras_vit.models.pretrained import WEIGHT_SUFFIXES
 from keras_vit.weights import download, npz
 from keras_vit.weights.download import CONNECT_TIMEOUT, cache_root
 
 DEFAULT_BASE_URL = "https://storage.googleapis.com/vit_models/"
 BASE_URL_ENV = "KERAS_VIT_WEIGHTS_URL"
 CACHE_SUBDIR = "keras_vit"
-WEIGHT_SUFFIXES = (".npz", ".weights.h5")
 
 IN21K_CLASSES = 21843
 IN1K_CLASSES = 1000
@@ -210,8 +209,6 @@ def register_preset(preset, *, overwrite=False, file_hash=None):
         raise ValueError(f"preset must be a keras_vit.presets.Preset. Received: {preset!r}")
     if file_hash is not None:
         preset = dataclasses.replace(preset, file_hash=file_hash)
-    from keras_vit.models import variants
-
     variants.parse_variant(preset.variant)  # raises on an unknown code
     key = (preset.variant, preset.name)
     if key in _REGISTRY and not overwrite:
@@ -238,7 +235,7 @@ for _row in PRESET_TABLE:
 del _row
 
 
-def list_weights(variant=None):
+def list_presets(variant=None):
     """Lists the named pretrained weights, for one builder variant or all.
 
     Args:
@@ -251,13 +248,11 @@ def list_weights(variant=None):
 
     Example:
 
-    >>> [p.name for p in list_weights("B/16")][:3]
+    >>> [p.name for p in list_presets("B/16")][:3]
     ['imagenet21k', 'imagenet21k+imagenet2012', 'imagenet21k+imagenet2012_224']
     """
     if variant is None:
         return list(_REGISTRY.values())
-    from keras_vit.models import variants
-
     variants.parse_variant(variant)  # raises on an unknown code
     return [p for p in _REGISTRY.values() if p.variant == variant]
 
@@ -271,7 +266,7 @@ def get_preset(variant, name):
     preset = _REGISTRY.get((variant, name))
     if preset is not None:
         return preset
-    names = [p.name for p in list_weights(variant)]
+    names = [p.name for p in list_presets(variant)]
     if names:
         valid = f"Valid names for {variant!r}: {names}"
     else:
@@ -280,15 +275,6 @@ def get_preset(variant, name):
     raise ValueError(
         f"Unknown pretrained weights {name!r} for {variant!r}. {valid}. (weights must be None "
         f"or a path to a {' or '.join(WEIGHT_SUFFIXES)} file, or a preset name of this builder.)"
-    )
-
-
-def is_preset_name(weights):
-    """True when `weights` should be read as a preset name (a str that is not a weights path)."""
-    return (
-        isinstance(weights, str)
-        and not weights.endswith(WEIGHT_SUFFIXES)
-        and not os.path.exists(weights)
     )
 
 
@@ -305,7 +291,7 @@ def _by_hand(url, target):
     )
 
 
-def get_weights_file(
+def get_preset_file(
     name,
     variant,
     *,
@@ -331,7 +317,7 @@ def get_weights_file(
     from that record is hashed again, and one whose bytes changed is removed.
 
     Args:
-        name: str. Preset name (see `list_weights(variant)`).
+        name: str. Preset name (see `list_presets(variant)`).
         variant: str. Builder variant code, e.g. `"B/16"`.
         base_url: optional str. Where the bucket layout is served: an
             `https://`, `http://` or `file://` URL. Defaults to
@@ -399,7 +385,7 @@ def resolve_builder_weights(
         `(path, image_size, num_classes, representation_size)`.
     """
     preset = get_preset(variant, weights)
-    path = get_weights_file(weights, variant)
+    path = get_preset_file(weights, variant)
     if image_size is None:
         image_size = preset.image_size
     if num_classes is None:

@@ -21,32 +21,33 @@ import logging
 import re
 
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 
-logger = logging.getLogger("keras_vit.timm")
+logger = logging.getLogger(__name__)
 
-# timm size words -> (num_layers, hidden_dim, mlp_dim, num_heads), from timm's model definitions.
-SIZES = {
-    "xsmall": (10, 256, 1024, 4),
-    "wee": (14, 256, 1280, 4),
-    "tiny": (12, 192, 768, 3),
-    "little": (14, 320, 1792, 5),
-    "small": (12, 384, 1536, 6),
-    "medium": (12, 512, 2048, 8),
-    "mediumd": (20, 512, 2048, 8),
-    "betwixt": (12, 640, 2560, 10),
-    "base": (12, 768, 3072, 12),
-    "base_plus": (12, 896, 3584, 14),
-    "so150m": (18, 896, 2304, 14),
-    "so150m2": (21, 832, 2176, 13),
-    "large": (24, 1024, 4096, 16),
-    "so400m": (27, 1152, 4304, 16),
-    "huge": (32, 1280, 5120, 16),
-    "giant": (40, 1408, 6144, 16),
-    "giantopt": (40, 1536, 6144, 16),
-    "gigantic": (48, 1664, 8192, 16),
-}
+# timm's size words -> our size codes (the numbers are in `keras_vit.models.variants.SIZES`,
+# where timm's sizes without a code of their own are listed under timm's word).
+SIZE_CODES = {
+    "tiny": "Ti",
+    "small": "S",
+    "medium": "M",
+    "base": "B",
+    "large": "L",
+    "huge": "H",
+    "so400m": "So400m",
+    "giant": "g",
+    "gigantic": "G",
+    **{
+        word: word
+        for word in (
+            "xsmall", "wee", "little", "mediumd", "betwixt", "base_plus", "so150m", "so150m2",
+            "giantopt",
+        )
+    },
+}  # fmt: skip
 
 # timm's ResNetV2 stems: the hybrid models and our variant codes for them.
 HYBRIDS = {
@@ -126,13 +127,8 @@ class Family:
 
 
 def _sizes(size, patch):
-    layers, hidden, mlp, heads = SIZES[size]
     return dict(
-        variant=f"B/{patch}",
-        num_layers=layers,
-        hidden_dim=hidden,
-        mlp_dim=mlp,
-        num_heads=heads,
+        variant=f"{SIZE_CODES[size]}/{patch}",
         approximate_gelu=False,  # timm's nn.GELU is the exact erf GELU
     )
 
@@ -226,7 +222,7 @@ def _hybrid(g):
     return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
 
 
-_SIZE = "|".join(SIZES)
+_SIZE = "|".join(SIZE_CODES)
 FAMILIES = (
     Family(
         "vit",
@@ -411,8 +407,8 @@ def parse_timm_name(name):
     Example:
 
     >>> spec = parse_timm_name("timm/vit_small_patch16_384.augreg_in21k_ft_in1k")
-    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["hidden_dim"]
-    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 384)
+    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["variant"]
+    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 'S/16')
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(
@@ -480,7 +476,7 @@ _norm, _linear = L.torch_norm, L.torch_linear
 
 
 def _block(i, config, qkv_bias):
-    key, path = f"blocks.{i}", f"encoderblock_{i}"
+    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
     table = {
@@ -654,9 +650,7 @@ def load_timm_weights(model, name, checkpoint):
 
 
 def _load(model, spec, arrays, checkpoint, config=None):
-    from keras_vit.models.config import config_from_model
-
-    config = config or config_from_model(model)
+    config = config or ViTConfig.from_model(model)
     table = timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
     head = ("head.weight", "head.bias", "head_dist.weight", "head_dist.bias")
     return L.load_state_dict(
@@ -729,8 +723,6 @@ def from_timm(
     >>> model.output_shape
     (None, 10)
     """
-    from keras_vit.models.encoder import build_model
-
     spec = parse_timm_name(name)
     if dynamic_image_size:
         kwargs["dynamic_image_size"] = True
@@ -764,8 +756,6 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     >>> config.num_register_tokens, config.include_top, config.image_size
     (4, False, (518, 518))
     """
-    from keras_vit.models.config import ViTConfig
-
     spec = parse_timm_name(spec) if isinstance(spec, str) else spec
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes

@@ -19,6 +19,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_vit.models.config import ViTConfig
 from keras_vit.weights.loading import model_variables, shape_of
 from keras_vit.weights.state_dict import write_safetensors
 
@@ -178,19 +179,14 @@ def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
 
 
 def model_config(model):
-    """The `ViTConfig` of a keras_vit model: its own `config` if it has one, else read back."""
-    from keras_vit.models.config import ViTConfig
-
-    config = getattr(model, "config", None)
-    if isinstance(config, ViTConfig):
-        return config
+    """The `ViTConfig` of a keras_vit model (`model.config`; a clear error for other models)."""
     return ViTConfig.from_model(model)
 
 
 def patch_encoder(model):
-    """The model's `PatchEncoder` (its `patch_encoder` role, else the layer of that name)."""
-    encoder = getattr(model, "patch_encoder", None)
-    return encoder if encoder is not None else model.get_layer("patch_encoder")
+    """The model's `PatchEncoder` (its `patch_encoder` role)."""
+    model_config(model)  # the error for a model that is no keras_vit ViT
+    return model.patch_encoder
 
 
 def is_zero(model, paths):

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit.models import legacy
 from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import VisionTransformer
 from tests.helpers import np_vit_forward, randomize_weights, to_numpy
 
 TINY = dict(image_size=(16, 24), num_classes=5, num_layers=1)
@@ -92,9 +94,11 @@ def test_matches_numpy_forward(built):
 def test_config_round_trip_and_keras_file(built, tmp_path):
     name, model, kwargs = built
     config = ViTConfig.from_variant("mu/8", **kwargs)
-    if not config.include_top:  # no head: the class count is not in the model
-        config = dataclasses.replace(config, num_classes=1000)
-    assert ViTConfig.from_model(model) == config
+    assert ViTConfig.from_model(model) == config == model.config
+    read = config
+    if not config.include_top:  # no head: the class count is not in the layer graph
+        read = dataclasses.replace(config, num_classes=1000)
+    assert legacy.read_config(keras.Model(model.inputs, model.outputs, name=model.name)) == read
     path = str(tmp_path / f"{name}.keras")
     model.save(path)
     loaded = keras_vit.load_model(path)
@@ -187,6 +191,28 @@ def test_committed_all_options_file_loads_on_this_backend():
             np.testing.assert_allclose(to_numpy(model(images)), expected, rtol=1e-5, atol=1e-5)
     config = ViTConfig.from_model(model)
     assert config.dynamic_image_size and config.pooling == "map" and config.qk_norm
+
+
+@pytest.mark.parametrize("name", ["vit_main_602138d", "vit_all_options"])
+def test_committed_plain_functional_files_load_as_the_model_class(name):
+    """Files of earlier versions (plain functional models) come back as `VisionTransformer`s.
+
+    Outputs of the file as Keras loads it (the functional graph) and of the model class agree
+    within 1e-6 on this backend, and the upgraded model saves and loads as the class.
+    """
+    path = os.path.join(DATA, f"{name}.keras")
+    plain = keras.saving.load_model(path, compile=False)
+    assert type(plain).__name__ == "Functional"
+    model = keras_vit.load_model(path)
+    assert isinstance(model, VisionTransformer) and model.name == plain.name
+    assert model.config == legacy.read_config(plain)
+    assert [w.path for w in model.weights] == [w.path for w in plain.weights]
+    with np.load(os.path.join(DATA, f"{name}.npz")) as data:
+        batches = [data[key] for key in data.files if key.startswith("images")]
+    for images in batches:
+        np.testing.assert_allclose(
+            to_numpy(model(images)), to_numpy(plain(images)), rtol=1e-6, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize(

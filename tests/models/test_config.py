@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.models import hybrid, mpp, vit
-from keras_vit.models.config import HYBRID_KWARGS, ViTConfig, config_from_model
-from keras_vit.models.encoder import build_model
+from keras_vit.models import legacy, mpp, vit
+from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
+from keras_vit.models.encoder import VisionTransformer, build_model
 from tests.helpers import randomize_weights, to_numpy
 
 TINY = dict(image_size=32, num_classes=5)
@@ -52,7 +52,7 @@ def test_hybrid_config():
     config = ViTConfig.from_variant("R50+B/16", backbone=backbone, image_size=32)
     assert config.resnet_units is None and config.backbone is backbone and config.is_hybrid
     assert config.grid_size is None
-    assert ViTConfig.field_names("hybrid") == HYBRID_KWARGS == hybrid.HYBRID_KWARGS
+    assert ViTConfig.field_names("hybrid") == HYBRID_KWARGS
     # The stem's numerics default to the official ones; timm's round-trip through a model.
     assert (config.resnet_conv_epsilon, config.resnet_conv_epsilon_mode) == (None, None)
     official = ViTConfig.from_variant("mu/1", **TINY_STEM, **TINY)
@@ -66,6 +66,7 @@ def test_hybrid_config():
     assert model.get_layer("block2_unit1_conv2").epsilon_mode == "variance"
     assert model.get_layer("block1_unit1_gn3").epsilon == 1e-5
     assert ViTConfig.from_model(model) == config
+    assert legacy.read_config(_as_functional(model)) == config
 
 
 @pytest.mark.parametrize(
@@ -173,13 +174,21 @@ def _same_architecture(a, b):
 def test_round_trip_model_to_config(kwargs, tmp_path):
     config = ViTConfig.from_variant("mu/8", **{**TINY, **kwargs})
     model = build_model(config)
-    assert config_from_model(model) == config
+    assert ViTConfig.from_model(model) == config == model.config
+    # The reader of earlier versions' plain functional models reads the same from the graph.
+    assert legacy.read_config(_as_functional(model)) == config
     # The same through a .keras file, and the rebuilt model has the same layers and weights.
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, VisionTransformer)
     assert ViTConfig.from_model(loaded) == config
     _same_architecture(build_model(ViTConfig.from_model(loaded)), model)
+
+
+def _as_functional(model):
+    """The plain functional model of `model`'s graph: what earlier versions' builders made."""
+    return keras.Model(model.inputs, model.outputs, name=model.name)
 
 
 def test_round_trip_of_a_backbone_hybrid_and_of_vit():
@@ -187,13 +196,15 @@ def test_round_trip_of_a_backbone_hybrid_and_of_vit():
     features = keras.layers.Conv2D(8, 3, strides=4, padding="same")(inputs)
     backbone = keras.Model(inputs, features, name="cnn")
     model = keras_vit.ViT("mu/1", backbone=backbone, **TINY)
-    config = config_from_model(model)
+    config = model.config
     assert config.backbone is backbone and config.grid_size is None
+    assert legacy.read_config(_as_functional(model)) == config
+    assert model.stem is backbone
     assert config == ViTConfig.from_variant("mu/1", backbone=backbone, **TINY)
     # ViT(...) builds exactly what its config describes.
     model = keras_vit.ViT("mu/8", representation_size=8, **TINY)
     randomize_weights(model)
-    rebuilt = build_model(config_from_model(model))
+    rebuilt = build_model(ViTConfig.from_model(model))
     _same_architecture(rebuilt, model)
     rebuilt.set_weights(model.get_weights())
     x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
@@ -203,13 +214,18 @@ def test_round_trip_of_a_backbone_hybrid_and_of_vit():
 def test_config_from_model_errors():
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="PatchEncoder named 'patch_encoder'"):
-        config_from_model(plain)
+        legacy.read_config(plain)
     with pytest.raises(ValueError, match="needs a keras.Model"):
-        config_from_model("model.keras")
+        legacy.read_config("model.keras")
+    with pytest.raises(ValueError, match="needs a model built by keras_vit"):
+        ViTConfig.from_model(plain)
+    # A plain functional model that is no whole ViT (here its blocks' feature maps) stays.
+    features = keras_vit.feature_extractor(keras_vit.ViT("mu/8", **TINY), [0, 1])
+    assert legacy.upgrade(features) is features
 
 
 def test_std_conv_is_one_registered_class_everywhere():
     from keras_vit.layers.std_conv import StdConv2D
 
-    assert keras_vit.StdConv2D is keras_vit.layers.StdConv2D is hybrid.StdConv2D is StdConv2D
+    assert keras_vit.StdConv2D is keras_vit.layers.StdConv2D is StdConv2D
     assert keras.saving.get_registered_name(StdConv2D) == "keras_vit>StdConv2D"

@@ -195,11 +195,10 @@ def test_tiny_hybrid_keras_roundtrip(tmp_path):
     assert isinstance(loaded.get_layer("block2_unit1_conv2"), StdConv2D)
 
 
-def test_vit_hybrid_alias():
-    model = keras_vit.ViTHybrid("mu/1", include_top=False, **TINY)
-    assert model.output_shape == (None, 32)
-    with pytest.raises(ValueError, match="ViTHybrid needs a hybrid variant code"):
-        keras_vit.ViTHybrid("mu/8", image_size=32)
+def test_vit_builds_hybrids_from_a_plain_code_and_a_stem():
+    model = keras_vit.ViT("mu/1", include_top=False, **TINY)
+    assert model.output_shape == (None, 32) and model.config.is_hybrid
+    assert keras_vit.ViT("mu/8", image_size=32).stem is None
 
 
 # --- user backbone ------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
 
 
 def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
-    from keras_vit.training.lora import load_lora_weights, lora_config
+    from keras_vit.training.lora import get_lora_settings, load_lora_weights
 
     init = ViT("mu/4", image_size=16, num_classes=10)
     randomize_weights(init, scale=0.1)
@@ -207,7 +207,7 @@ def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
     # Per block: value A (32, 2, 2) + B (2, 16), mlp_dense_1 A (32, 2) + B (2, 64); head 32x4+4.
     assert metrics["model"]["lora"]["trainable_params"] == 2 * (128 + 32 + 64 + 128) + 132
     trained = keras.saving.load_model(os.path.join(out, "model.keras"))  # merged kernels
-    assert lora_config(trained) is None
+    assert get_lora_settings(trained) is None
     for name in ("patch_encoder", "encoderblock_0"):  # the frozen encoder came through as is
         block, source = trained.get_layer(name), init.get_layer(name)
         for w, v in zip(block.weights, source.weights, strict=True):

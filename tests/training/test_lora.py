@@ -14,8 +14,8 @@ from keras_vit.saving import load_model
 from keras_vit.training.lora import (
     TARGETS,
     enable_lora,
+    get_lora_settings,
     load_lora_weights,
-    lora_config,
     max_rank,
     merge_lora,
     merged_copy,
@@ -64,7 +64,7 @@ def test_enable_lora_keeps_outputs_and_trains_only_adapters_and_head(base_weight
         for ab in "ab"
     ) + ["head/bias", "head/kernel"]
     assert paths == expected
-    assert lora_config(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
+    assert get_lora_settings(model) == {"rank": 2, "alpha": 2.0, "targets": ("query", "value")}
     # query/key/value kernels are (D, heads, D / heads): A (32, 2, rank), B (rank, 16).
     query = model.get_layer("encoderblock_0").attention.query_dense
     assert tuple(query.lora_kernel_a.shape) == (32, 2, 2)
@@ -144,7 +144,7 @@ def test_rank_above_what_a_target_can_use_is_refused(base_weights, targets):
     with pytest.raises(ValueError, match=f"rank must be at most {top} "):
         enable_lora(model, top + 1, targets=targets)
     enable_lora(model, top, targets=targets)  # the bound itself is fine
-    assert lora_config(model)["rank"] == top
+    assert get_lora_settings(model)["rank"] == top
 
 
 def test_truncated_or_damaged_lora_file_names_it_and_changes_nothing(base_weights, tmp_path):
@@ -183,7 +183,7 @@ def test_keras_file_round_trip_keeps_outputs(base_weights, tmp_path):
     model.save(path)
     loaded = load_model(path)
     np.testing.assert_allclose(to_numpy(loaded(IMAGES)), to_numpy(model(IMAGES)), atol=1e-5)
-    assert lora_config(loaded) is None
+    assert get_lora_settings(loaded) is None
 
 
 def test_lora_weights_file_round_trip_onto_base_model(base_weights, tmp_path):
@@ -198,7 +198,7 @@ def test_lora_weights_file_round_trip_onto_base_model(base_weights, tmp_path):
     assert os.path.getsize(path) < 0.3 * sum(4 * np.prod(w.shape) for w in model.weights)
     base = _model(base_weights)
     load_lora_weights(base, path)
-    assert lora_config(base) == {"rank": 2, "alpha": 4.0, "targets": ("key", "mlp_dense_2")}
+    assert get_lora_settings(base) == {"rank": 2, "alpha": 4.0, "targets": ("key", "mlp_dense_2")}
     np.testing.assert_allclose(to_numpy(base(IMAGES)), to_numpy(model(IMAGES)), atol=1e-6)
 
 
@@ -231,7 +231,7 @@ def test_mismatched_lora_file_errors_and_leaves_model_untouched(base_weights, tm
     with pytest.raises(ValueError, match=r"other shapes.*expected \(48, 2, 2\), received"):
         load_lora_weights(wider, path)
     check_untouched(wider, before)
-    assert lora_config(wider) is None
+    assert get_lora_settings(wider) is None
 
     deeper = ViT("mu/8", image_size=16, num_classes=3, num_layers=3)
     with pytest.raises(ValueError, match="lacks LoRA weights.*encoderblock_2"):
@@ -256,7 +256,7 @@ def test_merge_lora_gives_plain_model_with_same_outputs(base_weights):
     assert _lora_layers(model) and not _lora_layers(copy)
     np.testing.assert_allclose(to_numpy(copy(IMAGES)), out, atol=1e-5)
     assert merge_lora(model) is model
-    assert lora_config(model) is None and not _lora_layers(model)
+    assert get_lora_settings(model) is None and not _lora_layers(model)
     assert not any("lora" in w.path for w in model.weights)
     assert len(model.weights) == len(_model(base_weights).weights)
     np.testing.assert_allclose(to_numpy(model(IMAGES)), out, atol=1e-5)

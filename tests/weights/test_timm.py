@@ -123,7 +123,7 @@ def test_other_image_size_resamples_like_timm(case, references):
 def test_new_class_count_gives_zero_head_and_keeps_features(references, caplog):
     ref = references["vit"]
     name, kwargs = CASES["vit"][0], from_timm_kwargs("vit")
-    with caplog.at_level(logging.INFO, logger="keras_vit.timm"):
+    with caplog.at_level(logging.INFO, logger="keras_vit.weights.timm"):
         model = from_timm(name, ref["path"], **{**kwargs, "num_classes": 7})
     assert "dropped the checkpoint's head.weight (3, 32)" in caplog.text
     head = model.get_layer("head")
