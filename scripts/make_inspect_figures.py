@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Makes the README's inspection pictures (docs/images/inspect_*.png), offline.
+"""Makes the inspection pictures of docs/inspection.md (docs/images/inspect_*.png), offline.
 
 Trains a small ViT on scikit-learn's 8x8 handwritten digits (upsampled to
 32 px, one channel, patch 4: an 8 x 8 grid of 64 patches; 4 layers, width 64,

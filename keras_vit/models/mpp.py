@@ -31,7 +31,6 @@ import inspect
 import keras
 from keras import ops
 
-from keras_vit.layers import PatchEncoder
 from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.layers.patch_corruption import PatchCorruption, check_fractions
 from keras_vit.layers.patch_targets import (
@@ -42,7 +41,15 @@ from keras_vit.layers.patch_targets import (
 )
 from keras_vit.models import variants
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import apply_blocks, build_model, make_patch_encoder
+from keras_vit.models.encoder import (
+    BLOCK_NAME,
+    FINAL_NORM,
+    PATCH_ENCODER,
+    PRE_NORM,
+    apply_blocks,
+    build_model,
+    make_patch_encoder,
+)
 
 
 def per_patch_loss(targets, predictions, target="color"):
@@ -108,9 +115,11 @@ class MaskedPatchPredictor(keras.Model):
 
     A functional model (built in `__init__`) whose `compute_loss` is the masked loss, so
     `compile(optimizer)` + `fit(images)` pre-train it on any backend. Its outputs are a dict:
-    `predictions`, `targets` and `weights` (1 on corrupted patches). Layer names match
-    `keras_vit.ViT` (`patch_encoder`, `encoderblock_i`, `encoder_norm`), plus `corruption`,
-    `targets` and the prediction head `mpp_head`. Prefer the `build_mpp_model` builder.
+    `predictions`, `targets` and `weights` (1 on corrupted patches). Its encoder's parts are
+    roles, as on `VisionTransformer`: `patch_encoder`, `pre_norm`, `blocks`, `final_norm`
+    (`encoder_config` is the encoder's `ViTConfig`); the layer names match `keras_vit.ViT`'s,
+    plus `corruption`, `targets` and the prediction head `mpp_head`. Prefer the
+    `build_mpp_model` builder.
 
     Args:
         variant: str. ViT size and patch code, e.g. `"B/16"`. Defaults to `"B/16"`.
@@ -186,6 +195,34 @@ class MaskedPatchPredictor(keras.Model):
         self.color_bits = color_bits
         self.seed = seed
         self.encoder_kwargs = encoder_kwargs
+        self._encoder_config = config
+
+    @property
+    def encoder_config(self):
+        """The `ViTConfig` of the encoder (`extract_encoder` builds it)."""
+        return self._encoder_config
+
+    @property
+    def patch_encoder(self):
+        """The `PatchEncoder` (with its mask embedding)."""
+        return self.get_layer(PATCH_ENCODER)
+
+    @property
+    def pre_norm(self):
+        """The LayerNorm before the blocks, or None."""
+        return self.get_layer(PRE_NORM) if self.encoder_config.pre_norm else None
+
+    @property
+    def blocks(self):
+        """The `TransformerBlock`s, first to last."""
+        return [
+            self.get_layer(BLOCK_NAME.format(i)) for i in range(self.encoder_config.num_layers)
+        ]
+
+    @property
+    def final_norm(self):
+        """The LayerNorm after the blocks, or None (with `fc_norm`)."""
+        return None if self.encoder_config.fc_norm else self.get_layer(FINAL_NORM)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The masked loss on the corrupted patches; labels (`y`) are ignored.
@@ -287,16 +324,17 @@ def build_mpp_model(variant="B/16", *, name=None, **kwargs):
 def extract_encoder(model, name=None):
     """The pre-trained encoder as a plain `ViT(include_top=False, pooling=None)`.
 
-    Copies the patch projection, class token, position embedding, every block and the final
-    norm by layer name; the mask embedding, the corruption and the prediction head are
-    dropped. The result saves as a `.keras` file that `keras-vit finetune --init` loads.
+    Copies the patch projection, prefix tokens, position embedding, every block and the norms
+    role by role (`patch_encoder`, `pre_norm`, `blocks`, `final_norm` of both models); the mask
+    embedding, the corruption and the prediction head are dropped. The result saves as a
+    `.keras` file that `keras-vit finetune --init` loads.
 
     Args:
         model: a `MaskedPatchPredictor` (e.g. loaded from `model.keras`).
         name: optional name of the encoder model.
 
     Returns:
-        A functional `keras.Model` returning `(B, 1 + N, D)` tokens.
+        A `VisionTransformer` returning `(B, 1 + N, D)` tokens.
     """
     if not isinstance(model, MaskedPatchPredictor):
         raise ValueError(
@@ -311,23 +349,25 @@ def extract_encoder(model, name=None):
         name or variants.model_name(model.variant),
     )
     encoder = build_model(config)
-    for layer in encoder.layers:
-        if not layer.weights:
-            continue
-        source = model.get_layer(layer.name)
-        if isinstance(layer, PatchEncoder):
-            for attr in (
-                "kernel",
-                "bias",
-                "class_embedding",
-                "distillation_embedding",
-                "register_embeddings",
-                "position_embeddings",
-            ):
-                if hasattr(layer, attr):
-                    # A NumPy copy: on JAX, sharing the buffer would let training one model
-                    # (which donates its buffers) delete the other's weights.
-                    getattr(layer, attr).assign(ops.convert_to_numpy(getattr(source, attr)))
-        else:
-            layer.set_weights(source.get_weights())
+    target, source = encoder.patch_encoder, model.patch_encoder
+    for attr in (
+        "kernel",
+        "bias",
+        "class_embedding",
+        "distillation_embedding",
+        "register_embeddings",
+        "position_embeddings",
+    ):
+        if hasattr(target, attr):
+            # A NumPy copy: on JAX, sharing the buffer would let training one model (which
+            # donates its buffers) delete the other's weights.
+            getattr(target, attr).assign(ops.convert_to_numpy(getattr(source, attr)))
+    pairs = [
+        (encoder.pre_norm, model.pre_norm),
+        *zip(encoder.blocks, model.blocks, strict=True),
+        (encoder.final_norm, model.final_norm),
+    ]
+    for target, source in pairs:
+        if target is not None:
+            target.set_weights(source.get_weights())
     return encoder

@@ -145,15 +145,15 @@ def test_patch_encoder_refuses_another_patch_size_without_dynamic_image_size():
 
 
 @pytest.mark.slow
-def test_readme_example_runs():
+def test_docs_example_runs():
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "README.md")) as f:
+    with open(os.path.join(root, "docs", "models.md")) as f:
         text = f.read()
-    section = text[text.index("### Any patch size: PI-resize and FlexiViT") :]
+    section = text[text.index("## Any patch size: PI-resize and FlexiViT") :]
     code = section[section.index("```python\n") + 10 : section.index("```\n", 10)]
-    scope = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    scope = {"np": np, "keras": keras, "keras_vit": keras_vit}
+    exec(compile(code, "docs/models.md", "exec"), scope)
     assert sorted(scope["deployed"]) == [4, 8, 16]
     assert scope["kernel"].shape == (12, 16, 3, 32) and scope["small"].output_shape == (None, 10)

@@ -213,7 +213,7 @@ def check_tensorflow_cluster(environ=None):
             "TensorFlow trainer cannot train under tf.distribute.MultiWorkerMirroredStrategy "
             "(model.fit fails with 'Attempt to convert a value (PerReplica...)'). Train on "
             "several machines with KERAS_BACKEND=jax and --job-addresses / --num-processes / "
-            "--process-id (README: 'Training on several machines'), or unset TF_CONFIG to "
-            "train on this machine's devices (--distribution data_parallel)."
+            "--process-id (docs/training.md: 'Training on several machines'), or unset "
+            "TF_CONFIG to train on this machine's devices (--distribution data_parallel)."
         )
 
