@@ -401,11 +401,12 @@ def merge_lora(model):
 def merged_copy(model):
     """A new model with `model`'s LoRA folded into its kernels; `model` is left as it is.
 
-    The copy is rebuilt from the model's config (`keras.models.clone_model`; LoRA is not part
-    of our layers' configs) and takes each layer's weights as `model.save()` writes them (the
+    The copy is rebuilt from the model's config (serialized and deserialized as in a `.keras`
+    file, so a `VisionTransformer` stays one with its roles; LoRA is not part of our layers'
+    configs) and takes each layer's weights as `model.save()` writes them (the
     merged kernels). Used by the exporters, so that exporting never changes the model.
     """
-    clone = keras.models.clone_model(model)
+    clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
     source = list(model._flatten_layers(include_self=False))
     target = list(clone._flatten_layers(include_self=False))
     if [layer.name for layer in source] != [layer.name for layer in target]:
