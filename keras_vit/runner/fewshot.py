@@ -66,13 +66,15 @@ def get_config(preset="digits", smoke=False):
 
 
 def feature_model(model):
-    """The frozen representation: `pre_logits` output if present, else the pooled token."""
-    for name in ("pre_logits", "pooling"):
-        try:
-            layer = model.get_layer(name)
-        except ValueError:
-            continue
-        return keras.Model(model.input, layer.output, name="fewshot_features")
+    """The frozen representation: `pre_logits` output if present, else the pooled token.
+
+    Found through the model's roles (`model.pre_logits`, `model.pooling`); a model without
+    them (a token-sequence encoder) is its own representation.
+    """
+    for role in ("pre_logits", "pooling"):
+        layer = getattr(model, role, None)
+        if layer is not None:
+            return keras.Model(model.input, layer.output, name="fewshot_features")
     return model
 
 

@@ -185,8 +185,7 @@ def transfer_weights(source, target):
 
 
 def zero_head(model):
-    head = model.get_layer("head")
-    for w in head.weights:
+    for w in model.head.weights:
         w.assign(np.zeros(tuple(w.shape), "float32"))
 
 
@@ -211,7 +210,7 @@ def build_model(num_classes, config):
         info = {
             "init": config["init"],
             "architecture": jsonable(arch),
-            "source_image_size": list(source.get_layer("patch_encoder").image_size),
+            "source_image_size": list(source.patch_encoder.image_size),
             "copied_layers": len(copied),
         }
         return model, info
