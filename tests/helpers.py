@@ -6,6 +6,7 @@ precision) is `tests.layer_harness.run_layer_test`, which every layer test calls
 
 import inspect
 import math
+import os
 
 import keras
 import numpy as np
@@ -397,3 +398,27 @@ def torch_bicubic(grids, tmp_dir):
     assert proc.returncode == 0, proc.stderr[-2000:]
     with np.load(target) as data:
         return [data[key] for key in cases]
+
+
+def run_timm_script(script, source, target):
+    """Runs `script` (Python source reading `sys.argv[1]` and writing the `.npz` `sys.argv[2]`) in
+    a PyTorch-backend subprocess, where timm imports cleanly beside the CPU torch (through
+    tests/weights/references.py), and returns the arrays it wrote; skips if timm is missing."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-c", script, source, target],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=dict(os.environ, KERAS_BACKEND="torch"),
+    )
+    if "timm (the `test` extra) is not installed" in proc.stdout + proc.stderr:
+        pytest.skip("timm is not installed")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(target) as data:
+        return {key: data[key] for key in data.files}

@@ -1,18 +1,14 @@
 """keras_vit/data/naflex.py: NaFlex batches against timm's NaFlex eval pipeline
 (`ResizeKeepRatioToSequence` -> `Patchify` -> `NaFlexCollator`) and plain NumPy."""
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from keras_vit.data.naflex import naflex_batch, naflex_image_size, resize_bilinear
 from keras_vit.layers import Patches
-from tests.helpers import to_numpy
+from tests.helpers import run_timm_script, to_numpy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = [(30, 60), (64, 32), (17, 23), (100, 7), (8, 8), (240, 320)]
 CASES = [(8, 16), (4, 50), ((4, 8), 30)]  # (patch size, patch budget)
 
@@ -58,18 +54,7 @@ def timm_batches(images, tmp_path_factory):
     cases = [(*((p, p) if isinstance(p, int) else p), budget) for p, budget in CASES]
     arrays = {f"image_{i}": image for i, image in enumerate(images)}
     np.savez(source, count=len(images), cases=np.array(cases), **arrays)
-    proc = subprocess.run(
-        [sys.executable, "-c", _TIMM_SCRIPT, source, target],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, KERAS_BACKEND="torch"),
-    )
-    if "timm (the `test` extra) is not installed" in proc.stdout + proc.stderr:
-        pytest.skip("timm is not installed")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(target) as data:
-        return {key: data[key] for key in data.files}
+    return run_timm_script(_TIMM_SCRIPT, source, target)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

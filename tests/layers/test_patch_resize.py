@@ -1,9 +1,6 @@
 """keras_vit/layers/patch_resize.py: PI-resize against timm's `resample_patch_embed`, PyTorch's
 `F.interpolate` and an independent NumPy computation (full 2-D resize matrix, full pinv)."""
 
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -15,9 +12,7 @@ from keras_vit.layers.patch_resize import (
     resample_patch_embedding_ops,
     resize_matrix,
 )
-from tests.helpers import to_numpy
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers import run_timm_script, to_numpy
 
 # (old patch, new patch): up, down, non-square both ways, up on one axis and down on the other.
 KERNEL_CASES = [((8, 8), (16, 16)), ((16, 16), (8, 8)), ((8, 6), (12, 4)), ((6, 9), (5, 14))]
@@ -76,18 +71,7 @@ def timm_results(kernels, tmp_path_factory):
     folder = tmp_path_factory.mktemp("timm")
     source, target = str(folder / "in.npz"), str(folder / "out.npz")
     np.savez(source, **cases)
-    proc = subprocess.run(
-        [sys.executable, "-c", _TIMM_SCRIPT, source, target],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, KERAS_BACKEND="torch"),
-    )
-    if "timm (the `test` extra) is not installed" in proc.stdout + proc.stderr:
-        pytest.skip("timm is not installed")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(target) as data:
-        return {key: data[key] for key in data.files}
+    return run_timm_script(_TIMM_SCRIPT, source, target)
 
 
 @pytest.mark.parametrize("mode,antialias", MODES)
