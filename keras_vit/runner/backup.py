@@ -19,7 +19,7 @@ import keras
 
 from keras_vit.saving import atomic_write
 from keras_vit.training import multihost
-from keras_vit.training.lora import exact_lora_variables
+from keras_vit.training.lora_files import exact_lora_variables
 
 
 def write_json(path, value):

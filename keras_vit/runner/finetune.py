@@ -47,7 +47,7 @@ from keras_vit.runner.config import jsonable, make_config
 from keras_vit.runner.flag_names import flag_name
 from keras_vit.runner.flexi import check_patch_sizes, flexi_model
 from keras_vit.runner.run import run_training
-from keras_vit.training import distillation, lora, multihost
+from keras_vit.training import distillation, lora, lora_files, multihost
 from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ def save_adapters(model, setup):
         return {}
     path = os.path.join(setup.out, "lora.npz")
     if multihost.is_chief():
-        lora.save_lora_weights(model, path)
+        lora_files.save_lora_weights(model, path)
     return {"lora_weights_path": path}
 
 

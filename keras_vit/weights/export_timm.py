@@ -35,14 +35,8 @@ from typing import NamedTuple
 import keras
 
 from keras_vit.models.encoder import BLOCK_NAME
-from keras_vit.weights.timm import (
-    FAMILIES,
-    HYBRIDS,
-    PATHS,
-    parse_timm_name,
-    timm_config,
-    timm_name_table,
-)
+from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
+from keras_vit.weights.timm_names import FAMILIES, HYBRIDS, parse_timm_name
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,

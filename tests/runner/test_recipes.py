@@ -189,7 +189,8 @@ def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
 
 
 def test_finetune_with_lora_trains_adapters_and_head_only(tmp_path, capsys):
-    from keras_vit.training.lora import get_lora_settings, load_lora_weights
+    from keras_vit.training.lora import get_lora_settings
+    from keras_vit.training.lora_files import load_lora_weights
 
     init = ViT("mu/4", image_size=16, num_classes=10)
     randomize_weights(init, scale=0.1)

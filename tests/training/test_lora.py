@@ -15,12 +15,11 @@ from keras_vit.training.lora import (
     TARGETS,
     enable_lora,
     get_lora_settings,
-    load_lora_weights,
     max_rank,
     merge_lora,
     merged_copy,
-    save_lora_weights,
 )
+from keras_vit.training.lora_files import load_lora_weights, save_lora_weights
 from tests.helpers import randomize_weights, to_numpy
 
 IMAGES = np.random.default_rng(7).uniform(-1, 1, (3, 16, 16, 3)).astype("float32")

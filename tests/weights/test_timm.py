@@ -15,6 +15,7 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
+from keras_vit.weights import timm_names as N
 from keras_vit.weights.state_dict import write_safetensors
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -234,16 +235,16 @@ def test_without_checkpoint_is_the_architecture_at_random():
 
 
 def test_names_and_tags():
-    spec = T.parse_timm_name("hf-hub:timm/deit_base_patch16_384.fb_in1k")
+    spec = N.parse_timm_name("hf-hub:timm/deit_base_patch16_384.fb_in1k")
     assert (spec.name, spec.tag, spec.family.name, spec.image_size) == (
         "deit_base_patch16_384", "fb_in1k", "deit", 384
     )  # fmt: skip
     # timm's patch-14 convolution on 384 px sees 27 x 27 patches: 378 px.
-    assert T.parse_timm_name("vit_so400m_patch14_siglip_384.webli").image_size == 378
-    miil = T.parse_timm_name("vit_base_patch16_224_miil")
+    assert N.parse_timm_name("vit_so400m_patch14_siglip_384.webli").image_size == 378
+    miil = N.parse_timm_name("vit_base_patch16_224_miil")
     assert not miil.qkv_bias and miil.num_classes == 11221
     with pytest.raises(ValueError, match=r"(?s)Unknown timm model name 'resnet50'.*vit: e\.g\."):
-        T.parse_timm_name("resnet50.a1_in1k")
+        N.parse_timm_name("resnet50.a1_in1k")
     with pytest.raises(ValueError, match="SwiGLU MLP"):
         from_timm("vit_giant_patch14_dinov2.lvd142m")
     with pytest.raises(ValueError, match="rotary position embeddings"):
@@ -251,8 +252,8 @@ def test_names_and_tags():
 
 
 def test_every_family_has_a_case():
-    tested = {T.parse_timm_name(name).family.name for name, _, _ in CASES.values()}
-    assert tested == {family.name for family in T.FAMILIES}
+    tested = {N.parse_timm_name(name).family.name for name, _, _ in CASES.values()}
+    assert tested == {family.name for family in N.FAMILIES}
 
 
 def _activation(block):
@@ -271,7 +272,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
     checked = 0
     for name in timm.list_models("vit_*") + timm.list_models("deit*"):
         try:
-            spec = T.parse_timm_name(name)
+            spec = N.parse_timm_name(name)
         except ValueError:
             continue
         with torch.device("meta"):

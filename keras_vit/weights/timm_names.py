@@ -1,0 +1,436 @@
+"""timm's ViT model names -> keras_vit architectures: `parse_timm_name` and the `FAMILIES` table.
+
+Our own table of timm's ViT families (each a name pattern and the `keras_vit.ViT` arguments it
+means), timm's size words and hybrids, and `UNSUPPORTED`: the families keras_vit does not
+implement, each refused with what it needs. Pure data and parsing (no weights): the loader
+(`keras_vit.weights.timm`) and the writer (`keras_vit.weights.export_timm`) read it.
+"""
+
+import dataclasses
+import re
+
+__all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
+
+# timm's size words -> our size codes (the numbers are in `keras_vit.models.variants.SIZES`,
+# where timm's sizes without a code of their own are listed under timm's word).
+SIZE_CODES = {
+    "tiny": "Ti",
+    "small": "S",
+    "medium": "M",
+    "base": "B",
+    "large": "L",
+    "huge": "H",
+    "so400m": "So400m",
+    "giant": "g",
+    "gigantic": "G",
+    **{
+        word: word
+        for word in (
+            "xsmall", "wee", "little", "mediumd", "betwixt", "base_plus", "so150m", "so150m2",
+            "giantopt",
+        )
+    },
+}  # fmt: skip
+
+# timm's ResNetV2 stems: the hybrid models and our variant codes for them.
+HYBRIDS = {
+    "vit_tiny_r_s16_p8": "R+Ti/16",
+    "vit_small_r26_s32": "R26+S/32",
+    "vit_base_r26_s32": "R26+B/32",
+    "vit_base_r50_s16": "R50+B/16",
+    "vit_large_r50_s32": "R50+L/32",
+}
+# timm's hybrid stem numerics (`_resnetv2` in timm's vision_transformer_hybrid.py).
+TIMM_RESNET = dict(
+    resnet_conv_epsilon=1e-8, resnet_conv_epsilon_mode="variance", resnet_norm_epsilon=1e-5
+)
+
+# Class counts of timm's default pretrained tag where it is not 1000 (0: no head). Used when no
+# checkpoint is given, as `timm.create_model(name)` does.
+DEFAULT_CLASSES = {
+    "vit_small_patch8_224": 0,
+    "vit_large_patch32_224": 0,
+    "vit_huge_patch14_224": 0,
+    "vit_base_patch16_224_miil": 11221,
+    "vit_medium_patch16_gap_240": 11821,
+    "vit_huge_patch14_gap_224": 0,
+    "vit_huge_patch16_gap_448": 0,
+    "vit_giant_patch16_gap_224": 0,
+    "vit_base_r50_s16_224": 0,
+    "vit_xsmall_patch16_clip_224": 512,
+    "vit_medium_patch32_clip_224": 512,
+    "vit_medium_patch16_clip_224": 512,
+    "vit_betwixt_patch32_clip_224": 512,
+    "vit_base_patch32_clip_256": 512,
+    "vit_base_patch16_plus_clip_240": 640,
+    "vit_giant_patch14_clip_224": 1024,
+    "vit_gigantic_patch14_clip_224": 1280,
+    "vit_gigantic_patch14_clip_378": 1280,
+    "vit_huge_patch14_clip_378": 1024,
+    "vit_base_patch32_clip_quickgelu_224": 512,
+    "vit_base_patch16_clip_quickgelu_224": 512,
+    "vit_large_patch14_clip_quickgelu_224": 768,
+    "vit_large_patch14_clip_quickgelu_336": 768,
+    "vit_huge_patch14_clip_quickgelu_224": 1024,
+    "vit_huge_patch14_clip_quickgelu_378": 1024,
+    "vit_gigantic_patch14_clip_quickgelu_224": 1280,
+}
+# Families whose timm models have no classifier by default.
+_HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap")
+
+# SigLIP towers with tanh GELU in timm (SigLIP 2 checkpoints): (size, patch, resolution or None).
+_SIGLIP_TANH = {
+    ("base", 32, None),
+    ("large", 16, 512),
+    ("so400m", 16, None),
+    ("giantopt", 16, None),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A family of timm model names and the keras_vit arguments they mean.
+
+    Attributes:
+        name: str. Short name (`"vit"`, `"deit3"`, ...).
+        pattern: str. Regex that matches the whole architecture name (no tag), with named
+            groups among `size`, `patch`, `res`, `reg`, `quick`, `gap`, `pool`, `arch`.
+        example: str. One timm name of the family.
+        description: str. What it is, for the README and error messages.
+        arguments: callable `(groups) -> dict`: `keras_vit.ViT` arguments, plus the private
+            keys `_qkv_bias` and `_patch_bias` (False: the checkpoint has no such biases; our
+            model keeps them at zero).
+    """
+
+    name: str
+    pattern: str
+    example: str
+    description: str
+    arguments: object
+
+
+def _sizes(size, patch):
+    return dict(
+        variant=f"{SIZE_CODES[size]}/{patch}",
+        approximate_gelu=False,  # timm's nn.GELU is the exact erf GELU
+    )
+
+
+def _vit(g):
+    return _sizes(g["size"], g["patch"])
+
+
+def _miil(g):
+    return {**_sizes("base", 16), "_qkv_bias": False}
+
+
+def _plus(g):
+    return {**_sizes("base_plus", g["patch"]), "layer_scale_init_value": 1e-5}
+
+
+def _deep_small(g):
+    return {**_sizes("small", 16), "num_layers": 36, "layer_scale_init_value": 1e-5}
+
+
+def _distilled(g):
+    return {**_sizes(g["size"], g["patch"]), "distillation_token": True}
+
+
+def _deit3(g):
+    return {
+        **_sizes(g["size"], g["patch"]),
+        "layer_scale_init_value": 1e-6,
+        "prefix_position_embedding": False,
+    }
+
+
+def _gap(g):
+    args = {**_sizes(g["size"], g["patch"]), "pooling": "gap", "class_token": False}
+    if g["size"] == "base":
+        args["num_heads"] = 16  # timm's vit_base_patch16_gap_224
+    if g["size"] in ("medium", "betwixt"):
+        args.update(_qkv_bias=False, layer_scale_init_value=1e-6)
+    return args
+
+
+def _registers(g):
+    size = g["size"]
+    args = {
+        **_sizes(size, g["patch"]),
+        "pooling": "gap" if g["pool"] == "gap" else "map",
+        "class_token": False,
+        "num_register_tokens": int(g["reg"]),
+    }
+    if size not in ("so150m", "so150m2"):
+        args["prefix_position_embedding"] = False
+    if size != "so150m":
+        args["fc_norm"] = True  # timm: final norm after pooling (fc_norm), none before
+    if size not in ("base", "so150m"):
+        args["layer_scale_init_value"] = 1e-5
+    if size == "so150m2":
+        args["_qkv_bias"] = False
+    return args
+
+
+def _dinov2(g):
+    args = {**_sizes(g["size"], "14"), "layer_scale_init_value": 1e-5, "image_size": 518}
+    if g.get("reg"):
+        args.update(num_register_tokens=int(g["reg"]), prefix_position_embedding=False)
+    return args
+
+
+def _clip(g):
+    size = "base_plus" if g.get("plus") else g["size"]
+    args = {
+        **_sizes(size, g["patch"]),
+        "pre_norm": True,
+        "layer_norm_epsilon": 1e-5,
+        "_patch_bias": False,
+    }
+    if g.get("quick"):
+        args["activation"] = "quick_gelu"
+    return args
+
+
+def _siglip(g):
+    args = {**_sizes(g["size"], g["patch"]), "class_token": False}
+    args["pooling"] = "gap" if g.get("gap") else "map"
+    keys = {(g["size"], int(g["patch"]), None), (g["size"], int(g["patch"]), int(g["res"]))}
+    if keys & _SIGLIP_TANH:
+        args["approximate_gelu"] = True  # timm's GELUTanh
+    return args
+
+
+def _hybrid(g):
+    return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
+
+
+_SIZE = "|".join(SIZE_CODES)
+FAMILIES = (
+    Family(
+        "vit",
+        r"vit_(?P<size>tiny|small|base|large|huge|giant|gigantic)_patch(?P<patch>\d+)_(?P<res>\d+)",
+        "vit_base_patch16_224.augreg2_in21k_ft_in1k",
+        "original and AugReg ViT, any size, patch and resolution",
+        _vit,
+    ),
+    Family(
+        "vit_miil",
+        r"vit_base_patch16_(?P<res>224)_miil",
+        "vit_base_patch16_224_miil.in21k_ft_in1k",
+        "ViT-B/16 of Alibaba MIIL (no q/k/v biases: ours stay zero)",
+        _miil,
+    ),
+    Family(
+        "vit_plus",
+        r"vit_base_patch(?P<patch>16|32)_plus_(?P<res>\d+)",
+        "vit_base_patch16_plus_240",
+        "ViT-B+ (width 896, LayerScale)",
+        _plus,
+    ),
+    Family(
+        "vit_36x1",
+        r"vit_small_patch16_36x1_(?P<res>\d+)",
+        "vit_small_patch16_36x1_224",
+        "ViT-S with 36 blocks and LayerScale",
+        _deep_small,
+    ),
+    Family(
+        "deit",
+        r"deit_(?P<size>tiny|small|base)_patch(?P<patch>16)_(?P<res>\d+)",
+        "deit_small_patch16_224.fb_in1k",
+        "DeiT",
+        _vit,
+    ),
+    Family(
+        "deit_distilled",
+        r"deit_(?P<size>tiny|small|base)_distilled_patch(?P<patch>16)_(?P<res>\d+)",
+        "deit_base_distilled_patch16_384.fb_in1k",
+        "distilled DeiT (distillation token and head)",
+        _distilled,
+    ),
+    Family(
+        "deit3",
+        r"deit3_(?P<size>small|medium|base|large|huge)_patch(?P<patch>\d+)_(?P<res>\d+)",
+        "deit3_base_patch16_224.fb_in22k_ft_in1k",
+        "DeiT III (LayerScale, position embedding on patch tokens only)",
+        _deit3,
+    ),
+    Family(
+        "vit_gap",
+        r"vit_(?P<size>medium|betwixt|base|huge|giant)_patch(?P<patch>\d+)_gap_(?P<res>\d+)",
+        "vit_medium_patch16_gap_256.sw_in12k_ft_in1k",
+        "global-average-pooled ViT without class token (final norm before pooling)",
+        _gap,
+    ),
+    Family(
+        "vit_registers",
+        r"vit_(?P<size>wee|little|medium|mediumd|betwixt|base|so150m|so150m2)_patch(?P<patch>16)"
+        r"_reg(?P<reg>\d+)_(?P<pool>gap|map)_(?P<res>\d+)",
+        "vit_betwixt_patch16_reg4_gap_256.sbb_in12k_ft_in1k",
+        "ViTs with register tokens and fc_norm (timm's sbb / so150m models)",
+        _registers,
+    ),
+    Family(
+        "dinov2",
+        r"vit_(?P<size>small|base|large)_patch14_dinov2",
+        "vit_base_patch14_dinov2.lvd142m",
+        "DINOv2, 518 px, LayerScale",
+        _dinov2,
+    ),
+    Family(
+        "dinov2_registers",
+        r"vit_(?P<size>small|base|large)_patch14_reg(?P<reg>4)_dinov2",
+        "vit_small_patch14_reg4_dinov2.lvd142m",
+        "DINOv2 with 4 register tokens",
+        _dinov2,
+    ),
+    Family(
+        "clip",
+        rf"vit_(?P<size>{_SIZE})_patch(?P<patch>\d+)(?P<plus>_plus)?_clip_(?P<res>\d+)",
+        "vit_base_patch16_clip_224.openai",
+        "CLIP / OpenCLIP image towers (pre-norm, LayerNorm epsilon 1e-5)",
+        _clip,
+    ),
+    Family(
+        "clip_quickgelu",
+        rf"vit_(?P<size>{_SIZE})_patch(?P<patch>\d+)(?P<plus>_plus)?_clip_(?P<quick>quickgelu_)"
+        r"(?P<res>\d+)",
+        "vit_base_patch32_clip_quickgelu_224.openai",
+        "CLIP towers with QuickGELU",
+        _clip,
+    ),
+    Family(
+        "siglip_gap",
+        r"vit_(?P<size>base|large|so400m|giantopt)_patch(?P<patch>\d+)_siglip_(?P<gap>gap_)"
+        r"(?P<res>\d+)",
+        "vit_base_patch16_siglip_gap_224.webli",
+        "SigLIP / SigLIP 2 image towers with average pooling",
+        _siglip,
+    ),
+    Family(
+        "siglip",
+        r"vit_(?P<size>base|large|so400m|giantopt)_patch(?P<patch>\d+)_siglip_(?P<res>\d+)",
+        "vit_so400m_patch14_siglip_384.webli",
+        "SigLIP / SigLIP 2 image towers with their attention-pooling (MAP) head",
+        _siglip,
+    ),
+    Family(
+        "hybrid",
+        r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
+        "vit_base_r50_s16_384.orig_in21k_ft_in1k",
+        "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
+        _hybrid,
+    ),
+)
+
+# Names timm has that keras_vit does not implement, and why (checked before the families).
+UNSUPPORTED = (
+    (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
+    (r".*_rope.*", "rotary position embeddings"),
+    (r"vit_(s)?relpos_.*", "relative position biases"),
+    (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
+    (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
+    (r".*_rpn_.*", "residual post-norm blocks"),
+    (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
+    (
+        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_|beit|eva).*",
+        "blocks or embeddings other than the ViT's (a timm model of its own kind)",
+    ),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimmArchitecture:
+    """A parsed timm model name.
+
+    Attributes:
+        name: str. The architecture name, without tag or Hub prefix.
+        tag: str. The pretrained tag (`"augreg_in21k"`) or "".
+        family: `Family`.
+        arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
+            decisions yet, except DINOv2's 518 px).
+        image_size: int. The resolution the name stands for, rounded down to a multiple of
+            the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
+            see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
+            columns), so ours take 378 px images.
+        num_classes: int. timm's default class count for the name (0: no head).
+        qkv_bias: bool. Whether the checkpoint has q/k/v biases.
+        patch_bias: bool. Whether the checkpoint has a patch-embedding bias.
+    """
+
+    name: str
+    tag: str
+    family: Family
+    arguments: dict
+    image_size: int
+    num_classes: int
+    qkv_bias: bool
+    patch_bias: bool
+
+
+def supported_families():
+    """One line per family: its name, an example timm name and what it is."""
+    return [f"{f.name}: e.g. {f.example} ({f.description})" for f in FAMILIES]
+
+
+def parse_timm_name(name):
+    """Parses a timm model name (with or without tag and `timm/` prefix) into our arguments.
+
+    Args:
+        name: str, e.g. `"vit_small_patch16_224.augreg_in21k"`.
+
+    Returns:
+        A `TimmArchitecture`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the supported families) or a timm
+            architecture keras_vit does not implement (the message says why).
+
+    Example:
+
+    >>> spec = parse_timm_name("timm/vit_small_patch16_384.augreg_in21k_ft_in1k")
+    >>> spec.name, spec.tag, spec.family.name, spec.image_size, spec.arguments["variant"]
+    ('vit_small_patch16_384', 'augreg_in21k_ft_in1k', 'vit', 384, 'S/16')
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(
+            f"Expected a timm model name such as 'vit_base_patch16_224'. Received: {name!r}"
+        )
+    full = name.strip()
+    for prefix in ("hf-hub:", "hf_hub:", "timm/"):
+        if full.startswith(prefix):
+            full = full[len(prefix) :]
+    architecture, _, tag = full.partition(".")
+    for pattern, why in UNSUPPORTED:
+        if re.fullmatch(pattern, architecture):
+            raise ValueError(
+                f"timm model {architecture!r} is not supported by keras_vit: it needs {why}. "
+                "Supported families:\n  " + "\n  ".join(supported_families())
+            )
+    for family in FAMILIES:
+        match = re.fullmatch(family.pattern, architecture)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        arguments = family.arguments(groups)
+        qkv_bias = arguments.pop("_qkv_bias", True)
+        patch_bias = arguments.pop("_patch_bias", True)
+        image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
+        if groups.get("patch"):  # timm's convolution drops what the patch does not divide
+            image_size -= image_size % int(groups["patch"])
+        default = 0 if family.name in _HEADLESS else 1000
+        return TimmArchitecture(
+            name=architecture,
+            tag=tag,
+            family=family,
+            arguments=arguments,
+            image_size=image_size,
+            num_classes=DEFAULT_CLASSES.get(architecture, default),
+            qkv_bias=qkv_bias,
+            patch_bias=patch_bias,
+        )
+    raise ValueError(
+        f"Unknown timm model name {architecture!r}. keras_vit reads these timm families "
+        "(any tag after a '.'):\n  " + "\n  ".join(supported_families())
+    )
