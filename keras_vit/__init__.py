@@ -8,6 +8,7 @@ framework until a name that needs one is used.
 
 import importlib
 import importlib.util
+import sys as _sys
 
 from keras_vit.version import __version__ as __version__  # no framework imported
 
@@ -37,3 +38,10 @@ def __getattr__(name):
 def __dir__():
     return sorted(set(globals()) | set(_load_api().__all__))
 
+
+
+# Keras already loaded (`import keras` before `import keras_vit`): nothing is saved by deferring,
+# so load the API now; that registers every keras_vit class, and a plain
+# `keras.saving.load_model(...)` finds them (`keras_vit.load_model` always does).
+if "keras" in _sys.modules:
+    _load_api()

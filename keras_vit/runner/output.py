@@ -144,6 +144,8 @@ def release_out(out, failed=False):
     if owner and _mine(owner):
         os.remove(os.path.join(out, LOCK))
     folder = os.path.abspath(out)
+    if not failed:  # the run's folder now holds its results: never removed
+        _created.discard(folder)
     if not (failed and folder in _created and os.path.isdir(folder)):
         return
     backup = os.path.join(folder, "backup")
