@@ -204,8 +204,9 @@ def test_subpackages_form_a_one_way_stack():
 
 
 _LOAD_WITH_LAYERS_ONLY = """
-import sys, numpy as np, keras
+import sys, numpy as np
 import keras_vit.models  # the model class; its layers register through keras_vit.layers
+import keras  # after: `import keras_vit` with Keras already imported would load the whole API
 assert "keras_vit.weights" not in sys.modules and "keras_vit._api" not in sys.modules
 model = keras.saving.load_model(sys.argv[1])
 assert type(model).__name__ == "VisionTransformer", type(model)
