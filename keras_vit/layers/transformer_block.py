@@ -85,6 +85,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             activations (timm's `scale_mlp`). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
+            the attention's output projection (`attention/inner_norm`). Defaults to False.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -124,6 +126,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp="mlp",
         mlp_inner_norm=False,
         key_bias=True,
+        attention_inner_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -161,6 +164,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
             )
         self.key_bias = check_bool(key_bias, "key_bias")
+        self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -176,6 +180,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             qk_norm=self.qk_norm,
             layer_norm_epsilon=eps,
             key_bias=self.key_bias,
+            inner_norm=self.attention_inner_norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
@@ -361,6 +366,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "mlp": self.mlp,
                 "mlp_inner_norm": self.mlp_inner_norm,
                 "key_bias": self.key_bias,
+                "attention_inner_norm": self.attention_inner_norm,
             }
         )
         return config

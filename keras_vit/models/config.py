@@ -11,7 +11,10 @@ arguments" reads one list instead of writing its own:
   `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
-  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`;
+  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`, and
+  the EVA / EVA-02 / rotary-ViT options `mlp`, `mlp_inner_norm`, `key_bias`,
+  `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`, `rotary_reference_grid`,
+  `rotary_grid_offset`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -36,7 +39,13 @@ BOOLS = (
     "prefix_position_embedding",
     "pre_norm",
     "qk_norm",
+    "mlp_inner_norm",
+    "key_bias",
+    "attention_inner_norm",
 )
+MLPS = ("mlp", "swiglu")
+# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
+ROTARY_EMBEDDINGS = (None, "eva02")
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
@@ -48,6 +57,11 @@ _RESNET_EPSILONS = {
     "resnet_conv_epsilon": STD_CONV_EPSILON,
     "resnet_conv_epsilon_mode": "std",
     "resnet_norm_epsilon": GROUP_NORM_EPSILON,
+}
+_ROTARY_DEFAULTS = {
+    "rotary_temperature": 10000.0,
+    "rotary_reference_grid": None,
+    "rotary_grid_offset": 0.0,
 }
 _RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
 
@@ -116,6 +130,22 @@ class ViTConfig:
         pre_norm: bool. Defaults to False.
         qk_norm: bool. Defaults to False.
         activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
+        mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
+            hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
+        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
+            activations. Defaults to False.
+        key_bias: bool. Whether the key projections have a bias (False: EVA's and BEiT's
+            q/v-only biases). Defaults to True.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
+            each attention's output projection. Defaults to False.
+        rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
+            queries and keys of every block, computed for the token grid of each input
+            (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not rotated).
+            Works with or without `position_embedding`. Defaults to None.
+        rotary_temperature: float. Defaults to 10000.
+        rotary_reference_grid: optional int or (rows, columns): every grid's positions are
+            rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
+        rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -169,6 +199,16 @@ class ViTConfig:
     pre_norm: bool = _field("encoder", False)
     qk_norm: bool = _field("encoder", False)
     activation: str = _field("encoder", "gelu")
+    # EVA, EVA-02 and timm's rotary ViTs (issue 30, `families`): SwiGLU MLPs, q/v-only biases,
+    # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
+    mlp: str = _field("encoder", "mlp")
+    mlp_inner_norm: bool = _field("encoder", False)
+    key_bias: bool = _field("encoder", True)
+    attention_inner_norm: bool = _field("encoder", False)
+    rotary_embedding: object = _field("encoder", None)
+    rotary_temperature: float = _field("encoder", 10000.0)
+    rotary_reference_grid: object = _field("encoder", None)
+    rotary_grid_offset: float = _field("encoder", 0.0)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -219,8 +259,58 @@ class ViTConfig:
                 f"Received: num_register_tokens={registers!r}"
             )
         check_activation(self.activation)
+        self._check_families(normalize)
         self._check_distillation()
         self._check_stem(normalize)
+
+    def _check_families(self, normalize):
+        """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
+        if self.mlp not in MLPS:
+            raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={self.mlp!r}")
+        if self.mlp_inner_norm and self.mlp != "swiglu":
+            raise ValueError(
+                "mlp_inner_norm needs mlp='swiglu'. "
+                f"Received: mlp={self.mlp!r}, mlp_inner_norm=True"
+            )
+        if self.rotary_embedding not in ROTARY_EMBEDDINGS:
+            raise ValueError(
+                f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
+                f"Received: rotary_embedding={self.rotary_embedding!r}"
+            )
+        for name in ("rotary_temperature", "rotary_grid_offset"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number. Received: {name}={value!r}")
+            normalize(name, float(value))
+        if self.rotary_temperature <= 0:
+            raise ValueError(
+                f"rotary_temperature must be positive. "
+                f"Received: rotary_temperature={self.rotary_temperature!r}"
+            )
+        if self.rotary_reference_grid is not None:
+            normalize(
+                "rotary_reference_grid",
+                check_positive_int_pair(self.rotary_reference_grid, "rotary_reference_grid"),
+            )
+        if self.rotary_embedding is None:
+            changed = [
+                f"{name}={getattr(self, name)!r}"
+                for name, default in _ROTARY_DEFAULTS.items()
+                if getattr(self, name) != default
+            ]
+            if changed:
+                raise ValueError(
+                    "Rotary settings need rotary_embedding (e.g. 'eva02'). "
+                    f"Received: rotary_embedding=None, {', '.join(changed)}"
+                )
+            return
+        head_dim = self.hidden_dim // self.num_heads
+        if head_dim % 4:
+            raise ValueError(
+                "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
+                f"4. Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads} "
+                f"(head width {head_dim})"
+            )
 
     def _check_distillation(self):
         if not self.distillation_token:
