@@ -116,7 +116,7 @@ def block_params(block):
         "query/kernel": n(att.query_dense.kernel),
         "query/bias": n(att.query_dense.bias),
         "key/kernel": n(att.key_dense.kernel),
-        "key/bias": n(att.key_dense.bias),
+        "key/bias": n(att.key_dense.bias) if att.key_bias else np.zeros(att.head_dim),
         "value/kernel": n(att.value_dense.kernel),
         "value/bias": n(att.value_dense.bias),
         "out/kernel": n(att.output_dense.kernel),

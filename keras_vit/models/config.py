@@ -11,7 +11,8 @@ arguments" reads one list instead of writing its own:
   `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
-  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`;
+  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
+  `key_bias`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -36,6 +37,7 @@ BOOLS = (
     "prefix_position_embedding",
     "pre_norm",
     "qk_norm",
+    "key_bias",
 )
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
@@ -116,6 +118,8 @@ class ViTConfig:
         pre_norm: bool. Defaults to False.
         qk_norm: bool. Defaults to False.
         activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
+        key_bias: bool. Whether the attention's key projection has a bias (False: the
+            q/v-only biases of BEiT and EVA). Defaults to True.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -169,6 +173,8 @@ class ViTConfig:
     pre_norm: bool = _field("encoder", False)
     qk_norm: bool = _field("encoder", False)
     activation: str = _field("encoder", "gelu")
+    # q/v-only attention biases (BEiT, EVA: timm's q_bias / v_bias, no key bias).
+    key_bias: bool = _field("encoder", True)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)

@@ -148,12 +148,14 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype):
 
 
 def _block_options(config):
-    """`qk_norm` and `activation` when they differ from the defaults (configs stay as before)."""
+    """`qk_norm`, `activation`, `key_bias` when not the defaults (configs stay as before)."""
     options = {}
     if config.qk_norm:
         options["qk_norm"] = True
     if config.activation != "gelu":
         options["activation"] = config.activation
+    if not config.key_bias:
+        options["key_bias"] = False
     return options
 
 

@@ -161,6 +161,7 @@ def read_config(model):
         pre_norm=builder.PRE_NORM in layers,
         qk_norm=first.qk_norm,
         activation=first.activation,
+        key_bias=first.key_bias,
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
         **stem,

@@ -52,6 +52,7 @@ def ViT(
     fc_norm=False,
     activation="gelu",
     dynamic_image_size=False,
+    key_bias=True,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -143,6 +144,8 @@ def ViT(
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
             call as timm's `dynamic_img_size=True`. Defaults to False.
+        key_bias: bool. Whether the attention's key projection has a bias;
+            False gives BEiT's and EVA's q/v-only biases. Defaults to True.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

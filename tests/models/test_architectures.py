@@ -34,9 +34,14 @@ FEATURES = {
     ),
     # SigLIP: MAP head, no class token; with qk-norm and exact GELU.
     "map_qk_norm": dict(pooling="map", qk_norm=True, approximate_gelu=False),
-    # timm GAP models: fc_norm on the pooled vector (no encoder_norm), with LayerScale.
+    # timm GAP models: fc_norm on the pooled vector (no encoder_norm), with LayerScale; and
+    # BEiT's q/v-only attention biases.
     "gap_fc_norm": dict(
-        pooling="gap", fc_norm=True, num_register_tokens=1, layer_scale_init_value=0.5
+        pooling="gap",
+        fc_norm=True,
+        num_register_tokens=1,
+        layer_scale_init_value=0.5,
+        key_bias=False,
     ),
     # A distilled DeiT's pre-logits, (cls + dist) / 2, with registers in the position embedding.
     "distilled_pre_logits_registers": dict(
@@ -225,6 +230,7 @@ def test_committed_plain_functional_files_load_as_the_model_class(name):
         (dict(num_register_tokens=-1), "num_register_tokens"),
         (dict(activation="relu"), "activation must be one of"),
         (dict(qk_norm=1), "qk_norm must be a bool"),
+        (dict(key_bias=0), "key_bias must be a bool"),
         (dict(dynamic_image_size="yes"), "dynamic_image_size must be a bool"),
         (dict(pooling="map", class_token=False, include_top=True), None),
     ],
