@@ -11,10 +11,10 @@ arguments" reads one list instead of writing its own:
   `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
-  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`, and
-  the EVA / EVA-02 / rotary-ViT options `mlp`, `mlp_inner_norm`, `key_bias`,
-  `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`, `rotary_reference_grid`,
-  `rotary_grid_offset`;
+  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
+  `key_bias`, `relative_position_bias`, and the EVA / EVA-02 / rotary-ViT options `mlp`,
+  `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
+  `rotary_reference_grid`, `rotary_grid_offset`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -39,10 +39,11 @@ BOOLS = (
     "prefix_position_embedding",
     "pre_norm",
     "qk_norm",
-    "mlp_inner_norm",
     "key_bias",
+    "mlp_inner_norm",
     "attention_inner_norm",
 )
+RELATIVE_POSITION_BIASES = ("block", "shared")
 MLPS = ("mlp", "swiglu")
 # Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
 ROTARY_EMBEDDINGS = (None, "eva02")
@@ -130,12 +131,18 @@ class ViTConfig:
         pre_norm: bool. Defaults to False.
         qk_norm: bool. Defaults to False.
         activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
+        key_bias: bool. Whether the attention's key projection has a bias (False: the
+            q/v-only biases of BEiT and EVA). Defaults to True.
+        relative_position_bias: None, `"block"` or `"shared"`. BEiT's relative position
+            bias (`keras_vit.layers.RelativePositionBias`) added to the attention logits:
+            a table in every block, or one table (layer `relative_position_bias`) for all.
+            Made for the grid of `image_size` and a class token: needs `class_token`, no
+            register or distillation token, a fixed image size (timm's BEiT has no dynamic
+            size either). Defaults to None.
         mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
             hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
         mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
             activations. Defaults to False.
-        key_bias: bool. Whether the key projections have a bias (False: EVA's and BEiT's
-            q/v-only biases). Defaults to True.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
@@ -199,11 +206,14 @@ class ViTConfig:
     pre_norm: bool = _field("encoder", False)
     qk_norm: bool = _field("encoder", False)
     activation: str = _field("encoder", "gelu")
+    # q/v-only attention biases (BEiT, EVA: timm's q_bias / v_bias, no key bias).
+    key_bias: bool = _field("encoder", True)
+    # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
+    relative_position_bias: object = _field("encoder", None)
     # EVA, EVA-02 and timm's rotary ViTs (issue 30, `families`): SwiGLU MLPs, q/v-only biases,
     # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
     mlp: str = _field("encoder", "mlp")
     mlp_inner_norm: bool = _field("encoder", False)
-    key_bias: bool = _field("encoder", True)
     attention_inner_norm: bool = _field("encoder", False)
     rotary_embedding: object = _field("encoder", None)
     rotary_temperature: float = _field("encoder", 10000.0)
@@ -259,6 +269,7 @@ class ViTConfig:
                 f"Received: num_register_tokens={registers!r}"
             )
         check_activation(self.activation)
+        self._check_relative_position_bias()
         self._check_families(normalize)
         self._check_distillation()
         self._check_stem(normalize)
@@ -310,6 +321,32 @@ class ViTConfig:
                 "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
                 f"4. Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads} "
                 f"(head width {head_dim})"
+            )
+
+    def _check_relative_position_bias(self):
+        if self.relative_position_bias is None:
+            return
+        if self.relative_position_bias not in RELATIVE_POSITION_BIASES:
+            raise ValueError(
+                f"relative_position_bias must be one of {RELATIVE_POSITION_BIASES} or None. "
+                f"Received: relative_position_bias={self.relative_position_bias!r}"
+            )
+        problems = []
+        if not self.class_token:
+            problems.append("class_token=False")
+        if self.num_register_tokens:
+            problems.append(f"num_register_tokens={self.num_register_tokens}")
+        if self.distillation_token:
+            problems.append("distillation_token=True")
+        if self.dynamic_image_size:
+            problems.append("dynamic_image_size=True")
+        if self.backbone is not None:
+            problems.append("a backbone stem")
+        if problems:
+            raise ValueError(
+                "relative_position_bias (BEiT's table for one class token and the grid of "
+                "image_size) needs a class token, no register or distillation token, a fixed "
+                f"image size and a known grid. Received: {', '.join(problems)}"
             )
 
     def _check_distillation(self):

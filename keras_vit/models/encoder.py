@@ -42,6 +42,7 @@ import keras
 from keras_vit.layers import (
     MAPHead,
     PatchEncoder,
+    RelativePositionBias,
     RotaryEmbedding2D,
     TokenPooling,
     TransformerBlock,
@@ -58,6 +59,7 @@ ROTARY_EMBEDDING = "rotary_embedding"
 PRE_NORM = "pre_norm"
 BLOCK_NAME = "encoderblock_{}"
 FINAL_NORM = "encoder_norm"
+RELATIVE_POSITION_BIAS = "relative_position_bias"
 POOLING = "pooling"
 POOLING_DIST = "pooling_dist"
 FC_NORM = "fc_norm"
@@ -162,6 +164,14 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None):
     x = tokens
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
+    shared = {}
+    if config.relative_position_bias == "shared":
+        shared["attention_bias"] = RelativePositionBias(
+            config.num_heads,
+            config.grid_size,
+            name=RELATIVE_POSITION_BIAS,
+            dtype=dtype_of(RELATIVE_POSITION_BIAS),
+        )(x)
     for i in range(config.num_layers):
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
@@ -179,7 +189,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None):
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x, **call_options)
+        )(x, **shared, **call_options)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
@@ -199,11 +209,14 @@ _BLOCK_DEFAULTS = dict(
 
 def _block_options(config):
     """The block options of `config` that differ from the defaults (configs stay as before)."""
-    return {
+    options = {
         name: getattr(config, name)
         for name, default in _BLOCK_DEFAULTS.items()
         if getattr(config, name) != default
     }
+    if config.relative_position_bias == "block":
+        options["relative_position_grid"] = config.grid_size
+    return options
 
 
 def _pool(x, config, dtype_of):
@@ -429,6 +442,11 @@ class VisionTransformer(keras.Model):
     def pre_norm(self):
         """The LayerNorm before the blocks (CLIP's `norm_pre`), or None."""
         return self.get_layer(PRE_NORM) if self.config.pre_norm else None
+
+    @property
+    def relative_position_bias(self):
+        """The `RelativePositionBias` shared by the blocks, or None (none, or one per block)."""
+        return self._optional(RELATIVE_POSITION_BIAS)
 
     @property
     def blocks(self):

@@ -54,13 +54,14 @@ def ViT(
     # EVA / EVA-02 / rotary ViTs (issue 30, families)
     mlp="mlp",
     mlp_inner_norm=False,
-    key_bias=True,
     attention_inner_norm=False,
     rotary_embedding=None,
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
     dynamic_image_size=False,
+    key_bias=True,
+    relative_position_bias=None,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -152,8 +153,6 @@ def ViT(
             `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
         mlp_inner_norm: bool. EVA-02's LayerNorm inside the SwiGLU MLP.
             Defaults to False.
-        key_bias: bool. Whether the key projections have a bias (False: EVA's
-            q/v-only biases). Defaults to True.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None or `"eva02"`: EVA-02's 2-D rotary position
@@ -167,6 +166,12 @@ def ViT(
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
             call as timm's `dynamic_img_size=True`. Defaults to False.
+        key_bias: bool. Whether the attention's key projection has a bias;
+            False gives BEiT's and EVA's q/v-only biases. Defaults to True.
+        relative_position_bias: None, `"block"` or `"shared"`: BEiT's learned
+            relative position bias in every block's attention (a table per
+            block, or one shared table), for the grid of `image_size` and a
+            class token (no registers, fixed image size). Defaults to None.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.
