@@ -106,8 +106,12 @@ def attention_is_plain(attention):
     return all(is_plain(layer) for layer in layers + (attention.output_dense,))
 
 
-def self_attention(attention, x, read=None):
-    """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain."""
+def self_attention(attention, x, read=None, bias=None):
+    """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain.
+
+    `bias`: an optional additive attention bias broadcastable to `(B, heads, T, T)` (the
+    `attn_mask` of `F.scaled_dot_product_attention`, in the queries' dtype).
+    """
     read = read or variable_reader()
     batch, tokens, width = x.shape
     heads = attention.num_heads
@@ -122,7 +126,11 @@ def self_attention(attention, x, read=None):
     if attention.qk_norm:
         query = layer_norm(query, attention.query_norm, read)
         key = layer_norm(key, attention.key_norm, read)
-    out = F.scaled_dot_product_attention(query, key, value, scale=attention._scale)
+    if bias is not None:
+        bias = _cast(bias, query.dtype)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=bias, scale=attention._scale
+    )
     out = out.transpose(1, 2).reshape(batch, tokens, width)
     kernel, bias = _weights(attention.output_dense, x.dtype, width, read)
     return F.linear(out, kernel, bias)
@@ -135,16 +143,19 @@ def _dropout(layer, x, training):
     return x
 
 
-def transformer_block(block, inputs, training):
-    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype."""
+def transformer_block(block, inputs, training, bias=None):
+    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype.
+
+    `bias`: the block's additive attention bias (relative position bias), or None.
+    """
     read = variable_reader()
     x = layer_norm(inputs, block.attention_norm, read)
     attention = block.attention
     attention_dropout = training and attention.attention_dropout_rate > 0
     if attention_dropout or not attention_is_plain(attention):
-        x = attention(x, training=training)  # its own Keras call (and dropout draws)
+        x = attention(x, training=training, attention_bias=bias)  # its own Keras call
     else:
-        x = self_attention(attention, x, read)
+        x = self_attention(attention, x, read, bias)
     x = _dropout(block.attention_dropout, x, training)
     if block.layer_scale_init_value is not None:
         x = x * _cast(read(block.attention_scale), x.dtype)

@@ -52,6 +52,8 @@ def ViT(
     fc_norm=False,
     activation="gelu",
     dynamic_image_size=False,
+    key_bias=True,
+    relative_position_bias=None,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -143,6 +145,12 @@ def ViT(
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
             call as timm's `dynamic_img_size=True`. Defaults to False.
+        key_bias: bool. Whether the attention's key projection has a bias;
+            False gives BEiT's and EVA's q/v-only biases. Defaults to True.
+        relative_position_bias: None, `"block"` or `"shared"`: BEiT's learned
+            relative position bias in every block's attention (a table per
+            block, or one shared table), for the grid of `image_size` and a
+            class token (no registers, fixed image size). Defaults to None.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.
