@@ -23,6 +23,7 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
+from keras_vit.weights.timm_beit import beit_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
     ('encoderblock_1/attention/query/kernel', 'encoderblock_1/attention/key/kernel', \
 'encoderblock_1/attention/value/kernel')
     """
+    if getattr(config, "relative_position_bias", None) is not None:
+        return beit_name_table(config)  # timm's Beit (beit*, beitv2*)
     p = PATHS
     table = {}
     if config.class_token:

@@ -201,6 +201,20 @@ def _siglip(g):
     return args
 
 
+def _beit(g):
+    v1_base = not g["v2"] and g["size"] == "base"
+    return {
+        **_sizes(g["size"], g["patch"]),
+        "position_embedding": None,  # timm's use_abs_pos_emb=False
+        "relative_position_bias": "block",
+        "key_bias": False,  # q_bias, v_bias
+        "layer_scale_init_value": 0.1 if v1_base else 1e-5,
+        "pooling": "gap",
+        "class_token": True,
+        "fc_norm": True,
+    }
+
+
 def _hybrid(g):
     return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
 
@@ -316,6 +330,14 @@ FAMILIES = (
         _siglip,
     ),
     Family(
+        "beit",
+        r"beit(?P<v2>v2)?_(?P<size>base|large)_patch(?P<patch>16)_(?P<res>\d+)",
+        "beitv2_base_patch16_224.in1k_ft_in22k_in1k",
+        "BEiT and BEiT v2 (relative position bias per block, q/v-only biases, LayerScale, "
+        "average of the patch tokens with fc_norm; fixed image size)",
+        _beit,
+    ),
+    Family(
         "hybrid",
         r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
         "vit_base_r50_s16_384.orig_in21k_ft_in1k",
@@ -328,13 +350,14 @@ FAMILIES = (
 UNSUPPORTED = (
     (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
     (r".*_rope.*", "rotary position embeddings"),
-    (r"vit_(s)?relpos_.*", "relative position biases"),
+    (r"vit_(s)?relpos_.*", "timm's RelPosMlp relative position biases (log-spaced MLP)"),
+    (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
     (r".*_rpn_.*", "residual post-norm blocks"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_|beit|eva).*",
+        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_|eva).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )
