@@ -215,6 +215,26 @@ def _beit(g):
     }
 
 
+def _relpos(g):
+    size = "base_plus" if g["plus"] else g["size"]
+    args = {
+        **_sizes(size, g["patch"]),
+        "position_embedding": None,
+        "relative_position_bias": "mlp_shared" if g["shared"] else "mlp",
+        "layer_scale_init_value": 1e-6,  # timm's VisionTransformerRelPos default init_values
+        "pooling": "token" if g["cls"] == "_cls" else "gap",
+        "class_token": bool(g["cls"]),
+        "fc_norm": not (g["shared"] or g["plus"] or g["cls"] == "_cls"),
+    }
+    if not g["plus"]:
+        args["_qkv_bias"] = False
+    if g["shared"]:
+        args["relative_position_mlp_dim"] = {"small": 384, "medium": 512}[g["size"]]
+    elif g["cls"] == "_cls" and g["size"] == "medium":
+        args["relative_position_mlp_dim"] = 256
+    return args
+
+
 def _hybrid(g):
     return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
 
@@ -338,6 +358,15 @@ FAMILIES = (
         _beit,
     ),
     Family(
+        "relpos",
+        r"vit_(?P<shared>s)?relpos_(?P<size>small|medium|base)_patch(?P<patch>16|32)"
+        r"(?P<plus>_plus)?(?P<cls>_cls|_clsgap)?_(?P<res>\d+)",
+        "vit_relpos_medium_patch16_224.sw_in1k",
+        "timm's relative-position ViTs (RelPosMlp bias per block, shared in vit_srelpos_*; no "
+        "position embedding; LayerScale; fixed image size; not the post-norm *_rpn_*)",
+        _relpos,
+    ),
+    Family(
         "hybrid",
         r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
         "vit_base_r50_s16_384.orig_in21k_ft_in1k",
@@ -350,7 +379,6 @@ FAMILIES = (
 UNSUPPORTED = (
     (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
     (r".*_rope.*", "rotary position embeddings"),
-    (r"vit_(s)?relpos_.*", "timm's RelPosMlp relative position biases (log-spaced MLP)"),
     (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),

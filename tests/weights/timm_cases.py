@@ -36,6 +36,8 @@ CASES = {
                    dict(image_size=64)),
     "siglip": ("vit_base_patch16_siglip_224.webli", {}, {}),
     "beit": ("beitv2_base_patch16_224.in1k_ft_in22k_in1k", {}, {}),
+    "relpos": ("vit_relpos_medium_patch16_224.sw_in1k", {}, {}),
+    "srelpos": ("vit_srelpos_small_patch16_224.sw_in1k", {}, {}),
     "hybrid": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", dict(depth=1),
                dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
     "hybrid_r50": ("vit_base_r50_s16_384.orig_in21k_ft_in1k", dict(depth=1),
