@@ -62,6 +62,7 @@ def ViT(
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
+    relative_position_mlp_dim=None,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -168,10 +169,14 @@ def ViT(
             call as timm's `dynamic_img_size=True`. Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias;
             False gives BEiT's and EVA's q/v-only biases. Defaults to True.
-        relative_position_bias: None, `"block"` or `"shared"`: BEiT's learned
+        relative_position_bias: None, `"block"`, `"shared"`: BEiT's learned
             relative position bias in every block's attention (a table per
             block, or one shared table), for the grid of `image_size` and a
-            class token (no registers, fixed image size). Defaults to None.
+            class token (no registers, fixed image size); `"mlp"` /
+            `"mlp_shared"`: timm's `RelPosMlp` of log-spaced offsets
+            (`vit_relpos_*`, `vit_srelpos_*`). Defaults to None.
+        relative_position_mlp_dim: optional int. Hidden width of the `"mlp"`
+            biases (None: 128). Defaults to None.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.
