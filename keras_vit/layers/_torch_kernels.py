@@ -106,8 +106,13 @@ def attention_is_plain(attention):
     return all(is_plain(layer) for layer in layers + (attention.output_dense,))
 
 
-def self_attention(attention, x, read=None):
-    """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain."""
+def self_attention(attention, x, read=None, mask=None):
+    """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain.
+
+    `mask`: None or a boolean mask broadcastable to `(B, heads, T, T)` (True: attend), passed
+    to `F.scaled_dot_product_attention` as its boolean `attn_mask` (the same function as the
+    portable path's masked softmax).
+    """
     read = read or variable_reader()
     batch, tokens, width = x.shape
     heads = attention.num_heads
@@ -122,7 +127,7 @@ def self_attention(attention, x, read=None):
     if attention.qk_norm:
         query = layer_norm(query, attention.query_norm, read)
         key = layer_norm(key, attention.key_norm, read)
-    out = F.scaled_dot_product_attention(query, key, value, scale=attention._scale)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=attention._scale)
     out = out.transpose(1, 2).reshape(batch, tokens, width)
     kernel, bias = _weights(attention.output_dense, x.dtype, width, read)
     return F.linear(out, kernel, bias)
@@ -135,16 +140,19 @@ def _dropout(layer, x, training):
     return x
 
 
-def transformer_block(block, inputs, training):
-    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype."""
+def transformer_block(block, inputs, training, mask=None):
+    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype.
+
+    `mask`: None or the attention's boolean 4-D mask (`attention.attention_mask_4d`).
+    """
     read = variable_reader()
     x = layer_norm(inputs, block.attention_norm, read)
     attention = block.attention
     attention_dropout = training and attention.attention_dropout_rate > 0
     if attention_dropout or not attention_is_plain(attention):
-        x = attention(x, training=training)  # its own Keras call (and dropout draws)
+        x = attention(x, training=training, attention_mask=mask)  # its own call and draws
     else:
-        x = self_attention(attention, x, read)
+        x = self_attention(attention, x, read, mask)
     x = _dropout(block.attention_dropout, x, training)
     if block.layer_scale_init_value is not None:
         x = x * _cast(read(block.attention_scale), x.dtype)

@@ -93,6 +93,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
             (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys.
         return_attention_scores: bool. If True, also returns the attention
             weights `(B, heads, T, T)` computed by the same attention layer.
+        attention_mask: optional boolean mask for the attention: `(B, S)` key validity of
+            the last S tokens, or `(B, 1 or heads, T, T)` (see
+            `keras_vit.layers.MultiHeadSelfAttention`). Defaults to None.
 
     Returns:
         `(B, T, D)`, or `((B, T, D), (B, heads, T, T))`.
@@ -230,27 +233,35 @@ class TransformerBlock(RecordsQuantizedSublayers):
             )
         self.built = True
 
-    def call(self, inputs, training=None, return_attention_scores=False, rotary_embedding=None):
+    def call(
+        self,
+        inputs,
+        training=None,
+        return_attention_scores=False,
+        rotary_embedding=None,
+        attention_mask=None,
+    ):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
         rotary = rotary_embedding
+        mask = attention_module.attention_mask_4d(attention_mask, inputs)
         if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
-            # Python flags (and the rotary embedding, a function of the grid only) stay outside
-            # the rematerialised function (closed over), so jax.checkpoint /
-            # tf.recompute_grad see the tokens only.
-            return self._remat_call(inputs, training, rotary)
-        return self._forward(inputs, training, return_attention_scores, rotary)
+            # Python flags (and the rotary embedding, a function of the grid only, and the
+            # mask) stay outside the rematerialised function (closed over), so
+            # jax.checkpoint / tf.recompute_grad see the tokens only.
+            return self._remat_call(inputs, training, rotary, mask)
+        return self._forward(inputs, training, return_attention_scores, rotary, mask)
 
-    def _remat_call(self, inputs, training, rotary=None):
+    def _remat_call(self, inputs, training, rotary=None, mask=None):
         """The block under `keras.remat`, drawing the same dropout masks in the recomputation."""
         seed_states = self.non_trainable_variables if training else []
         if not seed_states:
-            return keras.remat(lambda tokens: self._forward(tokens, training, False, rotary))(
-                inputs
-            )
+            return keras.remat(
+                lambda tokens: self._forward(tokens, training, False, rotary, mask)
+            )(inputs)
         if keras.backend.backend() == "jax":
-            return self._remat_call_jax(inputs, training, seed_states, rotary)
+            return self._remat_call_jax(inputs, training, seed_states, rotary, mask)
         # PyTorch: torch.utils.checkpoint replays PyTorch's global generator (unseeded dropout)
         # but not Keras seed generators (drop path, seeded dropout), whose state variables the
         # first pass advanced: the recomputation starts again from the states the forward pass
@@ -260,18 +271,18 @@ class TransformerBlock(RecordsQuantizedSublayers):
         def forward(tokens):
             for variable, state in saved:
                 variable.assign(state)
-            return self._forward(tokens, training, False, rotary)
+            return self._forward(tokens, training, False, rotary, mask)
 
         return keras.remat(forward)(inputs)
 
-    def _remat_call_jax(self, inputs, training, seed_states, rotary=None):
+    def _remat_call_jax(self, inputs, training, seed_states, rotary=None, mask=None):
         """jax.checkpoint needs a pure function: variables in, new seed states out."""
         variables = self.variables
 
         def pure(tokens, values):
             mapping = list(zip(variables, values, strict=True))
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                out = self._forward(tokens, training, False, rotary)
+                out = self._forward(tokens, training, False, rotary, mask)
             return out, [scope.get_current_value(variable) for variable in seed_states]
 
         out, states = keras.remat(pure)(inputs, [variable.value for variable in variables])
@@ -296,21 +307,20 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self._warned_remat = True
         return True
 
-    def _forward(self, inputs, training, return_attention_scores, rotary=None):
+    def _forward(self, inputs, training, return_attention_scores, rotary=None, mask=None):
         # The fast path computes the original block (and q/v-only biases); RoPE and SwiGLU
         # take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
-            return _torch_kernels.transformer_block(self, inputs, training)
+            return _torch_kernels.transformer_block(self, inputs, training, mask)
         normed = self.attention_norm(inputs)
+        options = dict(training=training, rotary_embedding=rotary, attention_mask=mask)
         if return_attention_scores:
-            x, scores = self.attention(
-                normed, training=training, return_attention_scores=True, rotary_embedding=rotary
-            )
+            x, scores = self.attention(normed, return_attention_scores=True, **options)
         else:
-            x = self.attention(normed, training=training, rotary_embedding=rotary)
+            x = self.attention(normed, **options)
         x = self.attention_dropout(x, training=training)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale

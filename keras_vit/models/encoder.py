@@ -114,13 +114,15 @@ def _layer_norm(config, name, dtype_of):
     )
 
 
-def apply_blocks(tokens, config, dtype_of=_default_dtype):
+def apply_blocks(tokens, config, dtype_of=_default_dtype, attention_mask=None):
     """`pre_norm`, `encoderblock_0` ... `encoderblock_{L-1}` and `encoder_norm` on tokens.
 
     `pre_norm` only with `config.pre_norm`; no `encoder_norm` with `config.fc_norm` (the
     final norm then follows the pooling). `dtype_of(layer name)` gives each layer's dtype
-    policy (None: the global policy).
+    policy (None: the global policy). `attention_mask` (NaFlex: `patch_valid`) goes to
+    every block's attention.
     """
+    mask = {} if attention_mask is None else {"attention_mask": attention_mask}
     x = tokens
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
@@ -141,7 +143,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype):
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x)
+        )(x, **mask)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
@@ -157,9 +159,11 @@ def _block_options(config):
     return options
 
 
-def _pool(x, config, dtype_of):
-    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set)."""
+def _pool(x, config, dtype_of, patch_valid=None):
+    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set); NaFlex padding left out
+    of GAP and MAP by `patch_valid`."""
     prefix = num_prefix_tokens(config)
+    valid = {} if patch_valid is None else {"patch_valid": patch_valid}
     if config.pooling == "map":
         x = MAPHead(
             num_heads=config.num_heads,
@@ -170,10 +174,11 @@ def _pool(x, config, dtype_of):
             num_prefix_tokens=prefix,
             name=POOLING,
             dtype=dtype_of(POOLING),
-        )(x)
+        )(x, **valid)
     else:
         kind = "token_distillation" if config.distillation_token else config.pooling
-        x = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))(x)
+        pool = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))
+        x = pool(x, **valid)
     if config.fc_norm:
         x = _layer_norm(config, FC_NORM, dtype_of)(x)
     return x
@@ -229,11 +234,20 @@ def build_outputs(features, config, dtype_of=_default_dtype):
         The functional output tensor.
     """
     x = make_patch_encoder(config, dtype=dtype_of(PATCH_ENCODER))(features)
-    x = apply_blocks(x, config, dtype_of)
+    return encode_tokens(x, config, dtype_of)
+
+
+def encode_tokens(x, config, dtype_of=_default_dtype, patch_valid=None):
+    """Blocks, norm, pooling and head on the patch encoder's tokens (`build_outputs`' rest).
+
+    `patch_valid`: NaFlex validity `(B, N)` of the patch tokens, masking attention and
+    pooling (`keras_vit.models.naflex`).
+    """
+    x = apply_blocks(x, config, dtype_of, attention_mask=patch_valid)
     if config.include_top and config.distillation_token:
         return _distilled_head(x, config, dtype_of)
     if config.pooling is not None:
-        x = _pool(x, config, dtype_of)
+        x = _pool(x, config, dtype_of, patch_valid)
     if config.include_top:
         if config.representation_size:
             x = keras.layers.Dense(
@@ -256,6 +270,10 @@ def build_graph(config, dtype_of=_default_dtype):
     >>> outputs.shape
     (None, 1000)
     """
+    if config.naflex:
+        from keras_vit.models.naflex import build_naflex_graph
+
+        return build_naflex_graph(config, dtype_of)
     size = (None, None) if config.dynamic_image_size else config.image_size
     inputs = keras.Input((*size, config.num_channels), name="images")
     features = stem_features(inputs, config, dtype_of(None))
