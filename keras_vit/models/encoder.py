@@ -38,7 +38,7 @@ import keras
 
 from keras_vit.layers import MAPHead, PatchEncoder, TokenPooling, TransformerBlock
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
-from keras_vit.models import pretrained
+from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
 
@@ -271,13 +271,31 @@ def build_graph(config, dtype_of=_default_dtype):
     (None, 1000)
     """
     if config.naflex:
-        from keras_vit.models.naflex import build_naflex_graph
-
-        return build_naflex_graph(config, dtype_of)
+        return _naflex_graph(config, dtype_of)
     size = (None, None) if config.dynamic_image_size else config.image_size
     inputs = keras.Input((*size, config.num_channels), name="images")
     features = stem_features(inputs, config, dtype_of(None))
     return inputs, build_outputs(features, config, dtype_of)
+
+
+def _naflex_graph(config, dtype_of):
+    """A NaFlex model's `(inputs dict, outputs)` (`keras_vit.models.naflex`).
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, naflex=True, pooling="gap")
+    >>> inputs, outputs = build_graph(config)
+    >>> sorted(inputs), outputs.shape
+    (['patch_coord', 'patch_valid', 'patches'], (None, 1000))
+    """
+    inputs = naflex.naflex_inputs(config)
+    patch_encoder = naflex.make_naflex_patch_encoder(
+        config, PATCH_ENCODER, dtype=dtype_of(PATCH_ENCODER)
+    )
+    valid = inputs["patch_valid"]
+    x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).

@@ -8,7 +8,8 @@ timm's NaFlex convention instead of images:
 - `patch_coord` `(B, N, 2)` int: their `(y, x)` positions in the image's own patch grid;
 - `patch_valid` `(B, N)` bool: False for padding.
 
-The patch encoder is a `keras_vit.layers.NaFlexPatchEncoder` (the plain kernel as a Dense on
+`keras_vit.models.encoder.build_graph` wires them: the patch encoder is a
+`keras_vit.layers.NaFlexPatchEncoder` (the plain kernel as a Dense on
 flattened patches, the position table resized per image); `patch_valid` masks the keys of
 every attention (padding never changes a valid token) and the GAP / MAP pooling. A batch of
 one unpadded image gives the plain model's output on that image (same weights, position
@@ -18,7 +19,6 @@ embedding without prefix rows).
 import keras
 
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
-from keras_vit.models import encoder
 
 
 def naflex_inputs(config):
@@ -31,8 +31,8 @@ def naflex_inputs(config):
     }
 
 
-def make_naflex_patch_encoder(config, dtype=None):
-    """The `NaFlexPatchEncoder` named `patch_encoder` of a NaFlex `config`."""
+def make_naflex_patch_encoder(config, name, dtype=None):
+    """The `NaFlexPatchEncoder` of a NaFlex `config` (named `name`: the plain encoder's)."""
     return NaFlexPatchEncoder(
         config.hidden_dim,
         config.patch_size,
@@ -45,24 +45,6 @@ def make_naflex_patch_encoder(config, dtype=None):
         align_corners=config.position_embedding_align_corners,
         aspect_preserving=config.position_embedding_aspect_preserving,
         dropout_rate=config.dropout_rate,
-        name=encoder.PATCH_ENCODER,
+        name=name,
         dtype=dtype,
     )
-
-
-def build_naflex_graph(config, dtype_of=encoder._default_dtype):
-    """The functional `(inputs dict, outputs)` of a NaFlex `config`.
-
-    Example:
-
-    >>> from keras_vit.models.config import ViTConfig
-    >>> config = ViTConfig.from_variant("mu/8", image_size=32, naflex=True, pooling="gap")
-    >>> inputs, outputs = build_naflex_graph(config)
-    >>> sorted(inputs), outputs.shape
-    (['patch_coord', 'patch_valid', 'patches'], (None, 1000))
-    """
-    inputs = naflex_inputs(config)
-    patch_encoder = make_naflex_patch_encoder(config, dtype=dtype_of(encoder.PATCH_ENCODER))
-    valid = inputs["patch_valid"]
-    x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
-    return inputs, encoder.encode_tokens(x, config, dtype_of, patch_valid=valid)

@@ -159,9 +159,9 @@ def test_fast_path_taken_and_left(monkeypatch):
     calls = []
     original = _torch_kernels.transformer_block
 
-    def counting(block, inputs, training):
+    def counting(block, inputs, training, *mask):
         calls.append(block.name)
-        return original(block, inputs, training)
+        return original(block, inputs, training, *mask)
 
     monkeypatch.setattr(_torch_kernels, "transformer_block", counting)
     block = TransformerBlock(2, 24)
