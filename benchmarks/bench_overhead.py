@@ -35,7 +35,9 @@ every framework, so that a shared machine's other jobs disturb the measurement l
 overhead being measured is single-threaded Python anyway. `--portable` runs keras_vit's
 portable `keras.ops` path on PyTorch (`KERAS_VIT_TORCH_KERNELS=0`) instead of its fast path,
 `--compare-portable` both, alternated, as two contestants (`keras_vit` and
-`keras_vit_portable`, two models with the same weights).
+`keras_vit_portable`, two models with the same weights). keras_vit trains with
+`keras_vit.training.FusedAdamW` (what `build_optimizer` returns; `--optimizer keras` for
+`keras.optimizers.AdamW`), `--compare-optimizer` adds the other as `keras_vit_<name>`.
 """
 
 import argparse
@@ -75,6 +77,12 @@ def parse_args(argv=None):
                         "TensorBoard, throughput; no checkpoints or backup)")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
                         help="keras_vit's and KerasHub's compile(jit_compile=...)")
+    parser.add_argument("--optimizer", choices=("fused", "keras"), default="fused",
+                        help="keras_vit's AdamW: keras_vit.training.FusedAdamW (what "
+                        "build_optimizer returns) or keras.optimizers.AdamW")
+    parser.add_argument("--compare-optimizer", action="store_true",
+                        help="also keras_vit with the other AdamW (keras_vit_<optimizer>), "
+                        "same weights, alternated")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--portable", action="store_true",
                         help="keras_vit's portable keras.ops path on PyTorch")
@@ -184,12 +192,17 @@ def build_keras_hub(args):
     return keras.Model(inputs, logits)
 
 
-def compile_keras(model, args):
+def compile_keras(model, args, optimizer="keras"):
+    """`model` compiled with AdamW (lr 1e-4, Keras' default weight decay 0.004, no clipping):
+    `optimizer="fused"` is keras_vit's `FusedAdamW`, `"keras"` Keras' own `AdamW`."""
     import keras
 
+    from keras_vit.training.optimizers import FusedAdamW
+
     jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    cls = FusedAdamW if optimizer == "fused" else keras.optimizers.AdamW
     model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=1e-4),
+        optimizer=cls(learning_rate=1e-4),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=jit,
     )
@@ -388,6 +401,8 @@ def ratios(rows):
                      (f"{lib} predict", f"{lib} predict_on_batch"),
                      (f"{lib} train_on_batch", f"{lib} direct step"),
                      (f"{lib} train_on_batch", "keras_vit_portable train_on_batch"),
+                     (f"{lib} train_on_batch", "keras_vit_keras train_on_batch"),
+                     (f"{lib} direct step", "keras_vit_keras direct step"),
                      (f"{lib} predict_on_batch", "keras_vit_portable predict_on_batch")):
             if a in by_name and b in by_name and a != b:
                 out.append((a, b, by_name[a] / by_name[b]))
@@ -516,7 +531,7 @@ def main(argv=None):
     if peers is None:
         peers = ["timm"] + (["keras_hub"] if backend in ("jax", "tensorflow") else [])
     keras.utils.set_random_seed(0)
-    model = compile_keras(build_keras_vit(args), args)
+    model = compile_keras(build_keras_vit(args), args, args.optimizer)
     if args.explain:
         if backend != "torch":
             raise SystemExit("--explain needs KERAS_BACKEND=torch")
@@ -526,13 +541,18 @@ def main(argv=None):
     if args.compare_portable:
         if backend != "torch":
             raise SystemExit("--compare-portable needs KERAS_BACKEND=torch")
-        portable = compile_keras(build_keras_vit(args), args)
+        portable = compile_keras(build_keras_vit(args), args, args.optimizer)
         portable.set_weights(model.get_weights())
         with_portable = keras_steps("keras_vit_portable", portable, args, fit=False)
         steps.update({
             name: (task, on_portable_path(step), n)
             for name, (task, step, n) in with_portable.items()
         })
+    if args.compare_optimizer:
+        other = "keras" if args.optimizer == "fused" else "fused"
+        twin = compile_keras(build_keras_vit(args), args, other)
+        twin.set_weights(model.get_weights())
+        steps.update(keras_steps(f"keras_vit_{other}", twin, args, fit=False))
     for peer in peers:
         if peer == "keras_hub":
             hub = compile_keras(build_keras_hub(args), args)

@@ -82,7 +82,8 @@ def np_activation(x, activation="gelu", approximate_gelu=True):
 def np_msa(x, p, eps=1e-6):
     """Multi-head self-attention with official-layout weights (D,H,Dh) / (H,Dh,D).
 
-    With `"query_norm/scale"` etc. in `p`: LayerNorm over the head width on q and k (QK-norm).
+    With `"query_norm/scale"` etc. in `p`: LayerNorm over the head width on q and k (QK-norm);
+    with `"attention_bias"` `(1, heads, T, T)`: added to the logits (relative position bias).
     """
     q = np.einsum("btd,dhk->bthk", x, p["query/kernel"]) + p["query/bias"]
     k = np.einsum("btd,dhk->bthk", x, p["key/kernel"]) + p["key/bias"]
@@ -91,7 +92,7 @@ def np_msa(x, p, eps=1e-6):
         q = np_layer_norm(q, p["query_norm/scale"], p["query_norm/bias"], eps)
         k = np_layer_norm(k, p["key_norm/scale"], p["key_norm/bias"], eps)
     logits = np.einsum("bqhk,bshk->bhqs", q, k) / math.sqrt(q.shape[-1])
-    weights = np_softmax(logits)
+    weights = np_softmax(logits + p.get("attention_bias", 0.0))
     out = np.einsum("bhqs,bshk->bqhk", weights, v)
     return np.einsum("bqhk,hkd->bqd", out, p["out/kernel"]) + p["out/bias"], weights
 
@@ -106,6 +107,24 @@ def np_block(x, p, eps=1e-6, approximate_gelu=True, activation="gelu"):
     return x + y * p.get("ls2", 1.0), weights
 
 
+def np_relative_position_index(grid):
+    """BEiT's table row of each (query, key) pair, a class token first, written pair by pair."""
+    h, w = grid
+    cells = [(r, c) for r in range(h) for c in range(w)]
+    n = (2 * h - 1) * (2 * w - 1)
+    out = np.zeros((len(cells) + 1,) * 2, "int32")
+    for i, (ri, ci) in enumerate(cells):
+        for j, (rj, cj) in enumerate(cells):
+            out[1 + i, 1 + j] = (ri - rj + h - 1) * (2 * w - 1) + (ci - cj + w - 1)
+    out[0, :], out[:, 0], out[0, 0] = n, n + 1, n + 2
+    return out
+
+
+def np_relative_position_bias(table, grid):
+    """`(1, heads, T, T)` of a `(rows, heads)` BEiT table."""
+    return np.transpose(np.asarray(table)[np_relative_position_index(grid)], (2, 0, 1))[None]
+
+
 def block_params(block):
     """Reads a TransformerBlock's weights into the NumPy reference's names."""
     att = block.attention
@@ -116,7 +135,7 @@ def block_params(block):
         "query/kernel": n(att.query_dense.kernel),
         "query/bias": n(att.query_dense.bias),
         "key/kernel": n(att.key_dense.kernel),
-        "key/bias": n(att.key_dense.bias),
+        "key/bias": n(att.key_dense.bias) if att.key_bias else np.zeros(att.head_dim),
         "value/kernel": n(att.value_dense.kernel),
         "value/bias": n(att.value_dense.bias),
         "out/kernel": n(att.output_dense.kernel),
@@ -303,11 +322,18 @@ def np_vit_forward(
         norm = model.get_layer("pre_norm")
         x = np_layer_norm(x, n(norm.gamma), n(norm.beta), eps)
     i, blocks, attention = 0, [], []
-    while f"encoderblock_{i}" in [layer.name for layer in model.layers]:
-        params = {
-            k: v.astype("float64")
-            for k, v in block_params(model.get_layer(f"encoderblock_{i}")).items()
-        }
+    names = [layer.name for layer in model.layers]
+    shared = 0.0
+    if "relative_position_bias" in names:
+        table = n(model.get_layer("relative_position_bias").relative_position_bias_table)
+        shared = np_relative_position_bias(table, grid)
+    while f"encoderblock_{i}" in names:
+        block = model.get_layer(f"encoderblock_{i}")
+        params = {k: np.asarray(v, "float64") for k, v in block_params(block).items()}
+        params["attention_bias"] = shared
+        if block.relative_position_grid is not None:
+            table = n(block.relative_position_bias.relative_position_bias_table)
+            params["attention_bias"] = shared + np_relative_position_bias(table, grid)
         x, weights = np_block(x, params, eps, approximate_gelu, activation)
         blocks.append(x)
         attention.append(weights)

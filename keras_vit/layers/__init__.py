@@ -15,6 +15,11 @@ from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
 )
+from keras_vit.layers.relative_position import (
+    RelativePositionBias,
+    relative_position_index,
+    resize_relative_position_table,
+)
 from keras_vit.layers.resnet import residual_unit, resnet_stem
 from keras_vit.layers.rotary import (
     RotaryEmbedding2D,
@@ -35,6 +40,7 @@ __all__ = [
     "PatchEncoder",
     "PatchTargets",
     "Patches",
+    "RelativePositionBias",
     "RotaryEmbedding2D",
     "StdConv2D",
     "SwiGLU",
@@ -43,9 +49,11 @@ __all__ = [
     "TransformerBlock",
     "apply_rotary_embedding",
     "quick_gelu",
+    "relative_position_index",
     "resample_patch_embedding",
     "resample_position_embedding",
     "residual_unit",
+    "resize_relative_position_table",
     "resnet_stem",
     "rotary_embedding_2d",
     "sincos_2d_position_embedding",

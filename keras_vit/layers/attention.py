@@ -99,7 +99,10 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
     timm's `q_bias`, `v_bias` with a zero `k_bias`). Called with `rotary_embedding` (a
     `keras_vit.layers.RotaryEmbedding2D` output `(N, 2 * head_dim)`), the last `N` queries
     and keys (the patches; the class and register tokens before them stay as they are) are
-    rotated after the QK-norm, as timm's `EvaAttention(rope=...)`.
+    rotated after the QK-norm, as timm's `EvaAttention(rope=...)`. Called with
+    `attention_bias` (broadcastable to `(B, heads, T, T)`, e.g. a
+    `keras_vit.layers.RelativePositionBias` output), the bias is added to the scaled logits
+    before the softmax (BEiT's relative position bias).
 
     The attention itself is `keras.ops.dot_product_attention` (the backend's fused kernel)
     unless the weights are asked for or attention dropout is active (training with
@@ -120,6 +123,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         training: bool, whether attention dropout is active.
         rotary_embedding: optional `(N, 2 * head_dim)` sines and cosines (N <= T) rotating
             the last N queries and keys. Defaults to None.
+        attention_bias: optional additive bias of the attention logits, broadcastable to
+            `(B, heads, T, T)`. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
             (before dropout). Defaults to False.
         attention_mask: optional boolean mask, True where attention is allowed: `(B, S)`
@@ -244,6 +249,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         training=None,
         return_attention_scores=False,
         rotary_embedding=None,
+        attention_bias=None,
         attention_mask=None,
     ):
         dropout = bool(training) and self.attention_dropout_rate > 0
@@ -253,13 +259,20 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             from keras_vit.layers import _torch_kernels
 
             if _torch_kernels.attention_is_plain(self):
-                return _torch_kernels.self_attention(self, inputs, mask=mask)
+                return _torch_kernels.self_attention(
+                    self, inputs, bias=attention_bias, mask=mask
+                )
         query, key, value = self.project(inputs, rotary_embedding)
+        bias = None if attention_bias is None else ops.cast(attention_bias, query.dtype)
         if not return_attention_scores and not dropout:
-            out = ops.dot_product_attention(query, key, value, mask=mask, scale=self._scale)
+            out = ops.dot_product_attention(
+                query, key, value, bias=bias, mask=mask, scale=self._scale
+            )
             return self.output_dense(out)
         query = query * ops.cast(self._scale, query.dtype)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        if bias is not None:
+            logits = logits + bias
         if mask is not None:
             logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
         weights = ops.softmax(logits, axis=-1)

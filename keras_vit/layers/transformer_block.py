@@ -7,11 +7,18 @@ import keras
 from keras import ops
 
 from keras_vit.layers import attention as attention_module
-from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
+from keras_vit.layers._checks import (
+    check_bool,
+    check_positive_int,
+    check_positive_int_pair,
+    check_rate,
+    check_token_shape,
+)
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.relative_position import RelativePositionBias
 from keras_vit.layers.swiglu import SwiGLU
 
 MLPS = ("mlp", "swiglu")
@@ -85,12 +92,20 @@ class TransformerBlock(RecordsQuantizedSublayers):
             activations (timm's `scale_mlp`). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
+        relative_position_grid: optional (rows, columns). BEiT's per-block relative position
+            bias for a class token and this patch grid: a
+            `keras_vit.layers.RelativePositionBias` sublayer `relative_position_bias` (timm's
+            `attn.relative_position_bias_table`) added to the attention logits. Defaults to
+            None (none).
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether dropout and drop path are active.
         rotary_embedding: optional `(N, 2 * head_dim)` rotary embedding
             (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys.
+        attention_bias: optional additive attention bias broadcastable to
+            `(B, heads, T, T)` (a shared `keras_vit.layers.RelativePositionBias` output),
+            added to the block's own relative position bias if it has one.
         return_attention_scores: bool. If True, also returns the attention
             weights `(B, heads, T, T)` computed by the same attention layer.
         attention_mask: optional boolean mask for the attention: `(B, S)` key validity of
@@ -127,6 +142,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp="mlp",
         mlp_inner_norm=False,
         key_bias=True,
+        relative_position_grid=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -164,6 +180,11 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
             )
         self.key_bias = check_bool(key_bias, "key_bias")
+        if relative_position_grid is not None:
+            relative_position_grid = check_positive_int_pair(
+                relative_position_grid, "relative_position_grid"
+            )
+        self.relative_position_grid = relative_position_grid
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -223,6 +244,12 @@ class TransformerBlock(RecordsQuantizedSublayers):
         self.attention.build(shape)
         self.mlp_norm.build(shape)
         self.drop_path.build(shape)  # no weights, but model.quantize() needs every layer built
+        if self.relative_position_grid is not None:
+            self.relative_position_bias = RelativePositionBias(
+                self.num_heads, self.relative_position_grid, dtype=dtype,
+                name="relative_position_bias",
+            )  # fmt: skip
+            self.relative_position_bias.build(shape)
         if self.layer_scale_init_value is not None:
             init = keras.initializers.Constant(self.layer_scale_init_value)
             self.attention_scale = self.add_weight(
@@ -239,21 +266,24 @@ class TransformerBlock(RecordsQuantizedSublayers):
         training=None,
         return_attention_scores=False,
         rotary_embedding=None,
+        attention_bias=None,
         attention_mask=None,
     ):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
-        rotary = rotary_embedding
+        # (rotary embedding, attention bias, attention mask): functions of the grid, the
+        # weights and the NaFlex validity only.
         mask = attention_module.attention_mask_4d(attention_mask, inputs)
+        rotary = (rotary_embedding, attention_bias, mask)
         if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
-            # Python flags (and the rotary embedding, a function of the grid only, and the
-            # mask) stay outside the rematerialised function (closed over), so
-            # jax.checkpoint / tf.recompute_grad see the tokens only.
-            return self._remat_call(inputs, training, rotary, mask)
-        return self._forward(inputs, training, return_attention_scores, rotary, mask)
+            # Python flags (and the rotary embedding, shared bias and mask) stay outside the
+            # rematerialised function (closed over), so jax.checkpoint / tf.recompute_grad see
+            # the tokens only.
+            return self._remat_call(inputs, training, rotary)
+        return self._forward(inputs, training, return_attention_scores, rotary)
 
-    def _remat_call(self, inputs, training, rotary=None, mask=None):
+    def _remat_call(self, inputs, training, rotary=(None, None, None)):
         """The block under `keras.remat`, drawing the same dropout masks in the recomputation."""
         seed_states = self.non_trainable_variables if training else []
         if not seed_states:
@@ -275,7 +305,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
 
         return keras.remat(forward)(inputs)
 
-    def _remat_call_jax(self, inputs, training, seed_states, rotary=None, mask=None):
+    def _remat_call_jax(self, inputs, training, seed_states, rotary=(None, None, None)):
         """jax.checkpoint needs a pure function: variables in, new seed states out."""
         variables = self.variables
 
@@ -307,16 +337,26 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self._warned_remat = True
         return True
 
-    def _forward(self, inputs, training, return_attention_scores, rotary=None, mask=None):
-        # The fast path computes the original block (and q/v-only biases); RoPE and SwiGLU
-        # take the portable keras.ops path.
+    def _attention_bias(self, inputs, shared):
+        """The block's relative position bias plus a shared one (either may be None)."""
+        if self.relative_position_grid is None:
+            return shared
+        own = self.relative_position_bias(inputs)
+        return own if shared is None else own + shared
+
+    def _forward(self, inputs, training, return_attention_scores, rotary=(None, None, None)):
+        rotary, bias, mask = rotary
+        bias = self._attention_bias(inputs, bias)
+        # The fast path computes the original block (q/v-only biases, attention biases); RoPE
+        # and SwiGLU take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
-            return _torch_kernels.transformer_block(self, inputs, training, mask)
+            return _torch_kernels.transformer_block(self, inputs, training, bias, mask)
         normed = self.attention_norm(inputs)
-        options = dict(training=training, rotary_embedding=rotary, attention_mask=mask)
+        options = dict(training=training, rotary_embedding=rotary, attention_bias=bias)
+        options["attention_mask"] = mask
         if return_attention_scores:
             x, scores = self.attention(normed, return_attention_scores=True, **options)
         else:
@@ -371,6 +411,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "mlp": self.mlp,
                 "mlp_inner_norm": self.mlp_inner_norm,
                 "key_bias": self.key_bias,
+                "relative_position_grid": self.relative_position_grid,
             }
         )
         return config

@@ -12,6 +12,7 @@ arguments" reads one list instead of writing its own:
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
+  `key_bias`, `relative_position_bias`,
   the NaFlex position-embedding resize (`position_embedding_interpolation`,
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`);
@@ -39,6 +40,7 @@ BOOLS = (
     "prefix_position_embedding",
     "pre_norm",
     "qk_norm",
+    "key_bias",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -52,6 +54,7 @@ NAFLEX_RESIZE = {
     "position_embedding_align_corners": False,
     "position_embedding_aspect_preserving": False,
 }
+RELATIVE_POSITION_BIASES = ("block", "shared")
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
@@ -131,6 +134,14 @@ class ViTConfig:
         pre_norm: bool. Defaults to False.
         qk_norm: bool. Defaults to False.
         activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
+        key_bias: bool. Whether the attention's key projection has a bias (False: the
+            q/v-only biases of BEiT and EVA). Defaults to True.
+        relative_position_bias: None, `"block"` or `"shared"`. BEiT's relative position
+            bias (`keras_vit.layers.RelativePositionBias`) added to the attention logits:
+            a table in every block, or one table (layer `relative_position_bias`) for all.
+            Made for the grid of `image_size` and a class token: needs `class_token`, no
+            register or distillation token, a fixed image size (timm's BEiT has no dynamic
+            size either). Defaults to None.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -198,6 +209,10 @@ class ViTConfig:
     pre_norm: bool = _field("encoder", False)
     qk_norm: bool = _field("encoder", False)
     activation: str = _field("encoder", "gelu")
+    # q/v-only attention biases (BEiT, EVA: timm's q_bias / v_bias, no key bias).
+    key_bias: bool = _field("encoder", True)
+    # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
+    relative_position_bias: object = _field("encoder", None)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -254,9 +269,36 @@ class ViTConfig:
                 f"Received: num_register_tokens={registers!r}"
             )
         check_activation(self.activation)
+        self._check_relative_position_bias()
         self._check_naflex(normalize)
         self._check_distillation()
         self._check_stem(normalize)
+
+    def _check_relative_position_bias(self):
+        if self.relative_position_bias is None:
+            return
+        if self.relative_position_bias not in RELATIVE_POSITION_BIASES:
+            raise ValueError(
+                f"relative_position_bias must be one of {RELATIVE_POSITION_BIASES} or None. "
+                f"Received: relative_position_bias={self.relative_position_bias!r}"
+            )
+        problems = []
+        if not self.class_token:
+            problems.append("class_token=False")
+        if self.num_register_tokens:
+            problems.append(f"num_register_tokens={self.num_register_tokens}")
+        if self.distillation_token:
+            problems.append("distillation_token=True")
+        if self.dynamic_image_size:
+            problems.append("dynamic_image_size=True")
+        if self.backbone is not None:
+            problems.append("a backbone stem")
+        if problems:
+            raise ValueError(
+                "relative_position_bias (BEiT's table for one class token and the grid of "
+                "image_size) needs a class token, no register or distillation token, a fixed "
+                f"image size and a known grid. Received: {', '.join(problems)}"
+            )
 
     def _check_naflex(self, normalize):
         """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
@@ -289,10 +331,13 @@ class ViTConfig:
             problems.append("distillation_token=True")
         if self.resnet_units is not None or self.backbone is not None:
             problems.append("a ResNet or backbone stem")
+        if self.relative_position_bias is not None:
+            problems.append(f"relative_position_bias={self.relative_position_bias!r}")
         if problems:
             raise ValueError(
                 "naflex=True takes patch sequences of any grid (a 'learned', 'factorized' or "
-                "no position embedding, no stem, no distillation token; every input size "
+                "no position embedding, no stem, distillation token or relative position "
+                "bias (a fixed grid); every input size "
                 f"already). Received: {', '.join(problems)}"
             )
         # NaFlex position embeddings cover the patches only (timm): no prefix rows.

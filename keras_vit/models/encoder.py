@@ -36,7 +36,13 @@ Layer names (what the checkpoint name tables map; the constants below): `patch_e
 
 import keras
 
-from keras_vit.layers import MAPHead, PatchEncoder, TokenPooling, TransformerBlock
+from keras_vit.layers import (
+    MAPHead,
+    PatchEncoder,
+    RelativePositionBias,
+    TokenPooling,
+    TransformerBlock,
+)
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
@@ -48,6 +54,7 @@ PATCH_ENCODER = "patch_encoder"
 PRE_NORM = "pre_norm"
 BLOCK_NAME = "encoderblock_{}"
 FINAL_NORM = "encoder_norm"
+RELATIVE_POSITION_BIAS = "relative_position_bias"
 POOLING = "pooling"
 POOLING_DIST = "pooling_dist"
 FC_NORM = "fc_norm"
@@ -126,6 +133,14 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, attention_mask=None):
     x = tokens
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
+    shared = {}
+    if config.relative_position_bias == "shared":
+        shared["attention_bias"] = RelativePositionBias(
+            config.num_heads,
+            config.grid_size,
+            name=RELATIVE_POSITION_BIAS,
+            dtype=dtype_of(RELATIVE_POSITION_BIAS),
+        )(x)
     for i in range(config.num_layers):
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
@@ -143,19 +158,23 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, attention_mask=None):
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x, **mask)
+        )(x, **shared, **mask)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
 
 
 def _block_options(config):
-    """`qk_norm` and `activation` when they differ from the defaults (configs stay as before)."""
+    """`qk_norm`, `activation`, `key_bias` when not the defaults (configs stay as before)."""
     options = {}
     if config.qk_norm:
         options["qk_norm"] = True
     if config.activation != "gelu":
         options["activation"] = config.activation
+    if not config.key_bias:
+        options["key_bias"] = False
+    if config.relative_position_bias == "block":
+        options["relative_position_grid"] = config.grid_size
     return options
 
 
@@ -411,6 +430,11 @@ class VisionTransformer(keras.Model):
     def pre_norm(self):
         """The LayerNorm before the blocks (CLIP's `norm_pre`), or None."""
         return self.get_layer(PRE_NORM) if self.config.pre_norm else None
+
+    @property
+    def relative_position_bias(self):
+        """The `RelativePositionBias` shared by the blocks, or None (none, or one per block)."""
+        return self._optional(RELATIVE_POSITION_BIAS)
 
     @property
     def blocks(self):

@@ -161,6 +161,12 @@ def read_config(model):
         pre_norm=builder.PRE_NORM in layers,
         qk_norm=first.qk_norm,
         activation=first.activation,
+        key_bias=first.key_bias,
+        relative_position_bias=(
+            "block"
+            if first.relative_position_grid is not None
+            else "shared" if builder.RELATIVE_POSITION_BIAS in layers else None
+        ),
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
         **stem,

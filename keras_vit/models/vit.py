@@ -52,6 +52,8 @@ def ViT(
     fc_norm=False,
     activation="gelu",
     dynamic_image_size=False,
+    key_bias=True,
+    relative_position_bias=None,
     naflex=False,
     position_embedding_interpolation="bicubic",
     position_embedding_antialias=True,
@@ -148,6 +150,12 @@ def ViT(
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
             call as timm's `dynamic_img_size=True`. Defaults to False.
+        key_bias: bool. Whether the attention's key projection has a bias;
+            False gives BEiT's and EVA's q/v-only biases. Defaults to True.
+        relative_position_bias: None, `"block"` or `"shared"`: BEiT's learned
+            relative position bias in every block's attention (a table per
+            block, or one shared table), for the grid of `image_size` and a
+            class token (no registers, fixed image size). Defaults to None.
         naflex: bool. A NaFlex model (NaViT / SigLIP 2, timm's `NaFlexVit`): the
             input is a dict of `patches` `(B, N, ph * pw * C)`, `patch_coord`
             `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool

@@ -22,6 +22,8 @@ _NAMES = {
     "save_lora_weights": "lora_files",
     "build_loss": "optimizers",
     "build_optimizer": "optimizers",
+    "FusedAdam": "optimizers",
+    "FusedAdamW": "optimizers",
     "quantize": "quantization",
     "WarmupCosineDecay": "schedules",
     "WarmupDecay": "schedules",

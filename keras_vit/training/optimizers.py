@@ -10,6 +10,35 @@ import keras
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
+if keras.backend.backend() == "torch":  # the PyTorch adapter: a fused update (see its docstring)
+    from keras_vit.training._torch_optimizer import AdamBase as _AdamBase
+    from keras_vit.training._torch_optimizer import AdamWBase as _AdamWBase
+else:
+    _AdamBase, _AdamWBase = keras.optimizers.Adam, keras.optimizers.AdamW
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class FusedAdamW(_AdamWBase):
+    """`keras.optimizers.AdamW` whose update is one fused kernel on PyTorch.
+
+    The same arguments, variables, config and update as `keras.optimizers.AdamW` on every
+    backend (its optimizer variables load into an `AdamW` and back). On PyTorch the Adam update
+    is PyTorch's fused AdamW kernel computing Keras' formula and the global-norm clipping uses
+    foreach ops (`keras_vit/training/_torch_optimizer.py`); on JAX and TensorFlow it is
+    Keras' `AdamW` unchanged. `build_optimizer("adamw", ...)` returns one.
+
+    Example:
+
+    >>> opt = FusedAdamW(learning_rate=1e-3, weight_decay=0.05)
+    >>> isinstance(opt, keras.optimizers.AdamW), opt.weight_decay
+    (True, 0.05)
+    """
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class FusedAdam(_AdamBase):
+    """`keras.optimizers.Adam` whose update is one fused kernel on PyTorch (see `FusedAdamW`)."""
+
 
 def build_optimizer(
     name,
@@ -40,7 +69,8 @@ def build_optimizer(
             ends. Defaults to None (no average).
 
     Returns:
-        A `keras.optimizers.Optimizer`.
+        A `keras.optimizers.Optimizer`: for "adamw" / "adam" a `FusedAdamW` / `FusedAdam`
+        (Keras' `AdamW` / `Adam`, with a fused update on PyTorch).
 
     Example:
 
@@ -69,7 +99,7 @@ def build_optimizer(
     if ema_momentum is not None:
         common.update(use_ema=True, ema_momentum=float(ema_momentum))
     if name == "adamw":
-        return keras.optimizers.AdamW(
+        return FusedAdamW(
             weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, **common
         )
     if name == "adam":
@@ -78,7 +108,7 @@ def build_optimizer(
                 "optimizer='adam' has no weight decay; use 'adamw'. "
                 f"Received: weight_decay={weight_decay}"
             )
-        return keras.optimizers.Adam(beta_1=beta_1, beta_2=beta_2, **common)
+        return FusedAdam(beta_1=beta_1, beta_2=beta_2, **common)
     if weight_decay:
         raise ValueError(
             "Fine-tuning uses SGD without weight decay (paper, Appendix B.1.1). "

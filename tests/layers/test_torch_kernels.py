@@ -159,9 +159,9 @@ def test_fast_path_taken_and_left(monkeypatch):
     calls = []
     original = _torch_kernels.transformer_block
 
-    def counting(block, inputs, training, *mask):
+    def counting(block, inputs, training, *extra):
         calls.append(block.name)
-        return original(block, inputs, training, *mask)
+        return original(block, inputs, training, *extra)
 
     monkeypatch.setattr(_torch_kernels, "transformer_block", counting)
     block = TransformerBlock(2, 24)

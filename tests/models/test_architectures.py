@@ -34,9 +34,14 @@ FEATURES = {
     ),
     # SigLIP: MAP head, no class token; with qk-norm and exact GELU.
     "map_qk_norm": dict(pooling="map", qk_norm=True, approximate_gelu=False),
-    # timm GAP models: fc_norm on the pooled vector (no encoder_norm), with LayerScale.
+    # timm GAP models: fc_norm on the pooled vector (no encoder_norm), with LayerScale; and
+    # BEiT's q/v-only attention biases.
     "gap_fc_norm": dict(
-        pooling="gap", fc_norm=True, num_register_tokens=1, layer_scale_init_value=0.5
+        pooling="gap",
+        fc_norm=True,
+        num_register_tokens=1,
+        layer_scale_init_value=0.5,
+        key_bias=False,
     ),
     # A distilled DeiT's pre-logits, (cls + dist) / 2, with registers in the position embedding.
     "distilled_pre_logits_registers": dict(
@@ -45,6 +50,23 @@ FEATURES = {
     # MAP with a class token and registers left out of the pooling, fc_norm after it.
     "map_fc_norm_prefix": dict(
         pooling="map", class_token=True, num_register_tokens=2, fc_norm=True, include_top=False
+    ),
+    # BEiT: no position embedding, a relative position bias table per block, q/v-only biases,
+    # LayerScale, average of the patch tokens and fc_norm; and one table shared by the blocks.
+    "beit": dict(
+        position_embedding=None,
+        relative_position_bias="block",
+        key_bias=False,
+        layer_scale_init_value=0.1,
+        pooling="gap",
+        class_token=True,
+        fc_norm=True,
+    ),
+    "beit_shared_tokens": dict(
+        position_embedding=None,
+        relative_position_bias="shared",
+        pooling=None,
+        include_top=False,
     ),
     # Tokens without any final norm (timm fc_norm model, global_pool='').
     "tokens_fc_norm": dict(pooling=None, include_top=False, fc_norm=True),
@@ -225,6 +247,11 @@ def test_committed_plain_functional_files_load_as_the_model_class(name):
         (dict(num_register_tokens=-1), "num_register_tokens"),
         (dict(activation="relu"), "activation must be one of"),
         (dict(qk_norm=1), "qk_norm must be a bool"),
+        (dict(key_bias=0), "key_bias must be a bool"),
+        (dict(relative_position_bias="mlp"), "relative_position_bias must be one of"),
+        (dict(relative_position_bias="block", pooling="gap"), "class_token=False"),
+        (dict(relative_position_bias="shared", num_register_tokens=1), "num_register_tokens=1"),
+        (dict(relative_position_bias="block", dynamic_image_size=True), "dynamic_image_size"),
         (dict(dynamic_image_size="yes"), "dynamic_image_size must be a bool"),
         (dict(pooling="map", class_token=False, include_top=True), None),
     ],
