@@ -288,10 +288,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
         seed_states = self.non_trainable_variables if training else []
         if not seed_states:
             return keras.remat(
-                lambda tokens: self._forward(tokens, training, False, rotary, mask)
+                lambda tokens: self._forward(tokens, training, False, rotary)
             )(inputs)
         if keras.backend.backend() == "jax":
-            return self._remat_call_jax(inputs, training, seed_states, rotary, mask)
+            return self._remat_call_jax(inputs, training, seed_states, rotary)
         # PyTorch: torch.utils.checkpoint replays PyTorch's global generator (unseeded dropout)
         # but not Keras seed generators (drop path, seeded dropout), whose state variables the
         # first pass advanced: the recomputation starts again from the states the forward pass
@@ -301,7 +301,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         def forward(tokens):
             for variable, state in saved:
                 variable.assign(state)
-            return self._forward(tokens, training, False, rotary, mask)
+            return self._forward(tokens, training, False, rotary)
 
         return keras.remat(forward)(inputs)
 
@@ -312,7 +312,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         def pure(tokens, values):
             mapping = list(zip(variables, values, strict=True))
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                out = self._forward(tokens, training, False, rotary, mask)
+                out = self._forward(tokens, training, False, rotary)
             return out, [scope.get_current_value(variable) for variable in seed_states]
 
         out, states = keras.remat(pure)(inputs, [variable.value for variable in variables])
