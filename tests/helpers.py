@@ -125,6 +125,27 @@ def np_relative_position_bias(table, grid):
     return np.transpose(np.asarray(table)[np_relative_position_index(grid)], (2, 0, 1))[None]
 
 
+def np_relative_position_mlp(layer, grid, prefix):
+    """`(1, heads, T, T)` of timm's RelPosMlp ('cr'), pair by pair, from a layer's weights."""
+    n = lambda v: to_numpy(v).astype("float64")  # noqa: E731
+    w1, b1, w2, b2 = n(layer.fc1.kernel), n(layer.fc1.bias), n(layer.fc2.kernel), n(layer.fc2.bias)
+    cells = [(r, c) for r in range(grid[0]) for c in range(grid[1])]
+    t = len(cells) + prefix
+    out = np.zeros((w2.shape[1], t, t))
+    for i, (ri, ci) in enumerate(cells):
+        for j, (rj, cj) in enumerate(cells):
+            d = np.array([ri - rj, ci - cj], "float64")
+            coords = np.sign(d) * np.log1p(np.abs(d))
+            out[:, prefix + i, prefix + j] = np.maximum(coords @ w1 + b1, 0) @ w2 + b2
+    return out[None]
+
+
+def _np_bias_of(layer, grid, prefix):
+    if hasattr(layer, "fc1"):
+        return np_relative_position_mlp(layer, grid, prefix)
+    return np_relative_position_bias(to_numpy(layer.relative_position_bias_table), grid)
+
+
 def block_params(block):
     """Reads a TransformerBlock's weights into the NumPy reference's names."""
     att = block.attention
@@ -325,15 +346,14 @@ def np_vit_forward(
     names = [layer.name for layer in model.layers]
     shared = 0.0
     if "relative_position_bias" in names:
-        table = n(model.get_layer("relative_position_bias").relative_position_bias_table)
-        shared = np_relative_position_bias(table, grid)
+        shared = _np_bias_of(model.get_layer("relative_position_bias"), grid, count)
     while f"encoderblock_{i}" in names:
         block = model.get_layer(f"encoderblock_{i}")
         params = {k: np.asarray(v, "float64") for k, v in block_params(block).items()}
         params["attention_bias"] = shared
         if block.relative_position_grid is not None:
-            table = n(block.relative_position_bias.relative_position_bias_table)
-            params["attention_bias"] = shared + np_relative_position_bias(table, grid)
+            own = _np_bias_of(block.relative_position_bias, grid, count)
+            params["attention_bias"] = shared + own
         x, weights = np_block(x, params, eps, approximate_gelu, activation)
         blocks.append(x)
         attention.append(weights)

@@ -17,6 +17,7 @@ from keras_vit.layers.position_embedding import (
 )
 from keras_vit.layers.relative_position import (
     RelativePositionBias,
+    RelativePositionMLP,
     relative_position_index,
     resize_relative_position_table,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "PatchTargets",
     "Patches",
     "RelativePositionBias",
+    "RelativePositionMLP",
     "RotaryEmbedding2D",
     "StdConv2D",
     "SwiGLU",

@@ -6,6 +6,8 @@ attention bias `(1, heads, T, T)` (T = 1 + h w) that `MultiHeadSelfAttention(att
 adds to the attention logits. `relative_position_index` is timm's `gen_relative_position_index`
 and `resize_relative_position_table` timm's `resize_rel_pos_bias_table` (the table of another
 grid, as timm resamples a checkpoint for another image size), both in NumPy.
+`RelativePositionMLP` is timm's `RelPosMlp` (the `vit_relpos_*` models): the biases of an MLP
+of log-spaced offsets instead of a table.
 """
 
 import keras
@@ -231,6 +233,113 @@ class RelativePositionBias(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "grid_size": self.grid_size,
                 "class_token": self.class_token,
+            }
+        )
+        return config
+
+
+def relative_log_coordinates(grid_size):
+    """timm's `gen_relative_log_coords(mode="cr")`: `sign(d) log(1 + |d|)` of every offset.
+
+    Returns:
+        float32 array `((2h - 1) (2w - 1), 2)`: (row, column) offsets, row-major.
+    """
+    h, w = check_positive_int_pair(grid_size, "grid_size")
+    rows, cols = np.meshgrid(
+        np.arange(-(h - 1), h, dtype="float32"), np.arange(-(w - 1), w, dtype="float32"),
+        indexing="ij",
+    )  # fmt: skip
+    coords = np.stack([rows, cols], axis=-1).reshape(-1, 2)
+    return (np.sign(coords) * np.log1p(np.abs(coords))).astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class RelativePositionMLP(keras.layers.Layer):
+    """timm's `RelPosMlp` (`mode="cr"`): relative position biases from an MLP of log offsets.
+
+    Every (row, column) offset of two patches, as `sign(d) log(1 + |d|)`, goes through
+    `fc1` (ReLU) and `fc2` to one bias per head; the `(1, heads, T, T)` bias gathers them per
+    (query, key) pair, with zeros for the prefix tokens (timm pads them), as timm's
+    `vit_relpos_*` (per block) and `vit_srelpos_*` (shared) models. The offsets are the
+    grid's, so the weights fit any image size.
+
+    Args:
+        num_heads: int. Attention heads (MLP outputs).
+        grid_size: int or (rows, columns). The patch grid.
+        hidden_dim: int. Hidden width of the MLP (timm's `rel_pos_dim`). Defaults to 128.
+        num_prefix_tokens: int. Tokens before the patches (zero bias). Defaults to 0.
+
+    Call arguments:
+        inputs: the `(B, T, D)` tokens the bias is for (only their count is read).
+
+    Returns:
+        `(1, heads, T, T)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = RelativePositionMLP(num_heads=2, grid_size=(2, 2), num_prefix_tokens=1)
+    >>> tuple(layer(np.zeros((1, 5, 8), "float32")).shape)
+    (1, 2, 5, 5)
+
+    Reference:
+        Liu et al., 2022, "Swin Transformer V2", Sec. 3.3 (log-spaced continuous position bias).
+    """
+
+    def __init__(self, num_heads, grid_size, hidden_dim=128, num_prefix_tokens=0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.grid_size = check_positive_int_pair(grid_size, "grid_size")
+        self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or (
+            num_prefix_tokens < 0
+        ):
+            raise ValueError(
+                "num_prefix_tokens must be a non-negative int. "
+                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
+            )
+        self.num_prefix_tokens = num_prefix_tokens
+        self._coords = relative_log_coordinates(self.grid_size)
+        self._index = relative_position_index(self.grid_size, class_token=False).reshape(-1)
+        self.num_tokens = self.grid_size[0] * self.grid_size[1] + num_prefix_tokens
+
+    def build(self, input_shape=None):
+        self.fc1 = keras.layers.Dense(
+            self.hidden_dim, activation="relu", dtype=self.dtype_policy, name="fc1"
+        )
+        self.fc2 = keras.layers.Dense(self.num_heads, dtype=self.dtype_policy, name="fc2")
+        self.fc1.build((None, 2))
+        self.fc2.build((None, self.hidden_dim))
+        self.built = True
+
+    def call(self, inputs=None):
+        tokens = None if inputs is None else inputs.shape[1]
+        if tokens is not None and tokens != self.num_tokens:
+            raise ValueError(
+                f"{self.name}: the bias is for {self.num_tokens} tokens (grid {self.grid_size} "
+                f"and {self.num_prefix_tokens} prefix tokens). Received: {tokens} tokens"
+            )
+        coords = ops.convert_to_tensor(self._coords, dtype=self.compute_dtype)
+        table = self.fc2(self.fc1(coords))  # (offsets, heads)
+        n = self.grid_size[0] * self.grid_size[1]
+        bias = ops.take(table, self._index, axis=0)
+        bias = ops.transpose(ops.reshape(bias, (n, n, self.num_heads)), (2, 0, 1))
+        p = self.num_prefix_tokens
+        if p:
+            bias = ops.pad(bias, ((0, 0), (p, 0), (p, 0)))
+        return bias[None]
+
+    def compute_output_shape(self, input_shape=None):
+        return (1, self.num_heads, self.num_tokens, self.num_tokens)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "grid_size": self.grid_size,
+                "hidden_dim": self.hidden_dim,
+                "num_prefix_tokens": self.num_prefix_tokens,
             }
         )
         return config

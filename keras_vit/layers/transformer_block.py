@@ -18,7 +18,7 @@ from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_d
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
-from keras_vit.layers.relative_position import RelativePositionBias
+from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
 from keras_vit.layers.swiglu import SwiGLU
 
 MLPS = ("mlp", "swiglu")
@@ -97,6 +97,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `keras_vit.layers.RelativePositionBias` sublayer `relative_position_bias` (timm's
             `attn.relative_position_bias_table`) added to the attention logits. Defaults to
             None (none).
+        relative_position_mlp_dim: optional int. With `relative_position_grid`, timm's
+            `RelPosMlp` of this hidden width instead of BEiT's table (a
+            `keras_vit.layers.RelativePositionMLP`, zero bias for the prefix tokens; the
+            `vit_relpos_*` models). Defaults to None (BEiT's table).
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -143,6 +147,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp_inner_norm=False,
         key_bias=True,
         relative_position_grid=None,
+        relative_position_mlp_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -185,6 +190,13 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 relative_position_grid, "relative_position_grid"
             )
         self.relative_position_grid = relative_position_grid
+        check_positive_int(relative_position_mlp_dim, "relative_position_mlp_dim", allow_none=True)
+        if relative_position_mlp_dim is not None and relative_position_grid is None:
+            raise ValueError(
+                "relative_position_mlp_dim needs relative_position_grid. "
+                f"Received: relative_position_mlp_dim={relative_position_mlp_dim}"
+            )
+        self.relative_position_mlp_dim = relative_position_mlp_dim
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -244,11 +256,26 @@ class TransformerBlock(RecordsQuantizedSublayers):
         self.attention.build(shape)
         self.mlp_norm.build(shape)
         self.drop_path.build(shape)  # no weights, but model.quantize() needs every layer built
-        if self.relative_position_grid is not None:
+        grid = self.relative_position_grid
+        if grid is not None and self.relative_position_mlp_dim is None:
             self.relative_position_bias = RelativePositionBias(
-                self.num_heads, self.relative_position_grid, dtype=dtype,
+                self.num_heads, grid, dtype=dtype, name="relative_position_bias"
+            )
+            self.relative_position_bias.build(shape)
+        elif grid is not None:
+            if shape[1] is None or shape[1] < grid[0] * grid[1]:
+                raise ValueError(
+                    f"{self.name}: a relative position MLP for the grid {grid} needs at least "
+                    f"{grid[0] * grid[1]} tokens, a known count. Received: shape={shape}"
+                )
+            self.relative_position_bias = RelativePositionMLP(
+                self.num_heads,
+                grid,
+                self.relative_position_mlp_dim,
+                num_prefix_tokens=shape[1] - grid[0] * grid[1],
+                dtype=dtype,
                 name="relative_position_bias",
-            )  # fmt: skip
+            )
             self.relative_position_bias.build(shape)
         if self.layer_scale_init_value is not None:
             init = keras.initializers.Constant(self.layer_scale_init_value)
@@ -412,6 +439,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "mlp_inner_norm": self.mlp_inner_norm,
                 "key_bias": self.key_bias,
                 "relative_position_grid": self.relative_position_grid,
+                "relative_position_mlp_dim": self.relative_position_mlp_dim,
             }
         )
         return config

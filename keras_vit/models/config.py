@@ -12,7 +12,7 @@ arguments" reads one list instead of writing its own:
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`,
+  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`,
   the NaFlex position-embedding resize (`position_embedding_interpolation`,
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`);
@@ -54,7 +54,7 @@ NAFLEX_RESIZE = {
     "position_embedding_align_corners": False,
     "position_embedding_aspect_preserving": False,
 }
-RELATIVE_POSITION_BIASES = ("block", "shared")
+RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
@@ -136,12 +136,15 @@ class ViTConfig:
         activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
         key_bias: bool. Whether the attention's key projection has a bias (False: the
             q/v-only biases of BEiT and EVA). Defaults to True.
-        relative_position_bias: None, `"block"` or `"shared"`. BEiT's relative position
-            bias (`keras_vit.layers.RelativePositionBias`) added to the attention logits:
-            a table in every block, or one table (layer `relative_position_bias`) for all.
-            Made for the grid of `image_size` and a class token: needs `class_token`, no
-            register or distillation token, a fixed image size (timm's BEiT has no dynamic
-            size either). Defaults to None.
+        relative_position_bias: None, `"block"`, `"shared"`, `"mlp"` or `"mlp_shared"`.
+            A relative position bias added to the attention logits of every block:
+            BEiT's table (`keras_vit.layers.RelativePositionBias`, for a class token) or
+            timm's `RelPosMlp` (`keras_vit.layers.RelativePositionMLP`, `vit_relpos_*`),
+            one per block or one for all (layer `relative_position_bias`). Made for the grid
+            of `image_size`: no register or distillation token, a fixed image size (timm's
+            BEiT and relpos ViTs have none either). Defaults to None.
+        relative_position_mlp_dim: optional int. Hidden width of the `"mlp"` biases; None
+            means timm's 128 with them. Defaults to None.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -213,6 +216,7 @@ class ViTConfig:
     key_bias: bool = _field("encoder", True)
     # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
     relative_position_bias: object = _field("encoder", None)
+    relative_position_mlp_dim: object = _field("encoder", None)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -275,6 +279,15 @@ class ViTConfig:
         self._check_stem(normalize)
 
     def _check_relative_position_bias(self):
+        mlp = self.relative_position_bias in ("mlp", "mlp_shared")
+        if self.relative_position_mlp_dim is not None and not mlp:
+            raise ValueError(
+                "relative_position_mlp_dim needs relative_position_bias='mlp' or 'mlp_shared'. "
+                f"Received: relative_position_bias={self.relative_position_bias!r}"
+            )
+        if mlp and self.relative_position_mlp_dim is None:
+            object.__setattr__(self, "relative_position_mlp_dim", 128)
+        check_positive_int(self.relative_position_mlp_dim, "relative_position_mlp_dim", True)
         if self.relative_position_bias is None:
             return
         if self.relative_position_bias not in RELATIVE_POSITION_BIASES:
@@ -283,7 +296,7 @@ class ViTConfig:
                 f"Received: relative_position_bias={self.relative_position_bias!r}"
             )
         problems = []
-        if not self.class_token:
+        if not self.class_token and not mlp:
             problems.append("class_token=False")
         if self.num_register_tokens:
             problems.append(f"num_register_tokens={self.num_register_tokens}")
@@ -295,9 +308,10 @@ class ViTConfig:
             problems.append("a backbone stem")
         if problems:
             raise ValueError(
-                "relative_position_bias (BEiT's table for one class token and the grid of "
-                "image_size) needs a class token, no register or distillation token, a fixed "
-                f"image size and a known grid. Received: {', '.join(problems)}"
+                "relative_position_bias (for the grid of image_size; BEiT's table for one "
+                "class token) needs no register or distillation token, a fixed image size, a "
+                "known grid, and a class token for 'block' / 'shared'. "
+                f"Received: {', '.join(problems)}"
             )
 
     def _check_naflex(self, normalize):

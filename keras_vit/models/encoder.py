@@ -40,6 +40,7 @@ from keras_vit.layers import (
     MAPHead,
     PatchEncoder,
     RelativePositionBias,
+    RelativePositionMLP,
     TokenPooling,
     TransformerBlock,
 )
@@ -134,13 +135,20 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, attention_mask=None):
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
     shared = {}
+    name, dtype = RELATIVE_POSITION_BIAS, dtype_of(RELATIVE_POSITION_BIAS)
     if config.relative_position_bias == "shared":
-        shared["attention_bias"] = RelativePositionBias(
+        layer = RelativePositionBias(config.num_heads, config.grid_size, name=name, dtype=dtype)
+        shared["attention_bias"] = layer(x)
+    elif config.relative_position_bias == "mlp_shared":
+        layer = RelativePositionMLP(
             config.num_heads,
             config.grid_size,
-            name=RELATIVE_POSITION_BIAS,
-            dtype=dtype_of(RELATIVE_POSITION_BIAS),
-        )(x)
+            config.relative_position_mlp_dim,
+            num_prefix_tokens=num_prefix_tokens(config),
+            name=name,
+            dtype=dtype,
+        )
+        shared["attention_bias"] = layer(x)
     for i in range(config.num_layers):
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
@@ -173,8 +181,10 @@ def _block_options(config):
         options["activation"] = config.activation
     if not config.key_bias:
         options["key_bias"] = False
-    if config.relative_position_bias == "block":
+    if config.relative_position_bias in ("block", "mlp"):
         options["relative_position_grid"] = config.grid_size
+    if config.relative_position_bias == "mlp":
+        options["relative_position_mlp_dim"] = config.relative_position_mlp_dim
     return options
 
 
@@ -433,7 +443,7 @@ class VisionTransformer(keras.Model):
 
     @property
     def relative_position_bias(self):
-        """The `RelativePositionBias` shared by the blocks, or None (none, or one per block)."""
+        """The relative position bias layer shared by the blocks, or None (none, or per block)."""
         return self._optional(RELATIVE_POSITION_BIAS)
 
     @property

@@ -162,15 +162,24 @@ def read_config(model):
         qk_norm=first.qk_norm,
         activation=first.activation,
         key_bias=first.key_bias,
-        relative_position_bias=(
-            "block"
-            if first.relative_position_grid is not None
-            else "shared" if builder.RELATIVE_POSITION_BIAS in layers else None
-        ),
+        **_relative_position(first, layers.get(builder.RELATIVE_POSITION_BIAS)),
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
         **stem,
     )
+
+
+def _relative_position(block, shared):
+    """`relative_position_bias` / `relative_position_mlp_dim` of a built model."""
+    if block.relative_position_grid is not None:
+        dim = block.relative_position_mlp_dim
+        return {"relative_position_bias": "block" if dim is None else "mlp",
+                "relative_position_mlp_dim": dim}  # fmt: skip
+    if shared is None:
+        return {}
+    dim = getattr(shared, "hidden_dim", None)
+    return {"relative_position_bias": "shared" if dim is None else "mlp_shared",
+            "relative_position_mlp_dim": dim}  # fmt: skip
 
 
 def _pooling_of(model, layers):

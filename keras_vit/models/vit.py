@@ -54,6 +54,7 @@ def ViT(
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
+    relative_position_mlp_dim=None,
     naflex=False,
     position_embedding_interpolation="bicubic",
     position_embedding_antialias=True,
@@ -152,10 +153,14 @@ def ViT(
             call as timm's `dynamic_img_size=True`. Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias;
             False gives BEiT's and EVA's q/v-only biases. Defaults to True.
-        relative_position_bias: None, `"block"` or `"shared"`: BEiT's learned
+        relative_position_bias: None, `"block"`, `"shared"`: BEiT's learned
             relative position bias in every block's attention (a table per
             block, or one shared table), for the grid of `image_size` and a
-            class token (no registers, fixed image size). Defaults to None.
+            class token (no registers, fixed image size); `"mlp"` /
+            `"mlp_shared"`: timm's `RelPosMlp` of log-spaced offsets
+            (`vit_relpos_*`, `vit_srelpos_*`). Defaults to None.
+        relative_position_mlp_dim: optional int. Hidden width of the `"mlp"`
+            biases (None: 128). Defaults to None.
         naflex: bool. A NaFlex model (NaViT / SigLIP 2, timm's `NaFlexVit`): the
             input is a dict of `patches` `(B, N, ph * pw * C)`, `patch_coord`
             `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool

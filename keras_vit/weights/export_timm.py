@@ -187,6 +187,19 @@ def check_timm_expressible(config):
             "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
             "learned table",
         )
+    if config.relative_position_bias is not None:
+        raise _refuse(
+            "relative_position_bias",
+            config.relative_position_bias,
+            "export_timm writes timm's VisionTransformer, which has no relative position bias "
+            "(timm's BEiT models load through from_timm but are not exported)",
+        )
+    if not config.key_bias:
+        raise _refuse(
+            "key_bias",
+            False,
+            "timm's VisionTransformer has one fused q/k/v bias or none, not q/v-only biases",
+        )
     if config.distillation_token and config.pooling is None:
         raise _refuse(
             "pooling",
@@ -435,6 +448,7 @@ def export_timm(model, path, *, overwrite=False):
     ('vit_base_patch16_224', 32, 10, 32)
     """
     config = model_config(model)
+    check_timm_expressible(config)  # before reading the q/k/v biases (q/v-only: no key bias)
     path = check_destination(path, overwrite)
     zero = is_zero(model, _qkv_bias_paths(config))
     exported, qkv_bias = timm_model_for(config, zero_qkv_bias=zero)

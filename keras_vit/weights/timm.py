@@ -20,9 +20,10 @@ import logging
 
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import BLOCK_NAME, build_model
+from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
+from keras_vit.weights.timm_beit import beit_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -67,10 +68,17 @@ def _block(i, config, qkv_bias):
     if getattr(config, "qk_norm", False):
         table.update(_norm(f"{key}.attn.q_norm", f"{attention}/query_norm"))
         table.update(_norm(f"{key}.attn.k_norm", f"{attention}/key_norm"))
+    if getattr(config, "relative_position_bias", None) == "mlp":  # vit_relpos: RelPosMlp
+        table.update(_rel_pos_mlp(f"{key}.attn.rel_pos", f"{path}/{RELATIVE_POSITION_BIAS}"))
     if config.layer_scale_init_value is not None:
         table[f"{key}.ls1.gamma"] = (f"{path}/attention_scale", L.IDENTITY)
         table[f"{key}.ls2.gamma"] = (f"{path}/mlp_scale", L.IDENTITY)
     return table
+
+
+def _rel_pos_mlp(key, path):
+    """timm's `RelPosMlp` `key` (`mlp.fc1`, `mlp.fc2`) -> our `RelativePositionMLP` `path`."""
+    return {**_linear(f"{key}.mlp.fc1", f"{path}/fc1"), **_linear(f"{key}.mlp.fc2", f"{path}/fc2")}
 
 
 def _stem(config):
@@ -136,6 +144,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
     ('encoderblock_1/attention/query/kernel', 'encoderblock_1/attention/key/kernel', \
 'encoderblock_1/attention/value/kernel')
     """
+    if getattr(config, "relative_position_bias", None) in ("block", "shared"):
+        return beit_name_table(config)  # timm's Beit (beit*, beitv2*)
     p = PATHS
     table = {}
     if config.class_token:
@@ -153,6 +163,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
         table["patch_embed.proj.bias"] = (p["patch_bias"], L.IDENTITY)
     if getattr(config, "pre_norm", False):
         table.update(_norm("norm_pre", p["pre_norm"]))
+    if getattr(config, "relative_position_bias", None) == "mlp_shared":  # vit_srelpos
+        table.update(_rel_pos_mlp("shared_rel_pos", RELATIVE_POSITION_BIAS))
     for i in range(config.num_layers):
         table.update(_block(i, config, qkv_bias))
     if getattr(config, "fc_norm", False):

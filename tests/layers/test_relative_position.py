@@ -7,6 +7,7 @@ import pytest
 from keras_vit.layers import (
     MultiHeadSelfAttention,
     RelativePositionBias,
+    RelativePositionMLP,
     TransformerBlock,
     relative_position_index,
     resize_relative_position_table,
@@ -18,6 +19,7 @@ from tests.helpers import (
     np_block,
     np_layer_norm,
     np_relative_position_index,
+    np_relative_position_mlp,
     np_softmax,
     roundtrip_layer,
     to_numpy,
@@ -186,3 +188,48 @@ def test_block_remat_keeps_the_bias(block_and_input):
                                to_numpy(block(x, attention_bias=shared)),
                                rtol=1e-5, atol=1e-6)  # fmt: skip
     assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(again))
+
+
+def test_mlp_matches_numpy_timm_and_round_trips(tmp_path):
+    torch = import_torch()
+    import_timm()
+    from timm.layers.pos_embed_rel import RelPosMlp
+
+    layer = RelativePositionMLP(num_heads=2, grid_size=(2, 3), hidden_dim=8, num_prefix_tokens=1)
+    x = np.zeros((1, 7, 4), "float32")
+    layer.build(x.shape)
+    check_config_complete(layer)
+    _randomize(layer, seed=8)
+    got = to_numpy(layer(x))
+    np.testing.assert_allclose(got, np_relative_position_mlp(layer, (2, 3), 1), rtol=1e-5,
+                               atol=1e-6)  # fmt: skip
+    theirs = RelPosMlp((2, 3), num_heads=2, hidden_dim=8, prefix_tokens=1).eval()
+    with torch.no_grad():
+        for name, dense in (("fc1", layer.fc1), ("fc2", layer.fc2)):
+            fc = getattr(theirs.mlp, name)
+            fc.weight.copy_(torch.from_numpy(to_numpy(dense.kernel).T.copy()))
+            fc.bias.copy_(torch.from_numpy(to_numpy(dense.bias)))
+        expected = theirs.get_bias().numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    roundtrip_layer(layer, x, tmp_path)
+    with pytest.raises(ValueError, match="num_prefix_tokens must be"):
+        RelativePositionMLP(num_heads=2, grid_size=2, num_prefix_tokens=-1)
+
+
+def test_block_with_relative_position_mlp():
+    x = np.random.default_rng(9).normal(size=(2, 5, 8)).astype("float32")
+    block = TransformerBlock(num_heads=2, mlp_dim=16, relative_position_grid=(2, 2),
+                             relative_position_mlp_dim=8)  # fmt: skip
+    block.build(x.shape)
+    _randomize(block, seed=10)
+    assert block.relative_position_bias.num_prefix_tokens == 1
+    with portable_path():
+        portable = to_numpy(block(x))
+    with portable_path(False):
+        np.testing.assert_allclose(to_numpy(block(x)), portable, rtol=1e-5, atol=1e-6)
+    p = {k: np.asarray(v, "float64") for k, v in block_params(block).items()}
+    p["attention_bias"] = np_relative_position_mlp(block.relative_position_bias, (2, 2), 1)
+    expected, _ = np_block(x.astype("float64"), p)
+    np.testing.assert_allclose(portable, expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="needs relative_position_grid"):
+        TransformerBlock(num_heads=2, mlp_dim=16, relative_position_mlp_dim=8)

@@ -68,6 +68,20 @@ FEATURES = {
         pooling=None,
         include_top=False,
     ),
+    # timm's vit_relpos: RelPosMlp per block, no class token, no position embedding; and a
+    # shared one with a class token (zero bias rows for it).
+    "relpos_mlp": dict(
+        position_embedding=None,
+        relative_position_bias="mlp",
+        relative_position_mlp_dim=16,
+        pooling="gap",
+        class_token=False,
+        fc_norm=True,
+        layer_scale_init_value=0.3,
+    ),
+    "relpos_mlp_shared_token": dict(
+        position_embedding=None, relative_position_bias="mlp_shared", pooling="token"
+    ),
     # Tokens without any final norm (timm fc_norm model, global_pool='').
     "tokens_fc_norm": dict(pooling=None, include_top=False, fc_norm=True),
     # Everything together, two blocks, any image size.
@@ -248,7 +262,8 @@ def test_committed_plain_functional_files_load_as_the_model_class(name):
         (dict(activation="relu"), "activation must be one of"),
         (dict(qk_norm=1), "qk_norm must be a bool"),
         (dict(key_bias=0), "key_bias must be a bool"),
-        (dict(relative_position_bias="mlp"), "relative_position_bias must be one of"),
+        (dict(relative_position_bias="table"), "relative_position_bias must be one of"),
+        (dict(relative_position_mlp_dim=8), "relative_position_mlp_dim needs"),
         (dict(relative_position_bias="block", pooling="gap"), "class_token=False"),
         (dict(relative_position_bias="shared", num_register_tokens=1), "num_register_tokens=1"),
         (dict(relative_position_bias="block", dynamic_image_size=True), "dynamic_image_size"),

@@ -101,13 +101,19 @@ def test_pth_and_dict_checkpoints(references, tmp_path):
         _assert_close(_run(model, ref["images"]), ref["expected"])
 
 
-@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers", "beit", "relpos"])
 def test_other_image_size_resamples_like_timm(case, references):
-    """timm at another img_size, loading the state dict through its checkpoint_filter_fn."""
+    """timm at another img_size, loading the state dict through its checkpoint_filter_fn.
+
+    `beit`: the relative position tables resized (timm's resize_rel_pos_bias_table);
+    `relpos`: the same MLP weights, the biases of the new grid's offsets.
+    """
     ref = references[case]
     size = 3 * from_timm_kwargs(case)["image_size"] // 2  # 2x2 grid -> 3x3
     bigger = perturb(torch, timm_model(timm, case, img_size=size), seed=99)
-    filter_fn = timm.models.vision_transformer.checkpoint_filter_fn
+    modules = {"beit": timm.models.beit, "relpos": timm.models.vision_transformer_relpos}
+    module = modules.get(case, timm.models.vision_transformer)
+    filter_fn = module.checkpoint_filter_fn
     bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
     kwargs = {**from_timm_kwargs(case), "image_size": size}
     model = from_timm(CASES[case][0], ref["state"], **kwargs)
@@ -187,7 +193,8 @@ def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
 
 
 @pytest.mark.parametrize(
-    "case, indices", [("vit", [0, -1]), ("vit_registers", [1]), ("hybrid", 1)]
+    "case, indices",
+    [("vit", [0, -1]), ("vit_registers", [1]), ("hybrid", 1), ("beit", [0, 1]), ("srelpos", 2)],
 )
 def test_feature_extractor_matches_forward_intermediates(case, indices, references, models):
     ref = references[case]
@@ -275,6 +282,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             spec = N.parse_timm_name(name)
         except ValueError:
             continue
+        if spec.family.name == "relpos":  # VisionTransformerRelPos: its own test below
+            continue
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
@@ -327,3 +336,71 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
     assert checked >= 140  # timm 1.0.31: 140 of its 230 vit_* and deit* names
+
+
+def test_beit_refuses_dynamic_image_size_and_exports():
+    with pytest.raises(ValueError, match="relative_position_bias .* fixed image size"):
+        from_timm("beit_base_patch16_224", dynamic_image_size=True, num_layers=1)
+    with pytest.raises(ValueError, match="BEiT-3's multiway blocks"):
+        from_timm("beit3_base_patch16_224")
+
+
+def test_every_beit_name_is_timms_architecture():
+    """Our BEiT table against every timm beit* name (meta device, one block): the numbers and
+    the weight names, at the real widths."""
+    checked = 0
+    for name in timm.list_models("beit*"):
+        if name.startswith("beit3"):
+            continue
+        spec = N.parse_timm_name(name)
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        config = T.timm_config(spec, num_layers=1)
+        block = model.blocks[0]
+        got = (model.embed_dim, block.attn.num_heads, block.mlp.fc1.out_features,
+               model.num_classes, list(model.patch_embed.img_size), block.init_values,
+               model.pos_embed is None, block.attn.window_size is not None,
+               model.rel_pos_bias is None, model.global_pool, block.norm1.eps)  # fmt: skip
+        ours = (config.hidden_dim, config.num_heads, config.mlp_dim, spec.num_classes,
+                list(config.image_size), config.layer_scale_init_value,
+                config.position_embedding is None, config.relative_position_bias == "block",
+                True, "avg" if config.pooling == "gap" else config.pooling,
+                config.layer_norm_epsilon)  # fmt: skip
+        assert got == ours, f"{name}: timm's {got}, ours {ours}"
+        table = T.timm_name_table(config)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
+        checked += 1
+    assert checked == 7  # timm 1.0.31: beit_* (5) and beitv2_* (2); beit3_* refused
+
+
+def test_every_relpos_name_is_timms_architecture():
+    """Our table against every timm vit_relpos_* / vit_srelpos_* name (meta device, one block)."""
+    checked = 0
+    for name in timm.list_models("vit_*relpos_*"):
+        try:
+            spec = N.parse_timm_name(name)
+        except ValueError as error:
+            assert "_rpn_" in name and "residual post-norm" in str(error), name
+            continue
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        config = T.timm_config(spec, num_layers=1)
+        block = model.blocks[0]
+        rel_pos = block.attn.rel_pos or model.shared_rel_pos
+        got = (model.embed_dim, block.attn.num_heads, block.mlp.fc1.out_features,
+               block.attn.qkv.bias is not None, model.cls_token is not None, model.global_pool,
+               not isinstance(model.fc_norm, torch.nn.Identity), rel_pos.mlp.fc1.out_features,
+               model.shared_rel_pos is not None, rel_pos.mode, block.ls1.gamma.shape,
+               list(model.patch_embed.img_size), model.num_classes, block.norm1.eps)  # fmt: skip
+        ours = (config.hidden_dim, config.num_heads, config.mlp_dim, spec.qkv_bias,
+                config.class_token, {"gap": "avg"}.get(config.pooling, config.pooling),
+                config.fc_norm, config.relative_position_mlp_dim,
+                config.relative_position_bias == "mlp_shared", "cr", (config.hidden_dim,),
+                list(config.image_size), spec.num_classes, config.layer_norm_epsilon)  # fmt: skip
+        assert got == ours, f"{name}: timm's {got}, ours {ours}"
+        table = T.timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
+        checked += 1
+    assert checked == 9  # timm 1.0.31: 13 names, the 4 post-norm *_rpn_* refused
