@@ -6,15 +6,18 @@ recipes all describe a model with one frozen dataclass. Its fields are grouped
 arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
-- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`;
+- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`, `naflex`;
 - `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
   `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, and the EVA / EVA-02 /
-  rotary-ViT options `mlp`, `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`,
-  `rotary_temperature`, `rotary_reference_grid`, `rotary_grid_offset`;
+  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`,
+  the NaFlex position-embedding resize (`position_embedding_interpolation`,
+  `position_embedding_antialias`, `position_embedding_align_corners`,
+  `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
+  `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
+  `rotary_reference_grid`, `rotary_grid_offset`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -42,7 +45,19 @@ BOOLS = (
     "key_bias",
     "mlp_inner_norm",
     "attention_inner_norm",
+    # NaFlex (issue 31)
+    "naflex",
+    "position_embedding_antialias",
+    "position_embedding_align_corners",
+    "position_embedding_aspect_preserving",
 )
+# NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
+NAFLEX_RESIZE = {
+    "position_embedding_interpolation": "bicubic",
+    "position_embedding_antialias": True,
+    "position_embedding_align_corners": False,
+    "position_embedding_aspect_preserving": False,
+}
 RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 MLPS = ("mlp", "swiglu")
 # Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
@@ -169,6 +184,20 @@ class ViTConfig:
         resnet_norm_epsilon: optional float. GroupNorm epsilon of the stem; None means the
             official 1e-6 (timm: 1e-5). Defaults to None.
         backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
+        naflex: bool. A NaFlex model: its input is a dict of `patches` `(B, N, ph * pw * C)`,
+            `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
+            NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
+            the position embedding (grid `image_size / patch_size`, patches only: the prefix
+            tokens get none) is resized per image, attention and pooling ignore padding.
+            Defaults to False.
+        position_embedding_interpolation: `"bicubic"` or `"bilinear"`: the NaFlex resize of
+            a learned table. Defaults to `"bicubic"` (timm's).
+        position_embedding_antialias: bool. Antialiased resize. Defaults to True.
+        position_embedding_align_corners: bool. Only without antialias. Defaults to False.
+        position_embedding_aspect_preserving: bool. Resize to the longer side's square and
+            keep the top-left block (timm's `pos_embed_ar_preserving`). Defaults to False.
+        With `naflex=True`, `position_embedding` may also be `"factorized"` (a row and a
+        column table, resized linearly).
         name: optional Keras model name. Defaults to None.
 
     Example:
@@ -230,6 +259,12 @@ class ViTConfig:
     resnet_conv_epsilon_mode: object = _field("hybrid", None)
     resnet_norm_epsilon: object = _field("hybrid", None)
     backbone: object = _field("hybrid", None)
+    # NaFlex (issue 31): dict inputs, per-image position embeddings, masks.
+    naflex: bool = _field("input", False)
+    position_embedding_interpolation: str = _field("encoder", "bicubic")
+    position_embedding_antialias: bool = _field("encoder", True)
+    position_embedding_align_corners: bool = _field("encoder", False)
+    position_embedding_aspect_preserving: bool = _field("encoder", False)
     name: object = _field("name", None)
 
     def __post_init__(self):
@@ -275,6 +310,7 @@ class ViTConfig:
         check_activation(self.activation)
         self._check_relative_position_bias()
         self._check_families(normalize)
+        self._check_naflex(normalize)
         self._check_distillation()
         self._check_stem(normalize)
 
@@ -319,6 +355,12 @@ class ViTConfig:
                     f"Received: rotary_embedding=None, {', '.join(changed)}"
                 )
             return
+        if getattr(self, "naflex", False):
+            raise ValueError(
+                "rotary_embedding is not implemented for NaFlex models (their per-image grids "
+                "need per-token rotary tables). Received: rotary_embedding="
+                f"{self.rotary_embedding!r}, naflex=True"
+            )
         head_dim = self.hidden_dim // self.num_heads
         if head_dim % 4:
             raise ValueError(
@@ -362,6 +404,49 @@ class ViTConfig:
                 "known grid, and a class token for 'block' / 'shared'. "
                 f"Received: {', '.join(problems)}"
             )
+
+    def _check_naflex(self, normalize):
+        """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
+        if self.position_embedding_interpolation not in ("bicubic", "bilinear"):
+            raise ValueError(
+                "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "
+                f"position_embedding_interpolation={self.position_embedding_interpolation!r}"
+            )
+        if not self.naflex:
+            changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(self, k) != v]
+            if self.position_embedding == "factorized":
+                changed.append("position_embedding='factorized'")
+            if changed:
+                raise ValueError(
+                    f"{', '.join(changed)} only apply to NaFlex models (naflex=True). "
+                    "Received: naflex=False"
+                )
+            return
+        if self.position_embedding_antialias and self.position_embedding_align_corners:
+            raise ValueError(
+                "position_embedding_align_corners=True needs position_embedding_antialias="
+                "False. Received: both True"
+            )
+        problems = []
+        if self.position_embedding not in ("learned", "factorized", None):
+            problems.append(f"position_embedding={self.position_embedding!r}")
+        if self.dynamic_image_size:
+            problems.append("dynamic_image_size=True")
+        if self.distillation_token:
+            problems.append("distillation_token=True")
+        if self.resnet_units is not None or self.backbone is not None:
+            problems.append("a ResNet or backbone stem")
+        if self.relative_position_bias is not None:
+            problems.append(f"relative_position_bias={self.relative_position_bias!r}")
+        if problems:
+            raise ValueError(
+                "naflex=True takes patch sequences of any grid (a 'learned', 'factorized' or "
+                "no position embedding, no stem, distillation token or relative position "
+                "bias (a fixed grid); every input size "
+                f"already). Received: {', '.join(problems)}"
+            )
+        # NaFlex position embeddings cover the patches only (timm): no prefix rows.
+        normalize("prefix_position_embedding", False)
 
     def _check_distillation(self):
         if not self.distillation_token:

@@ -49,7 +49,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
-from keras_vit.models import pretrained
+from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
 
@@ -146,13 +146,14 @@ def rotary_table(features, config, dtype_of=_default_dtype):
     )(features)
 
 
-def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None):
+def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attention_mask=None):
     """`pre_norm`, `encoderblock_0` ... `encoderblock_{L-1}` and `encoder_norm` on tokens.
 
     `pre_norm` only with `config.pre_norm`; no `encoder_norm` with `config.fc_norm` (the
     final norm then follows the pooling). `dtype_of(layer name)` gives each layer's dtype
     policy (None: the global policy). With `config.rotary_embedding`, `features` (what the
     patch encoder embedded) gives the grid of the rotary table every block is called with.
+    `attention_mask` (NaFlex: `patch_valid`) goes to every block's attention.
     """
     if config.rotary_embedding is not None and features is None:
         raise ValueError(
@@ -162,6 +163,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None):
         )
     rotary = rotary_table(features, config, dtype_of)
     call_options = {} if rotary is None else {"rotary_embedding": rotary}
+    mask = {} if attention_mask is None else {"attention_mask": attention_mask}
     x = tokens
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
@@ -197,7 +199,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None):
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x, **shared, **call_options)
+        )(x, **shared, **call_options, **mask)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
@@ -229,9 +231,11 @@ def _block_options(config):
     return options
 
 
-def _pool(x, config, dtype_of):
-    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set)."""
+def _pool(x, config, dtype_of, patch_valid=None):
+    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set); NaFlex padding left out
+    of GAP and MAP by `patch_valid`."""
     prefix = num_prefix_tokens(config)
+    valid = {} if patch_valid is None else {"patch_valid": patch_valid}
     if config.pooling == "map":
         x = MAPHead(
             num_heads=config.num_heads,
@@ -242,10 +246,11 @@ def _pool(x, config, dtype_of):
             num_prefix_tokens=prefix,
             name=POOLING,
             dtype=dtype_of(POOLING),
-        )(x)
+        )(x, **valid)
     else:
         kind = "token_distillation" if config.distillation_token else config.pooling
-        x = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))(x)
+        pool = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))
+        x = pool(x, **valid)
     if config.fc_norm:
         x = _layer_norm(config, FC_NORM, dtype_of)(x)
     return x
@@ -301,11 +306,21 @@ def build_outputs(features, config, dtype_of=_default_dtype):
         The functional output tensor.
     """
     x = make_patch_encoder(config, dtype=dtype_of(PATCH_ENCODER))(features)
-    x = apply_blocks(x, config, dtype_of, features)
+    return encode_tokens(x, config, dtype_of, features=features)
+
+
+def encode_tokens(x, config, dtype_of=_default_dtype, patch_valid=None, features=None):
+    """Blocks, norm, pooling and head on the patch encoder's tokens (`build_outputs`' rest).
+
+    `patch_valid`: NaFlex validity `(B, N)` of the patch tokens, masking attention and
+    pooling (`keras_vit.models.naflex`). `features`: what the patch encoder embedded (the
+    grid of a rotary model's table).
+    """
+    x = apply_blocks(x, config, dtype_of, features=features, attention_mask=patch_valid)
     if config.include_top and config.distillation_token:
         return _distilled_head(x, config, dtype_of)
     if config.pooling is not None:
-        x = _pool(x, config, dtype_of)
+        x = _pool(x, config, dtype_of, patch_valid)
     if config.include_top:
         if config.representation_size:
             x = keras.layers.Dense(
@@ -328,10 +343,32 @@ def build_graph(config, dtype_of=_default_dtype):
     >>> outputs.shape
     (None, 1000)
     """
+    if config.naflex:
+        return _naflex_graph(config, dtype_of)
     size = (None, None) if config.dynamic_image_size else config.image_size
     inputs = keras.Input((*size, config.num_channels), name="images")
     features = stem_features(inputs, config, dtype_of(None))
     return inputs, build_outputs(features, config, dtype_of)
+
+
+def _naflex_graph(config, dtype_of):
+    """A NaFlex model's `(inputs dict, outputs)` (`keras_vit.models.naflex`).
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, naflex=True, pooling="gap")
+    >>> inputs, outputs = build_graph(config)
+    >>> sorted(inputs), outputs.shape
+    (['patch_coord', 'patch_valid', 'patches'], (None, 1000))
+    """
+    inputs = naflex.naflex_inputs(config)
+    patch_encoder = naflex.make_naflex_patch_encoder(
+        config, PATCH_ENCODER, dtype=dtype_of(PATCH_ENCODER)
+    )
+    valid = inputs["patch_valid"]
+    x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).

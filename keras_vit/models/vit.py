@@ -63,6 +63,11 @@ def ViT(
     key_bias=True,
     relative_position_bias=None,
     relative_position_mlp_dim=None,
+    naflex=False,
+    position_embedding_interpolation="bicubic",
+    position_embedding_antialias=True,
+    position_embedding_align_corners=False,
+    position_embedding_aspect_preserving=False,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -177,6 +182,20 @@ def ViT(
             (`vit_relpos_*`, `vit_srelpos_*`). Defaults to None.
         relative_position_mlp_dim: optional int. Hidden width of the `"mlp"`
             biases (None: 128). Defaults to None.
+        naflex: bool. A NaFlex model (NaViT / SigLIP 2, timm's `NaFlexVit`): the
+            input is a dict of `patches` `(B, N, ph * pw * C)`, `patch_coord`
+            `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool
+            (`keras_vit.data.naflex_batch` makes one from images of any sizes);
+            each image's position embedding (a table for `image_size`, or
+            `position_embedding="factorized"`) is resized to its own grid and
+            padding is masked in attention and pooling. Defaults to False.
+        position_embedding_interpolation, position_embedding_antialias,
+            position_embedding_align_corners, position_embedding_aspect_preserving:
+            NaFlex's per-image resize of the position table: `"bicubic"` or
+            `"bilinear"`, antialiased, align_corners (without antialias),
+            resized to the longer side's square then cropped (timm's
+            `pos_embed_ar_preserving`). Default to timm's `"bicubic"`, True,
+            False, False.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.
