@@ -158,7 +158,6 @@ def timm_arguments(config, *, qkv_bias=True):
 _EVA_OPTIONS = dict(
     mlp="mlp",
     mlp_inner_norm=False,
-    key_bias=True,
     attention_inner_norm=False,
     rotary_embedding=None,
 )
@@ -178,14 +177,6 @@ def check_timm_expressible(config):
             "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
             "an arbitrary Keras backbone",
         )
-    for option, default in _EVA_OPTIONS.items():
-        if getattr(config, option) != default:
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
-                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
-            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",
@@ -225,6 +216,14 @@ def check_timm_expressible(config):
             "timm's distilled DeiT always returns the mean of its class and distillation "
             "outputs, never the token sequence",
         )
+    for option, default in _EVA_OPTIONS.items():
+        if getattr(config, option) != default:
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
+                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
+            )
 
 
 def _candidates(config=None):

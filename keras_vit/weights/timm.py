@@ -25,7 +25,7 @@ from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_beit import beit_name_table
-from keras_vit.weights.timm_eva import eva_block_table, eva_fills
+from keras_vit.weights.timm_eva import PACKED_BIAS, PACKED_WEIGHT, eva_block_table, eva_fills
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,21 @@ PATHS = {
 _norm, _linear = L.torch_norm, L.torch_linear
 
 
+def _mlp(key, path, config):
+    """timm's `Mlp` (`fc1`, `fc2`), or `SwiGLUPacked` (DINOv2 giant: `fc1` = gate rows, then up)."""
+    if getattr(config, "mlp", "mlp") != "swiglu":
+        return {
+            **_linear(f"{key}.fc1", f"{path}/mlp_dense_1"),
+            **_linear(f"{key}.fc2", f"{path}/mlp_dense_2"),
+        }
+    gate_up = (f"{path}/mlp/gate_dense", f"{path}/mlp/up_dense")
+    return {
+        f"{key}.fc1.weight": (tuple(f"{p}/kernel" for p in gate_up), PACKED_WEIGHT),
+        f"{key}.fc1.bias": (tuple(f"{p}/bias" for p in gate_up), PACKED_BIAS),
+        **_linear(f"{key}.fc2", f"{path}/mlp/down_dense"),
+    }
+
+
 def _block(i, config, qkv_bias):
     key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
@@ -62,8 +77,7 @@ def _block(i, config, qkv_bias):
         f"{key}.attn.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
         f"{key}.attn.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
         **_norm(f"{key}.norm2", f"{path}/mlp_norm"),
-        **_linear(f"{key}.mlp.fc1", f"{path}/mlp_dense_1"),
-        **_linear(f"{key}.mlp.fc2", f"{path}/mlp_dense_2"),
+        **_mlp(f"{key}.mlp", path, config),
     }
     if qkv_bias:
         table[f"{key}.attn.qkv.bias"] = (tuple(f"{p}/bias" for p in qkv), L.QKV_BIAS)
@@ -285,10 +299,12 @@ def from_timm(
     `vit_small_patch16_36x1_224`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval
     output: the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
     `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
-    not giant: SwiGLU), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
+    giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
     towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and the hybrids
     `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
-    `vit_large_r50_s32_*`. Other timm ViTs (rotary, relative-position, SwiGLU, ...) raise a
+    `vit_large_r50_s32_*`; timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
+    (`eva_giant_*`) and rotary register ViTs (`vit_*_rope_reg*_gap_256`); BEiT and relpos
+    ViTs. Other timm ViTs (DINOv3, Perception Encoder, RoPE-ViT, parallel blocks, ...) raise a
     `ValueError` saying what they need.
 
     Args:
@@ -361,8 +377,11 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     ratio = spec.extras.get("mlp_ratio")
     if ratio is not None and kwargs.get("mlp_dim") is None:
         # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
-        hidden = kwargs.get("hidden_dim") or parse_variant(arguments["variant"])["hidden_dim"]
-        arguments["mlp_dim"] = int(hidden * ratio)
+        hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
+        hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
+        # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
+        halves = 2 if spec.extras.get("mlp_ratio_packed") else 1
+        arguments["mlp_dim"] = int(hidden * ratio) // halves
     return ViTConfig.from_variant(
         arguments.pop("variant"),
         **{

@@ -177,6 +177,14 @@ def _registers(g):
 
 def _dinov2(g):
     args = {**_sizes(g["size"], "14"), "layer_scale_init_value": 1e-5, "image_size": 518}
+    if g["size"] == "giant":  # ViT-g/14 of DINOv2: width 1536, 24 heads, SwiGLUPacked MLP
+        args.update(
+            hidden_dim=1536,
+            num_heads=24,
+            mlp="swiglu",
+            _mlp_ratio=2.66667 * 2,  # timm: int(1536 * 5.33334) = 8192 = 2 x 4096
+            _mlp_ratio_packed=True,
+        )
     if g.get("reg"):
         args.update(num_register_tokens=int(g["reg"]), prefix_position_embedding=False)
     return args
@@ -310,14 +318,14 @@ FAMILIES = (
     ),
     Family(
         "dinov2",
-        r"vit_(?P<size>small|base|large)_patch14_dinov2",
+        r"vit_(?P<size>small|base|large|giant)_patch14_dinov2",
         "vit_base_patch14_dinov2.lvd142m",
-        "DINOv2, 518 px, LayerScale",
+        "DINOv2, 518 px, LayerScale (giant: SwiGLU MLP)",
         _dinov2,
     ),
     Family(
         "dinov2_registers",
-        r"vit_(?P<size>small|base|large)_patch14_reg(?P<reg>4)_dinov2",
+        r"vit_(?P<size>small|base|large|giant)_patch14_reg(?P<reg>4)_dinov2",
         "vit_small_patch14_reg4_dinov2.lvd142m",
         "DINOv2 with 4 register tokens",
         _dinov2,
@@ -383,7 +391,6 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
     (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),

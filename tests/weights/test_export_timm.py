@@ -43,8 +43,9 @@ timm = import_timm()
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 TINY_STEMS = ("hybrid", "hybrid_r50")  # ResNet stems timm has no model name for
-# timm's Beit and VisionTransformerRelPos: from_timm reads them, export_timm refuses (REFUSED).
-IMPORT_ONLY = ("beit", "relpos", "srelpos")
+# timm's Beit and VisionTransformerRelPos, and DINOv2 giant's SwiGLU: from_timm reads them,
+# export_timm refuses (REFUSED).
+IMPORT_ONLY = ("beit", "relpos", "srelpos", "dinov2_giant")
 EXPORTABLE = [case for case in CASES if case not in TINY_STEMS + IMPORT_ONLY]
 
 
@@ -213,6 +214,9 @@ REFUSED = {
         lambda: ViT("mu/8", image_size=32, position_embedding=None, key_bias=False,
                     relative_position_bias="shared"), "relative_position_bias='shared'"),
     "key_bias": (lambda: ViT("mu/8", image_size=32, key_bias=False), "key_bias=False"),
+    "swiglu": (lambda: ViT("mu/8", image_size=32, mlp="swiglu"), "mlp='swiglu'"),
+    "rotary": (lambda: ViT("mu/8", image_size=32, rotary_embedding="eva02"),
+               "rotary_embedding='eva02'"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),

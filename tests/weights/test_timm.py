@@ -253,8 +253,9 @@ def test_names_and_tags():
     assert not miil.qkv_bias and miil.num_classes == 11221
     with pytest.raises(ValueError, match=r"(?s)Unknown timm model name 'resnet50'.*vit: e\.g\."):
         N.parse_timm_name("resnet50.a1_in1k")
-    with pytest.raises(ValueError, match="SwiGLU MLP"):
-        from_timm("vit_giant_patch14_dinov2.lvd142m")
+    giant = T.timm_config("vit_giant_patch14_dinov2.lvd142m", num_layers=1)
+    sizes = (giant.hidden_dim, giant.num_heads, giant.mlp, giant.mlp_dim)
+    assert sizes == (1536, 24, "swiglu", 4096)  # DINOv2 giant: SwiGLUPacked
     with pytest.raises(ValueError, match="RoPE-ViT's axial rotary embeddings"):
         from_timm("vit_base_patch16_rope_224")
 
@@ -267,6 +268,8 @@ def test_every_family_has_a_case():
 
 def _activation(block):
     act = type(block.mlp.act).__name__
+    if act == "SiLU":  # SwiGLUPacked (DINOv2 giant)
+        return "silu", False
     if act == "QuickGELU":
         return "quick_gelu", False
     assert act in ("GELU", "GELUTanh"), act
@@ -295,7 +298,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         got = dict(
             hidden_dim=model.embed_dim,
             num_heads=block.attn.num_heads,
-            mlp_dim=block.mlp.fc1.out_features,
+            mlp_dim=block.mlp.fc2.in_features,  # SwiGLUPacked: half of fc1
             qkv_bias=block.attn.qkv.bias is not None,
             num_classes=model.num_classes,
             class_token=model.cls_token is not None,
@@ -315,7 +318,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         ours = dict(
             hidden_dim=args["hidden_dim"],
             num_heads=args["num_heads"],
-            mlp_dim=args["mlp_dim"],
+            mlp_dim=T.timm_config(spec, num_layers=1).mlp_dim,  # timm's ratio where it has one
             qkv_bias=spec.qkv_bias,
             num_classes=spec.num_classes,
             class_token=args.get("class_token", True),
@@ -329,7 +332,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             layer_scale=args.get("layer_scale_init_value") is not None,
             qk_norm=args.get("qk_norm", False),
             layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
-            activation=(args.get("activation", "gelu"), args.get("approximate_gelu", True)),
+            activation=("silu", False) if args.get("mlp") == "swiglu"
+            else (args.get("activation", "gelu"), args.get("approximate_gelu", True)),
         )
         differ = {k: (ours[k], got[k]) for k in got if ours[k] != got[k]}
         assert not differ, f"{name}: (ours, timm's) {differ}"
@@ -339,7 +343,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 140  # timm 1.0.31: 140 of its 230 vit_* and deit* names
+    assert checked >= 142  # timm 1.0.31: 142 of its 230 vit_* and deit* names
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
@@ -419,5 +423,6 @@ def test_supported_count_over_all_timm_names():
         except ValueError:
             continue
         reads += 1
-    # timm 1.0.31: 140 VisionTransformer names, BEiT 7, relpos 9, eva.py 19 (of 1371 names)
-    assert reads == 175
+    # timm 1.0.31: 142 VisionTransformer names (DINOv2 giant's 2 included), BEiT 7, relpos 9,
+    # eva.py 19 (of 1371 names)
+    assert reads == 177
