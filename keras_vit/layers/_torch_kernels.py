@@ -102,6 +102,8 @@ def linear(layer, x, read=_full_read):
 
 
 def attention_is_plain(attention):
+    if getattr(attention, "inner_norm", False):
+        return False  # EVA-CLIP's inner norm: the Keras call
     layers = (attention.query_dense, attention.key_dense, attention.value_dense)
     return all(is_plain(layer) for layer in layers + (attention.output_dense,))
 

@@ -117,6 +117,9 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         qk_norm: bool. LayerNorm on per-head queries and keys. Defaults to False.
         layer_norm_epsilon: float. Epsilon of the QK-norm LayerNorms. Defaults to 1e-6.
         key_bias: bool. Whether the key projection has a bias. Defaults to True.
+        inner_norm: bool. A LayerNorm (epsilon `layer_norm_epsilon`) over the concatenated
+            heads `(heads, D / heads)` before the output projection (`inner_norm`, timm's
+            `attn.norm`: EVA-CLIP's `scale_attn_inner`). Defaults to False.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -155,9 +158,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         qk_norm=False,
         layer_norm_epsilon=1e-6,
         key_bias=True,
+        inner_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.inner_norm = check_bool(inner_norm, "inner_norm")
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
@@ -210,6 +215,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             )
             self.query_norm.build(head_shape)
             self.key_norm.build(head_shape)
+        if self.inner_norm:
+            self.output_norm = keras.layers.LayerNormalization(
+                axis=(-2, -1), epsilon=self.layer_norm_epsilon, dtype=dtype, name="inner_norm"
+            )
+            self.output_norm.build(tuple(input_shape)[:-1] + (self.num_heads, head_dim))
         self.dropout = keras.layers.Dropout(
             self.attention_dropout_rate, dtype=dtype, name="dropout"
         )
@@ -268,7 +278,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             out = ops.dot_product_attention(
                 query, key, value, bias=bias, mask=mask, scale=self._scale
             )
-            return self.output_dense(out)
+            return self.output_dense(self._normed(out))
         query = query * ops.cast(self._scale, query.dtype)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
         if bias is not None:
@@ -277,10 +287,14 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
         weights = ops.softmax(logits, axis=-1)
         dropped = self.dropout(weights, training=training)
-        out = self.output_dense(ops.einsum("bhqk,bkhd->bqhd", dropped, value))
+        out = self.output_dense(self._normed(ops.einsum("bhqk,bkhd->bqhd", dropped, value)))
         if return_attention_scores:
             return out, weights
         return out
+
+    def _normed(self, heads):
+        """The `(B, T, heads, head_dim)` attention output, inner-normed if set."""
+        return self.output_norm(heads) if self.inner_norm else heads
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -294,6 +308,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "qk_norm": self.qk_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "key_bias": self.key_bias,
+                "inner_norm": self.inner_norm,
             }
         )
         return config

@@ -92,6 +92,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             activations (timm's `scale_mlp`). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
+            the attention's output projection (`attention/inner_norm`). Defaults to False.
         relative_position_grid: optional (rows, columns). BEiT's per-block relative position
             bias for a class token and this patch grid: a
             `keras_vit.layers.RelativePositionBias` sublayer `relative_position_bias` (timm's
@@ -146,6 +148,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp="mlp",
         mlp_inner_norm=False,
         key_bias=True,
+        attention_inner_norm=False,
         relative_position_grid=None,
         relative_position_mlp_dim=None,
         **kwargs,
@@ -185,6 +188,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
             )
         self.key_bias = check_bool(key_bias, "key_bias")
+        self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
         if relative_position_grid is not None:
             relative_position_grid = check_positive_int_pair(
                 relative_position_grid, "relative_position_grid"
@@ -212,6 +216,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             qk_norm=self.qk_norm,
             layer_norm_epsilon=eps,
             key_bias=self.key_bias,
+            inner_norm=self.attention_inner_norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
@@ -438,6 +443,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "mlp": self.mlp,
                 "mlp_inner_norm": self.mlp_inner_norm,
                 "key_bias": self.key_bias,
+                "attention_inner_norm": self.attention_inner_norm,
                 "relative_position_grid": self.relative_position_grid,
                 "relative_position_mlp_dim": self.relative_position_mlp_dim,
             }

@@ -51,6 +51,14 @@ def ViT(
     qk_norm=False,
     fc_norm=False,
     activation="gelu",
+    # EVA / EVA-02 / rotary ViTs (issue 30, families)
+    mlp="mlp",
+    mlp_inner_norm=False,
+    attention_inner_norm=False,
+    rotary_embedding=None,
+    rotary_temperature=10000.0,
+    rotary_reference_grid=None,
+    rotary_grid_offset=0.0,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -147,6 +155,19 @@ def ViT(
             timm's GAP models. Defaults to False.
         activation: `"gelu"` (tanh or exact as `approximate_gelu` says) or
             `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
+        mlp: `"mlp"` or `"swiglu"` (gated SiLU MLP of hidden width `mlp_dim`,
+            `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
+        mlp_inner_norm: bool. EVA-02's LayerNorm inside the SwiGLU MLP.
+            Defaults to False.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
+            each attention's output projection. Defaults to False.
+        rotary_embedding: None or `"eva02"`: EVA-02's 2-D rotary position
+            embeddings on the patch queries and keys, computed for the grid of
+            each input (`keras_vit.layers.RotaryEmbedding2D`, `model.rotary_embedding`).
+            Defaults to None.
+        rotary_temperature, rotary_reference_grid, rotary_grid_offset: its
+            settings (timm's `rope_temperature`, `ref_feat_shape`,
+            `rope_grid_offset`). Default to 10000, None, 0.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
