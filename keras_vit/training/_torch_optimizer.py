@@ -2,8 +2,8 @@
 
 keras_vit's adapter for the optimizer, beside `keras_vit/layers/_torch_kernels.py` for the
 blocks. `keras_vit.training.FusedAdamW` / `FusedAdam` are `keras.optimizers.AdamW` / `Adam`
-on every backend; on PyTorch they derive from Keras' own PyTorch classes and replace only two
-methods with the ones here:
+on every backend; on PyTorch they derive from Keras' own PyTorch classes and replace four of
+their methods with the ones here (each falling back to Keras' own where noted below):
 
 - the Adam update (`_parallel_update_step`): Keras' PyTorch Adam runs eight `torch._foreach_*`
   passes over the variables (each a loop over tensors, 1-2 ms per pass for ViT-B/16's 200 on a
