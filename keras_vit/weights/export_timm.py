@@ -203,6 +203,13 @@ def check_timm_expressible(config):
             "export_timm writes timm's VisionTransformer, which has no relative position bias "
             "(timm's BEiT models load through from_timm but are not exported)",
         )
+    if config.naflex:
+        raise _refuse(
+            "naflex",
+            True,
+            "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
+            "from timm's naflexvit_* through from_timm but are not exported",
+        )
     if not config.key_bias:
         raise _refuse(
             "key_bias",

@@ -26,6 +26,7 @@ from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_beit import beit_name_table
 from keras_vit.weights.timm_eva import PACKED_BIAS, PACKED_WEIGHT, eva_block_table, eva_fills
+from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         table.update(_linear("head", p["head"]))
         if getattr(config, "distillation_token", False):
             table.update(_linear("head_dist", p["head_dist"]))
+    if getattr(config, "naflex", False):
+        return naflex_name_table(config, table)  # timm's NaFlexVit (naflexvit_*)
     return table
 
 
@@ -299,10 +302,14 @@ def from_timm(
     `vit_small_patch16_36x1_224`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval
     output: the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
     `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
-    giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
-    towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and the hybrids
+    giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`,
+    `*_clip_quickgelu_*`), SigLIP towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and
+    the hybrids
     `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
-    `vit_large_r50_s32_*`; timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
+    `vit_large_r50_s32_*`, FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other
+    patch sizes), and timm's NaFlex ViTs `naflexvit_*` (not the C-RADIO ones) as NaFlex
+    models (`naflex=True`: a dict input of `patches`, `patch_coord`, `patch_valid`, made by
+    `keras_vit.data.naflex_batch`); timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
     (`eva_giant_*`) and rotary register ViTs (`vit_*_rope_reg*_gap_256`); BEiT and relpos
     ViTs. Other timm ViTs (DINOv3, Perception Encoder, RoPE-ViT, parallel blocks, ...) raise a
     `ValueError` saying what they need.
