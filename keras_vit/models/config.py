@@ -12,7 +12,7 @@ arguments" reads one list instead of writing its own:
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`;
+  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, `num_parallel`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -130,6 +130,8 @@ class ViTConfig:
             BEiT and relpos ViTs have none either). Defaults to None.
         relative_position_mlp_dim: optional int. Hidden width of the `"mlp"` biases; None
             means timm's 128 with them. Defaults to None.
+        num_parallel: int. Parallel attention and MLP branches in every block (timm's
+            `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -188,6 +190,8 @@ class ViTConfig:
     # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
     relative_position_bias: object = _field("encoder", None)
     relative_position_mlp_dim: object = _field("encoder", None)
+    # Parallel branches per block (timm's ParallelThingsBlock, the *_18x2_* models).
+    num_parallel: int = _field("encoder", 1)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -238,6 +242,13 @@ class ViTConfig:
                 f"Received: num_register_tokens={registers!r}"
             )
         check_activation(self.activation)
+        check_positive_int(self.num_parallel, "num_parallel")
+        if self.num_parallel > 1 and self.relative_position_bias in ("block", "mlp"):
+            raise ValueError(
+                "num_parallel > 1 takes no per-block relative position bias (timm has none). "
+                f"Received: num_parallel={self.num_parallel}, "
+                f"relative_position_bias={self.relative_position_bias!r}"
+            )
         self._check_relative_position_bias()
         self._check_distillation()
         self._check_stem(normalize)

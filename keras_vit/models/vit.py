@@ -55,6 +55,7 @@ def ViT(
     key_bias=True,
     relative_position_bias=None,
     relative_position_mlp_dim=None,
+    num_parallel=1,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -156,6 +157,8 @@ def ViT(
             (`vit_relpos_*`, `vit_srelpos_*`). Defaults to None.
         relative_position_mlp_dim: optional int. Hidden width of the `"mlp"`
             biases (None: 128). Defaults to None.
+        num_parallel: int. Parallel attention and MLP branches per block
+            (timm's `ParallelThingsBlock`, `*_18x2_*`). Defaults to 1.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

@@ -194,6 +194,13 @@ def check_timm_expressible(config):
             "export_timm writes timm's VisionTransformer, which has no relative position bias "
             "(timm's BEiT models load through from_timm but are not exported)",
         )
+    if config.num_parallel > 1:
+        raise _refuse(
+            "num_parallel",
+            config.num_parallel,
+            "export_timm names timm models by their VisionTransformer arguments; the parallel "
+            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
+        )
     if not config.key_bias:
         raise _refuse(
             "key_bias",

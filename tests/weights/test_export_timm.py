@@ -44,7 +44,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 TINY_STEMS = ("hybrid", "hybrid_r50")  # ResNet stems timm has no model name for
 # timm's Beit and VisionTransformerRelPos: from_timm reads them, export_timm refuses (REFUSED).
-IMPORT_ONLY = ("beit", "relpos", "srelpos")
+IMPORT_ONLY = ("beit", "relpos", "srelpos", "vit_18x2")
 EXPORTABLE = [case for case in CASES if case not in TINY_STEMS + IMPORT_ONLY]
 
 
@@ -213,6 +213,7 @@ REFUSED = {
         lambda: ViT("mu/8", image_size=32, position_embedding=None, key_bias=False,
                     relative_position_bias="shared"), "relative_position_bias='shared'"),
     "key_bias": (lambda: ViT("mu/8", image_size=32, key_bias=False), "key_bias=False"),
+    "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "num_parallel=2"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),

@@ -7,6 +7,7 @@ test compares our model with timm's own forward pass on the same images and stat
 """
 
 import logging
+import types
 
 import numpy as np
 import pytest
@@ -160,7 +161,7 @@ def test_saved_and_reloaded(references, models, tmp_path):
     _assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
 
 
-@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers", "vit_18x2"])
 def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
     """timm's dynamic_img_size=True at two sizes and its intermediates at a third.
 
@@ -287,6 +288,11 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
+        num_parallel = len(block.attns) if hasattr(block, "attns") else 1
+        if num_parallel > 1:  # ParallelThingsBlock: its first branch
+            first, ffn = block.attns[0], block.ffns[0]
+            block = types.SimpleNamespace(attn=first.attn, ls1=first.ls, norm1=first.norm,
+                                          mlp=ffn.mlp)  # fmt: skip
         args = {**parse_variant(spec.arguments["variant"]), **spec.arguments}
         got = dict(
             hidden_dim=model.embed_dim,
@@ -307,6 +313,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             qk_norm=not isinstance(block.attn.q_norm, identity),
             layer_norm_epsilon=block.norm1.eps,
             activation=_activation(block),
+            num_parallel=num_parallel,
         )
         ours = dict(
             hidden_dim=args["hidden_dim"],
@@ -326,6 +333,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             qk_norm=args.get("qk_norm", False),
             layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
             activation=(args.get("activation", "gelu"), args.get("approximate_gelu", True)),
+            num_parallel=args.get("num_parallel", 1),
         )
         differ = {k: (ours[k], got[k]) for k in got if ours[k] != got[k]}
         assert not differ, f"{name}: (ours, timm's) {differ}"
@@ -335,7 +343,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 140  # timm 1.0.31: 140 of its 230 vit_* and deit* names
+    assert checked >= 142  # timm 1.0.31: 142 of its 230 vit_* and deit* names
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
