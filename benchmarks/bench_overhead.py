@@ -28,6 +28,7 @@ step, `predict_on_batch` over its inference, `fit` over `train_on_batch`.
     KERAS_BACKEND=jax python benchmarks/bench_overhead.py --peers keras_hub timm
     KERAS_BACKEND=torch python benchmarks/bench_overhead.py --profile cprofile --rounds 20
     KERAS_BACKEND=torch python benchmarks/bench_overhead.py --explain       # torch.compile breaks
+    KERAS_BACKEND=torch python benchmarks/bench_overhead.py --optimizer-apply   # AdamW alone
     KERAS_BACKEND=torch python benchmarks/bench_overhead.py --width 768 --mlp 3072 --image-size 224
 
 `--threads` (default 1) pins the process to that many cores with one intra-op thread each in
@@ -83,6 +84,10 @@ def parse_args(argv=None):
     parser.add_argument("--compare-optimizer", action="store_true",
                         help="also keras_vit with the other AdamW (keras_vit_<optimizer>), "
                         "same weights, alternated")
+    parser.add_argument("--optimizer-apply", action="store_true",
+                        help="time optimizer.apply alone (FusedAdamW against Keras' AdamW on "
+                        "the model's variables, clipnorm 1, weight decay 0.05, with and "
+                        "without EMA), then exit")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--portable", action="store_true",
                         help="keras_vit's portable keras.ops path on PyTorch")
@@ -335,6 +340,30 @@ def on_portable_path(step):
     return run
 
 
+def optimizer_apply_steps(model):
+    """`optimizer.apply` alone on `model`'s variables: FusedAdamW and Keras' AdamW, with and
+    without EMA, each on its own copy of the variables, fixed random gradients."""
+    import keras
+    import numpy as np
+
+    from keras_vit.training.optimizers import FusedAdamW
+
+    rng = np.random.default_rng(0)
+    grads = [keras.ops.convert_to_tensor(rng.normal(size=v.shape).astype("float32"))
+             for v in model.trainable_variables]
+    steps = {}
+    for ema in (False, True):
+        for name, cls in (("FusedAdamW", FusedAdamW), ("keras AdamW", keras.optimizers.AdamW)):
+            variables = [keras.Variable(keras.ops.convert_to_numpy(v))
+                         for v in model.trainable_variables]
+            optimizer = cls(learning_rate=1e-3, weight_decay=0.05, global_clipnorm=1.0,
+                            use_ema=ema, ema_momentum=0.999)
+            optimizer.build(variables)
+            label = f"{name} apply" + (" (ema)" if ema else "")
+            steps[label] = ("train", lambda o=optimizer, v=variables: o.apply(grads, v), 1)
+    return steps
+
+
 # --- measuring ---------------------------------------------------------------------------------
 
 
@@ -537,6 +566,12 @@ def main(argv=None):
             raise SystemExit("--explain needs KERAS_BACKEND=torch")
         explain(model, args)
         return None
+    if args.optimizer_apply:
+        steps = optimizer_apply_steps(model)
+        print(f"# {machine_line(backend)}")
+        rows = summarise(measure(steps, args.rounds, args.warmup), steps)
+        print(format_table(rows))
+        return rows
     steps = keras_steps("keras_vit", model, args)
     if args.compare_portable:
         if backend != "torch":

@@ -10,7 +10,15 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
+# CI runs the suite once per backend. A test whose code cannot differ by backend (it runs no
+# Keras: argument parsing, a subprocess that never imports Keras, a repository check) runs on one
+# backend only; each use says why its code is backend-independent.
+backend_independent = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="backend-independent (no Keras in what it runs): runs once, on the tensorflow backend",
+)
 
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)

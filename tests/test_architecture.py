@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_vit.models import ViT
+from tests.helpers import backend_independent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "keras_vit")
@@ -244,6 +245,7 @@ def test_layers_package_alone_registers_std_conv(tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "keras_vit.layers.std_conv"
 
 
+@backend_independent  # ruff reads the files; no Keras runs
 def test_ruff_is_clean():
     """`ruff check` (pyproject.toml: E, F, W, I, B, UP) reports nothing in the repository."""
     ruff = shutil.which("ruff") or os.path.join(os.path.dirname(sys.executable), "ruff")

@@ -21,6 +21,10 @@ Attributes:
 
 
 
+def _first(tensors):
+    return tensors[0] if isinstance(tensors, (list, tuple)) else tensors
+
+
 def attention_maps(model, images, batch_size=32):
     """Attention weights of every head in every layer, from the model's own layers.
 
@@ -53,14 +57,18 @@ def attention_maps(model, images, batch_size=32):
     images = check_images(model, images)
     blocks = find_transformer_blocks(model)
     try:
-        block_inputs = [block.input for block in blocks]
+        # A rotary block's input is [tokens, rotary table]: its tokens.
+        block_inputs = [_first(block.input) for block in blocks]
     except (AttributeError, ValueError) as error:
         raise ValueError(
             "Could not read the inputs of the model's TransformerBlock layers; each block "
             f"must be called exactly once in a functional model. Received error: {error}"
         ) from error
+    # A rotary model's blocks also take the table of the input's grid (`model.rotary_embedding`).
+    rotary = getattr(model, "rotary_embedding", None)
+    outputs = block_inputs + ([rotary.output] if rotary is not None else [])
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    extractor = keras.Model(inputs, block_inputs)
+    extractor = keras.Model(inputs, outputs)
     batch_size = int(batch_size)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive. Received: batch_size={batch_size}")
@@ -70,9 +78,11 @@ def attention_maps(model, images, batch_size=32):
         features = extractor(batch, training=False)
         if not isinstance(features, (list, tuple)):
             features = [features]
+        features = list(features)
+        options = {"rotary_embedding": features.pop()} if rotary is not None else {}
         per_layer = []
         for block, tokens in zip(blocks, features, strict=True):
-            _, scores = block(tokens, training=False, return_attention_scores=True)
+            _, scores = block(tokens, training=False, return_attention_scores=True, **options)
             per_layer.append(np.asarray(keras.ops.convert_to_numpy(scores), dtype="float32"))
         results.append(np.stack(per_layer, axis=1))
     return np.concatenate(results, axis=0)

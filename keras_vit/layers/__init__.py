@@ -4,6 +4,7 @@ from keras_vit.layers.activations import quick_gelu
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
+from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.patch_resize import resample_patch_embedding
@@ -35,6 +36,7 @@ __all__ = [
     "DropPath",
     "MAPHead",
     "MultiHeadSelfAttention",
+    "NaFlexPatchEncoder",
     "PatchCorruption",
     "PatchEncoder",
     "PatchTargets",

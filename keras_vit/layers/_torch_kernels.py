@@ -102,15 +102,20 @@ def linear(layer, x, read=_full_read):
 
 
 def attention_is_plain(attention):
+    if getattr(attention, "inner_norm", False):
+        return False  # EVA-CLIP's inner norm: the Keras call
     layers = (attention.query_dense, attention.key_dense, attention.value_dense)
     return all(is_plain(layer) for layer in layers + (attention.output_dense,))
 
 
-def self_attention(attention, x, read=None, bias=None):
+def self_attention(attention, x, read=None, bias=None, mask=None):
     """`MultiHeadSelfAttention(x)` `(B, T, D)` without dropout; its projections must be plain.
 
     `bias`: an optional additive attention bias broadcastable to `(B, heads, T, T)` (the
-    `attn_mask` of `F.scaled_dot_product_attention`, in the queries' dtype).
+    `attn_mask` of `F.scaled_dot_product_attention`, in the queries' dtype). `mask`: None or
+    a boolean mask broadcastable to `(B, heads, T, T)` (True: attend), passed as the boolean
+    `attn_mask` (the portable path's masked softmax); with a bias, the masked pairs of the
+    bias are set to the lowest float.
     """
     read = read or variable_reader()
     batch, tokens, width = x.shape
@@ -126,10 +131,14 @@ def self_attention(attention, x, read=None, bias=None):
     if attention.qk_norm:
         query = layer_norm(query, attention.query_norm, read)
         key = layer_norm(key, attention.key_norm, read)
+    attn_mask = mask
     if bias is not None:
         bias = _cast(bias, query.dtype)
+        attn_mask = bias
+        if mask is not None:
+            attn_mask = torch.where(mask, bias, torch.finfo(bias.dtype).min)
     out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=bias, scale=attention._scale
+        query, key, value, attn_mask=attn_mask, scale=attention._scale
     )
     out = out.transpose(1, 2).reshape(batch, tokens, width)
     kernel, bias = _weights(attention.output_dense, x.dtype, width, read)
@@ -143,19 +152,20 @@ def _dropout(layer, x, training):
     return x
 
 
-def transformer_block(block, inputs, training, bias=None):
+def transformer_block(block, inputs, training, bias=None, mask=None):
     """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype.
 
-    `bias`: the block's additive attention bias (relative position bias), or None.
+    `bias`: the block's additive attention bias (relative position bias), or None. `mask`:
+    None or the attention's boolean 4-D mask (`attention.attention_mask_4d`).
     """
     read = variable_reader()
     x = layer_norm(inputs, block.attention_norm, read)
     attention = block.attention
     attention_dropout = training and attention.attention_dropout_rate > 0
     if attention_dropout or not attention_is_plain(attention):
-        x = attention(x, training=training, attention_bias=bias)  # its own Keras call
+        x = attention(x, training=training, attention_bias=bias, attention_mask=mask)
     else:
-        x = self_attention(attention, x, read, bias)
+        x = self_attention(attention, x, read, bias, mask)
     x = _dropout(block.attention_dropout, x, training)
     if block.layer_scale_init_value is not None:
         x = x * _cast(read(block.attention_scale), x.dtype)

@@ -41,6 +41,39 @@ def portable_path(portable=True):
         _FAST_PATH["torch"] = previous
 
 
+# The logit of a masked pair in the explicit path (finite: a row with every key masked stays
+# finite instead of NaN; float16's lowest is -65504).
+MASKED_LOGIT = -60000.0
+
+
+def attention_mask_4d(attention_mask, inputs):
+    """A boolean `(B, 1 or heads, T, T)`-broadcastable mask from an `attention_mask` argument.
+
+    `(B, S)`: key validity of the last S of the T tokens (the first T - S always valid), as
+    `(B, 1, 1, T)`; 4-D masks are returned as booleans. None stays None.
+    """
+    if attention_mask is None:
+        return None
+    mask = ops.cast(attention_mask, "bool")
+    if len(mask.shape) == 4:
+        return mask
+    if len(mask.shape) != 2:
+        raise ValueError(
+            "attention_mask must be (batch, tokens) key validity or a (batch, 1 or heads, "
+            f"tokens, tokens) mask. Received: shape={tuple(attention_mask.shape)}"
+        )
+    tokens, keys = inputs.shape[1], mask.shape[1]
+    if tokens is not None and keys is not None and keys > tokens:
+        raise ValueError(
+            f"attention_mask covers {keys} tokens but the input has {tokens}. "
+            f"Received: attention_mask.shape={tuple(attention_mask.shape)}"
+        )
+    prefix = ops.shape(inputs)[1] - ops.shape(mask)[1]
+    ones = ops.ones((ops.shape(mask)[0], prefix), "bool")
+    mask = ops.concatenate([ones, mask], axis=1)
+    return mask[:, None, None, :]
+
+
 def check_epsilon(value, name="layer_norm_epsilon"):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"{name} must be positive. Received: {name}={value!r}")
@@ -84,6 +117,9 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         qk_norm: bool. LayerNorm on per-head queries and keys. Defaults to False.
         layer_norm_epsilon: float. Epsilon of the QK-norm LayerNorms. Defaults to 1e-6.
         key_bias: bool. Whether the key projection has a bias. Defaults to True.
+        inner_norm: bool. A LayerNorm (epsilon `layer_norm_epsilon`) over the concatenated
+            heads `(heads, D / heads)` before the output projection (`inner_norm`, timm's
+            `attn.norm`: EVA-CLIP's `scale_attn_inner`). Defaults to False.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -94,6 +130,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             `(B, heads, T, T)`. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
             (before dropout). Defaults to False.
+        attention_mask: optional boolean mask, True where attention is allowed: `(B, S)`
+            with S <= T says which of the last S tokens are valid keys (the T - S tokens
+            before them, class and register tokens, always are; NaFlex padding), or a full
+            `(B, 1, T, T)` / `(B, heads, T, T)` mask. Masked keys get zero weight: the
+            outputs of the other tokens do not depend on them. Defaults to None.
 
     Returns:
         `(B, T, D)`, or `((B, T, D), (B, heads, T, T))`.
@@ -117,9 +158,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         qk_norm=False,
         layer_norm_epsilon=1e-6,
         key_bias=True,
+        inner_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.inner_norm = check_bool(inner_norm, "inner_norm")
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
@@ -172,6 +215,11 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             )
             self.query_norm.build(head_shape)
             self.key_norm.build(head_shape)
+        if self.inner_norm:
+            self.output_norm = keras.layers.LayerNormalization(
+                axis=(-2, -1), epsilon=self.layer_norm_epsilon, dtype=dtype, name="inner_norm"
+            )
+            self.output_norm.build(tuple(input_shape)[:-1] + (self.num_heads, head_dim))
         self.dropout = keras.layers.Dropout(
             self.attention_dropout_rate, dtype=dtype, name="dropout"
         )
@@ -212,29 +260,41 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         return_attention_scores=False,
         rotary_embedding=None,
         attention_bias=None,
+        attention_mask=None,
     ):
         dropout = bool(training) and self.attention_dropout_rate > 0
         plain = rotary_embedding is None
+        mask = attention_mask_4d(attention_mask, inputs)
         if _FAST_PATH["torch"] and plain and not return_attention_scores and not dropout:
             from keras_vit.layers import _torch_kernels
 
             if _torch_kernels.attention_is_plain(self):
-                return _torch_kernels.self_attention(self, inputs, bias=attention_bias)
+                return _torch_kernels.self_attention(
+                    self, inputs, bias=attention_bias, mask=mask
+                )
         query, key, value = self.project(inputs, rotary_embedding)
         bias = None if attention_bias is None else ops.cast(attention_bias, query.dtype)
         if not return_attention_scores and not dropout:
-            out = ops.dot_product_attention(query, key, value, bias=bias, scale=self._scale)
-            return self.output_dense(out)
+            out = ops.dot_product_attention(
+                query, key, value, bias=bias, mask=mask, scale=self._scale
+            )
+            return self.output_dense(self._normed(out))
         query = query * ops.cast(self._scale, query.dtype)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
         if bias is not None:
             logits = logits + bias
+        if mask is not None:
+            logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
         weights = ops.softmax(logits, axis=-1)
         dropped = self.dropout(weights, training=training)
-        out = self.output_dense(ops.einsum("bhqk,bkhd->bqhd", dropped, value))
+        out = self.output_dense(self._normed(ops.einsum("bhqk,bkhd->bqhd", dropped, value)))
         if return_attention_scores:
             return out, weights
         return out
+
+    def _normed(self, heads):
+        """The `(B, T, heads, head_dim)` attention output, inner-normed if set."""
+        return self.output_norm(heads) if self.inner_norm else heads
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -248,6 +308,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "qk_norm": self.qk_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "key_bias": self.key_bias,
+                "inner_norm": self.inner_norm,
             }
         )
         return config

@@ -38,6 +38,9 @@ class MAPHead(RecordsQuantizedSublayers):
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
+        patch_valid: optional boolean `(B, T - num_prefix_tokens)`: the tokens the query
+            may attend to (NaFlex padding left out, as timm's key-only mask). Defaults to
+            None (all).
 
     Returns:
         `(B, D)`.
@@ -116,7 +119,7 @@ class MAPHead(RecordsQuantizedSublayers):
         self.mlp_fc2.build((None, 1, self.mlp_dim))
         self.built = True
 
-    def call(self, inputs):
+    def call(self, inputs, patch_valid=None):
         x = inputs[:, self.num_prefix_tokens :]
         heads, head_dim = self.num_heads, self.hidden_dim // self.num_heads
         batch = ops.shape(x)[0]
@@ -126,7 +129,12 @@ class MAPHead(RecordsQuantizedSublayers):
         )
         kv = ops.reshape(self.kv(x), (batch, -1, 2, heads, head_dim))
         key, value = kv[:, :, 0], kv[:, :, 1]
-        out = ops.dot_product_attention(query, key, value, scale=1.0 / math.sqrt(head_dim))
+        mask = None
+        if patch_valid is not None:
+            mask = ops.cast(patch_valid, "bool")[:, None, None, :]
+        out = ops.dot_product_attention(
+            query, key, value, mask=mask, scale=1.0 / math.sqrt(head_dim)
+        )
         out = self.proj(ops.reshape(out, (batch, 1, self.hidden_dim)))
         y = mlp_activation(self.mlp_fc1(self.norm(out)), self.activation, self.approximate_gelu)
         out = out + self.mlp_fc2(y)

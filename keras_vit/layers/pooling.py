@@ -23,6 +23,9 @@ class TokenPooling(keras.layers.Layer):
 
     Call arguments:
         inputs: `(B, T, D)`.
+        patch_valid: optional boolean `(B, T - num_prefix_tokens)`: which patch tokens
+            `"gap"` averages (NaFlex padding is left out, as timm's `global_pool_naflex`);
+            the token poolings ignore it. Defaults to None (all).
 
     Example:
 
@@ -53,14 +56,19 @@ class TokenPooling(keras.layers.Layer):
         self.pooling = pooling
         self.num_prefix_tokens = num_prefix_tokens
 
-    def call(self, inputs):
+    def call(self, inputs, patch_valid=None):
         if self.pooling == "token":
             return inputs[:, 0]
         if self.pooling == "distillation":
             return inputs[:, 1]
         if self.pooling == "token_distillation":
             return (inputs[:, 0] + inputs[:, 1]) / 2
-        return ops.mean(inputs[:, self.num_prefix_tokens :], axis=1)
+        patches = inputs[:, self.num_prefix_tokens :]
+        if patch_valid is None:
+            return ops.mean(patches, axis=1)
+        weights = ops.cast(patch_valid, patches.dtype)[..., None]
+        count = ops.maximum(ops.sum(weights, axis=1), ops.cast(1, patches.dtype))
+        return ops.sum(patches * weights, axis=1) / count
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])

@@ -103,12 +103,15 @@ class RotaryEmbedding2D(keras.layers.Layer):
             grid spans this one (timm's `ref_feat_shape`; EVA-02: the pre-training grid 16 x 16).
             Defaults to None.
         grid_offset: float. Defaults to 0.
+        patch_size: int or `(height, width)`: the grid is `(H / ph, W / pw)` of the input, so
+            the layer can read the images (or a hybrid stem's map) the patch encoder embeds.
+            Defaults to 1 (the input is the patch grid).
 
     Call arguments:
-        inputs: `(B, H, W, C)` patch feature map (only its shape is read).
+        inputs: `(B, H, W, C)` feature map (only its shape is read).
 
     Returns:
-        float32 `(H * W, 2 * head_dim)`: sines then cosines.
+        float32 `(H / ph * W / pw, 2 * head_dim)`: sines then cosines.
 
     Example:
 
@@ -122,7 +125,13 @@ class RotaryEmbedding2D(keras.layers.Layer):
     """
 
     def __init__(
-        self, head_dim, temperature=10000.0, reference_grid_size=None, grid_offset=0.0, **kwargs
+        self,
+        head_dim,
+        temperature=10000.0,
+        reference_grid_size=None,
+        grid_offset=0.0,
+        patch_size=1,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.head_dim = _check_head_dim(head_dim)
@@ -141,6 +150,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
         if isinstance(grid_offset, bool) or not isinstance(grid_offset, (int, float)):
             raise ValueError(f"grid_offset must be a float. Received: grid_offset={grid_offset!r}")
         self.grid_offset = float(grid_offset)
+        self.patch_size = check_positive_int_pair(patch_size, "patch_size")
 
     def call(self, inputs):
         shape = ops.shape(inputs)
@@ -150,7 +160,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 f"Received: shape={tuple(shape)}"
             )
         return rotary_embedding_2d(
-            (shape[1], shape[2]),
+            (shape[1] // self.patch_size[0], shape[2] // self.patch_size[1]),
             self.head_dim,
             self.temperature,
             self.reference_grid_size,
@@ -159,7 +169,9 @@ class RotaryEmbedding2D(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         height, width = input_shape[1], input_shape[2]
-        tokens = None if height is None or width is None else height * width
+        tokens = None
+        if height is not None and width is not None:
+            tokens = (height // self.patch_size[0]) * (width // self.patch_size[1])
         return (tokens, 2 * self.head_dim)
 
     def get_config(self):
@@ -170,6 +182,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 "temperature": self.temperature,
                 "reference_grid_size": self.reference_grid_size,
                 "grid_offset": self.grid_offset,
+                "patch_size": self.patch_size,
             }
         )
         return config

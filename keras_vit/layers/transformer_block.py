@@ -92,6 +92,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             activations (timm's `scale_mlp`). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
+            the attention's output projection (`attention/inner_norm`). Defaults to False.
         relative_position_grid: optional (rows, columns). BEiT's per-block relative position
             bias for a class token and this patch grid: a
             `keras_vit.layers.RelativePositionBias` sublayer `relative_position_bias` (timm's
@@ -120,6 +122,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
             added to the block's own relative position bias if it has one.
         return_attention_scores: bool. If True, also returns the attention
             weights `(B, heads, T, T)` computed by the same attention layer.
+        attention_mask: optional boolean mask for the attention: `(B, S)` key validity of
+            the last S tokens, or `(B, 1 or heads, T, T)` (see
+            `keras_vit.layers.MultiHeadSelfAttention`). Defaults to None.
 
     Returns:
         `(B, T, D)`, or `((B, T, D), (B, heads, T, T))`.
@@ -151,6 +156,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp="mlp",
         mlp_inner_norm=False,
         key_bias=True,
+        attention_inner_norm=False,
         relative_position_grid=None,
         relative_position_mlp_dim=None,
         num_parallel=1,
@@ -191,6 +197,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
             )
         self.key_bias = check_bool(key_bias, "key_bias")
+        self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
         if relative_position_grid is not None:
             relative_position_grid = check_positive_int_pair(
                 relative_position_grid, "relative_position_grid"
@@ -225,6 +232,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             qk_norm=self.qk_norm,
             layer_norm_epsilon=eps,
             key_bias=self.key_bias,
+            inner_norm=self.attention_inner_norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
@@ -311,26 +319,29 @@ class TransformerBlock(RecordsQuantizedSublayers):
         return_attention_scores=False,
         rotary_embedding=None,
         attention_bias=None,
+        attention_mask=None,
     ):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
-        # (rotary embedding, attention bias): functions of the grid and weights only.
-        rotary = (rotary_embedding, attention_bias)
+        # (rotary embedding, attention bias, attention mask): functions of the grid, the
+        # weights and the NaFlex validity only.
+        mask = attention_module.attention_mask_4d(attention_mask, inputs)
+        rotary = (rotary_embedding, attention_bias, mask)
         if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
-            # Python flags (and the rotary embedding and shared bias) stay outside the
+            # Python flags (and the rotary embedding, shared bias and mask) stay outside the
             # rematerialised function (closed over), so jax.checkpoint / tf.recompute_grad see
             # the tokens only.
             return self._remat_call(inputs, training, rotary)
         return self._forward(inputs, training, return_attention_scores, rotary)
 
-    def _remat_call(self, inputs, training, rotary=(None, None)):
+    def _remat_call(self, inputs, training, rotary=(None, None, None)):
         """The block under `keras.remat`, drawing the same dropout masks in the recomputation."""
         seed_states = self.non_trainable_variables if training else []
         if not seed_states:
-            return keras.remat(lambda tokens: self._forward(tokens, training, False, rotary))(
-                inputs
-            )
+            return keras.remat(
+                lambda tokens: self._forward(tokens, training, False, rotary)
+            )(inputs)
         if keras.backend.backend() == "jax":
             return self._remat_call_jax(inputs, training, seed_states, rotary)
         # PyTorch: torch.utils.checkpoint replays PyTorch's global generator (unseeded dropout)
@@ -346,7 +357,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
 
         return keras.remat(forward)(inputs)
 
-    def _remat_call_jax(self, inputs, training, seed_states, rotary=(None, None)):
+    def _remat_call_jax(self, inputs, training, seed_states, rotary=(None, None, None)):
         """jax.checkpoint needs a pure function: variables in, new seed states out."""
         variables = self.variables
 
@@ -451,8 +462,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         own = self.relative_position_bias(inputs)
         return own if shared is None else own + shared
 
-    def _forward(self, inputs, training, return_attention_scores, rotary=(None, None)):
-        rotary, bias = rotary
+    def _forward(self, inputs, training, return_attention_scores, rotary=(None, None, None)):
+        rotary, bias, mask = rotary
         bias = self._attention_bias(inputs, bias)
         if self.num_parallel > 1:
             if return_attention_scores or rotary is not None:
@@ -467,9 +478,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
-            return _torch_kernels.transformer_block(self, inputs, training, bias)
+            return _torch_kernels.transformer_block(self, inputs, training, bias, mask)
         normed = self.attention_norm(inputs)
         options = dict(training=training, rotary_embedding=rotary, attention_bias=bias)
+        options["attention_mask"] = mask
         if return_attention_scores:
             x, scores = self.attention(normed, return_attention_scores=True, **options)
         else:
@@ -524,6 +536,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "mlp": self.mlp,
                 "mlp_inner_norm": self.mlp_inner_norm,
                 "key_bias": self.key_bias,
+                "attention_inner_norm": self.attention_inner_norm,
                 "relative_position_grid": self.relative_position_grid,
                 "relative_position_mlp_dim": self.relative_position_mlp_dim,
                 "num_parallel": self.num_parallel,

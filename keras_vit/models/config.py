@@ -6,13 +6,18 @@ recipes all describe a model with one frozen dataclass. Its fields are grouped
 arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
-- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`;
+- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`, `naflex`;
 - `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
   `classifier_activation`, `fc_norm`;
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, `num_parallel`;
+  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, `num_parallel`,
+  the NaFlex position-embedding resize (`position_embedding_interpolation`,
+  `position_embedding_antialias`, `position_embedding_align_corners`,
+  `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
+  `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
+  `rotary_reference_grid`, `rotary_grid_offset`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -38,8 +43,25 @@ BOOLS = (
     "pre_norm",
     "qk_norm",
     "key_bias",
+    "mlp_inner_norm",
+    "attention_inner_norm",
+    # NaFlex (issue 31)
+    "naflex",
+    "position_embedding_antialias",
+    "position_embedding_align_corners",
+    "position_embedding_aspect_preserving",
 )
+# NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
+NAFLEX_RESIZE = {
+    "position_embedding_interpolation": "bicubic",
+    "position_embedding_antialias": True,
+    "position_embedding_align_corners": False,
+    "position_embedding_aspect_preserving": False,
+}
 RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
+MLPS = ("mlp", "swiglu")
+# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
+ROTARY_EMBEDDINGS = (None, "eva02")
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
@@ -51,6 +73,11 @@ _RESNET_EPSILONS = {
     "resnet_conv_epsilon": STD_CONV_EPSILON,
     "resnet_conv_epsilon_mode": "std",
     "resnet_norm_epsilon": GROUP_NORM_EPSILON,
+}
+_ROTARY_DEFAULTS = {
+    "rotary_temperature": 10000.0,
+    "rotary_reference_grid": None,
+    "rotary_grid_offset": 0.0,
 }
 _RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
 
@@ -132,6 +159,20 @@ class ViTConfig:
             means timm's 128 with them. Defaults to None.
         num_parallel: int. Parallel attention and MLP branches in every block (timm's
             `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
+        mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
+            hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
+        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
+            activations. Defaults to False.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
+            each attention's output projection. Defaults to False.
+        rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
+            queries and keys of every block, computed for the token grid of each input
+            (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not rotated).
+            Works with or without `position_embedding`. Defaults to None.
+        rotary_temperature: float. Defaults to 10000.
+        rotary_reference_grid: optional int or (rows, columns): every grid's positions are
+            rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
+        rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -145,6 +186,20 @@ class ViTConfig:
         resnet_norm_epsilon: optional float. GroupNorm epsilon of the stem; None means the
             official 1e-6 (timm: 1e-5). Defaults to None.
         backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
+        naflex: bool. A NaFlex model: its input is a dict of `patches` `(B, N, ph * pw * C)`,
+            `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
+            NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
+            the position embedding (grid `image_size / patch_size`, patches only: the prefix
+            tokens get none) is resized per image, attention and pooling ignore padding.
+            Defaults to False.
+        position_embedding_interpolation: `"bicubic"` or `"bilinear"`: the NaFlex resize of
+            a learned table. Defaults to `"bicubic"` (timm's).
+        position_embedding_antialias: bool. Antialiased resize. Defaults to True.
+        position_embedding_align_corners: bool. Only without antialias. Defaults to False.
+        position_embedding_aspect_preserving: bool. Resize to the longer side's square and
+            keep the top-left block (timm's `pos_embed_ar_preserving`). Defaults to False.
+        With `naflex=True`, `position_embedding` may also be `"factorized"` (a row and a
+        column table, resized linearly).
         name: optional Keras model name. Defaults to None.
 
     Example:
@@ -192,6 +247,15 @@ class ViTConfig:
     relative_position_mlp_dim: object = _field("encoder", None)
     # Parallel branches per block (timm's ParallelThingsBlock, the *_18x2_* models).
     num_parallel: int = _field("encoder", 1)
+    # EVA, EVA-02 and timm's rotary ViTs (issue 30, `families`): SwiGLU MLPs, q/v-only biases,
+    # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
+    mlp: str = _field("encoder", "mlp")
+    mlp_inner_norm: bool = _field("encoder", False)
+    attention_inner_norm: bool = _field("encoder", False)
+    rotary_embedding: object = _field("encoder", None)
+    rotary_temperature: float = _field("encoder", 10000.0)
+    rotary_reference_grid: object = _field("encoder", None)
+    rotary_grid_offset: float = _field("encoder", 0.0)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -199,6 +263,12 @@ class ViTConfig:
     resnet_conv_epsilon_mode: object = _field("hybrid", None)
     resnet_norm_epsilon: object = _field("hybrid", None)
     backbone: object = _field("hybrid", None)
+    # NaFlex (issue 31): dict inputs, per-image position embeddings, masks.
+    naflex: bool = _field("input", False)
+    position_embedding_interpolation: str = _field("encoder", "bicubic")
+    position_embedding_antialias: bool = _field("encoder", True)
+    position_embedding_align_corners: bool = _field("encoder", False)
+    position_embedding_aspect_preserving: bool = _field("encoder", False)
     name: object = _field("name", None)
 
     def __post_init__(self):
@@ -250,8 +320,65 @@ class ViTConfig:
                 f"relative_position_bias={self.relative_position_bias!r}"
             )
         self._check_relative_position_bias()
+        self._check_families(normalize)
+        self._check_naflex(normalize)
         self._check_distillation()
         self._check_stem(normalize)
+
+    def _check_families(self, normalize):
+        """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
+        if self.mlp not in MLPS:
+            raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={self.mlp!r}")
+        if self.mlp_inner_norm and self.mlp != "swiglu":
+            raise ValueError(
+                "mlp_inner_norm needs mlp='swiglu'. "
+                f"Received: mlp={self.mlp!r}, mlp_inner_norm=True"
+            )
+        if self.rotary_embedding not in ROTARY_EMBEDDINGS:
+            raise ValueError(
+                f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
+                f"Received: rotary_embedding={self.rotary_embedding!r}"
+            )
+        for name in ("rotary_temperature", "rotary_grid_offset"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number. Received: {name}={value!r}")
+            normalize(name, float(value))
+        if self.rotary_temperature <= 0:
+            raise ValueError(
+                f"rotary_temperature must be positive. "
+                f"Received: rotary_temperature={self.rotary_temperature!r}"
+            )
+        if self.rotary_reference_grid is not None:
+            normalize(
+                "rotary_reference_grid",
+                check_positive_int_pair(self.rotary_reference_grid, "rotary_reference_grid"),
+            )
+        if self.rotary_embedding is None:
+            changed = [
+                f"{name}={getattr(self, name)!r}"
+                for name, default in _ROTARY_DEFAULTS.items()
+                if getattr(self, name) != default
+            ]
+            if changed:
+                raise ValueError(
+                    "Rotary settings need rotary_embedding (e.g. 'eva02'). "
+                    f"Received: rotary_embedding=None, {', '.join(changed)}"
+                )
+            return
+        if getattr(self, "naflex", False):
+            raise ValueError(
+                "rotary_embedding is not implemented for NaFlex models (their per-image grids "
+                "need per-token rotary tables). Received: rotary_embedding="
+                f"{self.rotary_embedding!r}, naflex=True"
+            )
+        head_dim = self.hidden_dim // self.num_heads
+        if head_dim % 4:
+            raise ValueError(
+                "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
+                f"4. Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads} "
+                f"(head width {head_dim})"
+            )
 
     def _check_relative_position_bias(self):
         mlp = self.relative_position_bias in ("mlp", "mlp_shared")
@@ -288,6 +415,49 @@ class ViTConfig:
                 "known grid, and a class token for 'block' / 'shared'. "
                 f"Received: {', '.join(problems)}"
             )
+
+    def _check_naflex(self, normalize):
+        """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
+        if self.position_embedding_interpolation not in ("bicubic", "bilinear"):
+            raise ValueError(
+                "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "
+                f"position_embedding_interpolation={self.position_embedding_interpolation!r}"
+            )
+        if not self.naflex:
+            changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(self, k) != v]
+            if self.position_embedding == "factorized":
+                changed.append("position_embedding='factorized'")
+            if changed:
+                raise ValueError(
+                    f"{', '.join(changed)} only apply to NaFlex models (naflex=True). "
+                    "Received: naflex=False"
+                )
+            return
+        if self.position_embedding_antialias and self.position_embedding_align_corners:
+            raise ValueError(
+                "position_embedding_align_corners=True needs position_embedding_antialias="
+                "False. Received: both True"
+            )
+        problems = []
+        if self.position_embedding not in ("learned", "factorized", None):
+            problems.append(f"position_embedding={self.position_embedding!r}")
+        if self.dynamic_image_size:
+            problems.append("dynamic_image_size=True")
+        if self.distillation_token:
+            problems.append("distillation_token=True")
+        if self.resnet_units is not None or self.backbone is not None:
+            problems.append("a ResNet or backbone stem")
+        if self.relative_position_bias is not None:
+            problems.append(f"relative_position_bias={self.relative_position_bias!r}")
+        if problems:
+            raise ValueError(
+                "naflex=True takes patch sequences of any grid (a 'learned', 'factorized' or "
+                "no position embedding, no stem, distillation token or relative position "
+                "bias (a fixed grid); every input size "
+                f"already). Received: {', '.join(problems)}"
+            )
+        # NaFlex position embeddings cover the patches only (timm): no prefix rows.
+        normalize("prefix_position_embedding", False)
 
     def _check_distillation(self):
         if not self.distillation_token:

@@ -14,6 +14,8 @@ the parts by role, properties of the model:
 - `stem`: None (plain ViT), the `backbone` model, or a functional view images -> ResNet
   feature map (sharing the stem's layers);
 - `patch_encoder`: the `PatchEncoder`;
+- `rotary_embedding`: the `RotaryEmbedding2D` whose table every block's attention rotates
+  by (computed from the grid of each input), or None;
 - `pre_norm`: the LayerNorm before the blocks, or None;
 - `blocks`: the `TransformerBlock`s in depth order;
 - `final_norm`: the LayerNorm after the blocks, or None with `fc_norm`;
@@ -27,6 +29,7 @@ the parts by role, properties of the model:
   heads), or None.
 
 Layer names (what the checkpoint name tables map; the constants below): `patch_encoder`,
+`rotary_embedding` (no weights),
 `pre_norm`, `encoderblock_{i}`, `encoder_norm`, `pooling` (`TokenPooling` or `MAPHead`),
 `fc_norm`, `pre_logits`, `head`; a distilled model's classifier is `head` on the class token
 (`pooling`) and `head_dist` on the distillation token (`pooling_dist`), averaged by
@@ -41,17 +44,19 @@ from keras_vit.layers import (
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
+    RotaryEmbedding2D,
     TokenPooling,
     TransformerBlock,
 )
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
-from keras_vit.models import pretrained
+from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
 
 # The layer names of the roles (`VisionTransformer` finds its parts by them; the checkpoint
 # name tables map them). Block `i` is `BLOCK_NAME.format(i)`.
 PATCH_ENCODER = "patch_encoder"
+ROTARY_EMBEDDING = "rotary_embedding"
 PRE_NORM = "pre_norm"
 BLOCK_NAME = "encoderblock_{}"
 FINAL_NORM = "encoder_norm"
@@ -122,13 +127,43 @@ def _layer_norm(config, name, dtype_of):
     )
 
 
-def apply_blocks(tokens, config, dtype_of=_default_dtype):
+def rotary_table(features, config, dtype_of=_default_dtype):
+    """The `rotary_embedding` layer's `(N, 2 * head_dim)` table for the grid of `features`.
+
+    `features` is what the patch encoder embeds (images, or a stem's map); None without
+    `config.rotary_embedding`.
+    """
+    if config.rotary_embedding is None:
+        return None
+    return RotaryEmbedding2D(
+        config.hidden_dim // config.num_heads,
+        temperature=config.rotary_temperature,
+        reference_grid_size=config.rotary_reference_grid,
+        grid_offset=config.rotary_grid_offset,
+        patch_size=config.patch_size,
+        name=ROTARY_EMBEDDING,
+        dtype=dtype_of(ROTARY_EMBEDDING),
+    )(features)
+
+
+def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attention_mask=None):
     """`pre_norm`, `encoderblock_0` ... `encoderblock_{L-1}` and `encoder_norm` on tokens.
 
     `pre_norm` only with `config.pre_norm`; no `encoder_norm` with `config.fc_norm` (the
     final norm then follows the pooling). `dtype_of(layer name)` gives each layer's dtype
-    policy (None: the global policy).
+    policy (None: the global policy). With `config.rotary_embedding`, `features` (what the
+    patch encoder embedded) gives the grid of the rotary table every block is called with.
+    `attention_mask` (NaFlex: `patch_valid`) goes to every block's attention.
     """
+    if config.rotary_embedding is not None and features is None:
+        raise ValueError(
+            "A model with rotary_embedding needs the patch encoder's input (features) to "
+            f"compute its rotary table. Received: rotary_embedding={config.rotary_embedding!r}, "
+            "features=None"
+        )
+    rotary = rotary_table(features, config, dtype_of)
+    call_options = {} if rotary is None else {"rotary_embedding": rotary}
+    mask = {} if attention_mask is None else {"attention_mask": attention_mask}
     x = tokens
     if config.pre_norm:
         x = _layer_norm(config, PRE_NORM, dtype_of)(x)
@@ -164,21 +199,31 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype):
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x, **shared)
+        )(x, **shared, **call_options, **mask)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
 
 
+# TransformerBlock arguments passed only when they differ from these defaults, so that the
+# layer configs of models without them stay as before.
+_BLOCK_DEFAULTS = dict(
+    qk_norm=False,
+    activation="gelu",
+    mlp="mlp",
+    mlp_inner_norm=False,
+    key_bias=True,
+    attention_inner_norm=False,
+)
+
+
 def _block_options(config):
-    """`qk_norm`, `activation`, `key_bias` when not the defaults (configs stay as before)."""
-    options = {}
-    if config.qk_norm:
-        options["qk_norm"] = True
-    if config.activation != "gelu":
-        options["activation"] = config.activation
-    if not config.key_bias:
-        options["key_bias"] = False
+    """The block options of `config` that differ from the defaults (configs stay as before)."""
+    options = {
+        name: getattr(config, name)
+        for name, default in _BLOCK_DEFAULTS.items()
+        if getattr(config, name) != default
+    }
     if config.relative_position_bias in ("block", "mlp"):
         options["relative_position_grid"] = config.grid_size
     if config.relative_position_bias == "mlp":
@@ -188,9 +233,11 @@ def _block_options(config):
     return options
 
 
-def _pool(x, config, dtype_of):
-    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set)."""
+def _pool(x, config, dtype_of, patch_valid=None):
+    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set); NaFlex padding left out
+    of GAP and MAP by `patch_valid`."""
     prefix = num_prefix_tokens(config)
+    valid = {} if patch_valid is None else {"patch_valid": patch_valid}
     if config.pooling == "map":
         x = MAPHead(
             num_heads=config.num_heads,
@@ -201,10 +248,11 @@ def _pool(x, config, dtype_of):
             num_prefix_tokens=prefix,
             name=POOLING,
             dtype=dtype_of(POOLING),
-        )(x)
+        )(x, **valid)
     else:
         kind = "token_distillation" if config.distillation_token else config.pooling
-        x = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))(x)
+        pool = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))
+        x = pool(x, **valid)
     if config.fc_norm:
         x = _layer_norm(config, FC_NORM, dtype_of)(x)
     return x
@@ -260,11 +308,21 @@ def build_outputs(features, config, dtype_of=_default_dtype):
         The functional output tensor.
     """
     x = make_patch_encoder(config, dtype=dtype_of(PATCH_ENCODER))(features)
-    x = apply_blocks(x, config, dtype_of)
+    return encode_tokens(x, config, dtype_of, features=features)
+
+
+def encode_tokens(x, config, dtype_of=_default_dtype, patch_valid=None, features=None):
+    """Blocks, norm, pooling and head on the patch encoder's tokens (`build_outputs`' rest).
+
+    `patch_valid`: NaFlex validity `(B, N)` of the patch tokens, masking attention and
+    pooling (`keras_vit.models.naflex`). `features`: what the patch encoder embedded (the
+    grid of a rotary model's table).
+    """
+    x = apply_blocks(x, config, dtype_of, features=features, attention_mask=patch_valid)
     if config.include_top and config.distillation_token:
         return _distilled_head(x, config, dtype_of)
     if config.pooling is not None:
-        x = _pool(x, config, dtype_of)
+        x = _pool(x, config, dtype_of, patch_valid)
     if config.include_top:
         if config.representation_size:
             x = keras.layers.Dense(
@@ -287,10 +345,32 @@ def build_graph(config, dtype_of=_default_dtype):
     >>> outputs.shape
     (None, 1000)
     """
+    if config.naflex:
+        return _naflex_graph(config, dtype_of)
     size = (None, None) if config.dynamic_image_size else config.image_size
     inputs = keras.Input((*size, config.num_channels), name="images")
     features = stem_features(inputs, config, dtype_of(None))
     return inputs, build_outputs(features, config, dtype_of)
+
+
+def _naflex_graph(config, dtype_of):
+    """A NaFlex model's `(inputs dict, outputs)` (`keras_vit.models.naflex`).
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, naflex=True, pooling="gap")
+    >>> inputs, outputs = build_graph(config)
+    >>> sorted(inputs), outputs.shape
+    (['patch_coord', 'patch_valid', 'patches'], (None, 1000))
+    """
+    inputs = naflex.naflex_inputs(config)
+    patch_encoder = naflex.make_naflex_patch_encoder(
+        config, PATCH_ENCODER, dtype=dtype_of(PATCH_ENCODER)
+    )
+    valid = inputs["patch_valid"]
+    x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).
@@ -401,6 +481,11 @@ class VisionTransformer(keras.Model):
     def patch_encoder(self):
         """The `PatchEncoder` (patch projection, prefix tokens, position embedding)."""
         return self.get_layer(PATCH_ENCODER)
+
+    @property
+    def rotary_embedding(self):
+        """The `RotaryEmbedding2D` feeding every block (its `output` is the table), or None."""
+        return self.get_layer(ROTARY_EMBEDDING) if self.config.rotary_embedding else None
 
     @property
     def pre_norm(self):

@@ -166,7 +166,7 @@ class MaskedPatchPredictor(keras.Model):
             patch_size, corruption_rate, mask_fraction, random_fraction, seed, name="corruption"
         )(images)
         x = patch_encoder(images, patch_mask=patch_mask, patch_source=patch_source)
-        x = apply_blocks(x, config)
+        x = apply_blocks(x, config, features=images)
         x = x[:, patch_encoder.num_prefix_tokens :]
         classes = num_target_classes(target, num_channels, color_bits)
         grid = config.grid_size[0] * config.grid_size[1]

@@ -51,11 +51,24 @@ def ViT(
     qk_norm=False,
     fc_norm=False,
     activation="gelu",
+    # EVA / EVA-02 / rotary ViTs (issue 30, families)
+    mlp="mlp",
+    mlp_inner_norm=False,
+    attention_inner_norm=False,
+    rotary_embedding=None,
+    rotary_temperature=10000.0,
+    rotary_reference_grid=None,
+    rotary_grid_offset=0.0,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
     relative_position_mlp_dim=None,
     num_parallel=1,
+    naflex=False,
+    position_embedding_interpolation="bicubic",
+    position_embedding_antialias=True,
+    position_embedding_align_corners=False,
+    position_embedding_aspect_preserving=False,
     num_layers=None,
     hidden_dim=None,
     mlp_dim=None,
@@ -143,6 +156,19 @@ def ViT(
             timm's GAP models. Defaults to False.
         activation: `"gelu"` (tanh or exact as `approximate_gelu` says) or
             `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
+        mlp: `"mlp"` or `"swiglu"` (gated SiLU MLP of hidden width `mlp_dim`,
+            `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
+        mlp_inner_norm: bool. EVA-02's LayerNorm inside the SwiGLU MLP.
+            Defaults to False.
+        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
+            each attention's output projection. Defaults to False.
+        rotary_embedding: None or `"eva02"`: EVA-02's 2-D rotary position
+            embeddings on the patch queries and keys, computed for the grid of
+            each input (`keras_vit.layers.RotaryEmbedding2D`, `model.rotary_embedding`).
+            Defaults to None.
+        rotary_temperature, rotary_reference_grid, rotary_grid_offset: its
+            settings (timm's `rope_temperature`, `ref_feat_shape`,
+            `rope_grid_offset`). Default to 10000, None, 0.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
@@ -159,6 +185,20 @@ def ViT(
             biases (None: 128). Defaults to None.
         num_parallel: int. Parallel attention and MLP branches per block
             (timm's `ParallelThingsBlock`, `*_18x2_*`). Defaults to 1.
+        naflex: bool. A NaFlex model (NaViT / SigLIP 2, timm's `NaFlexVit`): the
+            input is a dict of `patches` `(B, N, ph * pw * C)`, `patch_coord`
+            `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool
+            (`keras_vit.data.naflex_batch` makes one from images of any sizes);
+            each image's position embedding (a table for `image_size`, or
+            `position_embedding="factorized"`) is resized to its own grid and
+            padding is masked in attention and pooling. Defaults to False.
+        position_embedding_interpolation, position_embedding_antialias,
+            position_embedding_align_corners, position_embedding_aspect_preserving:
+            NaFlex's per-image resize of the position table: `"bicubic"` or
+            `"bilinear"`, antialiased, align_corners (without antialias),
+            resized to the longer side's square then cropped (timm's
+            `pos_embed_ar_preserving`). Default to timm's `"bicubic"`, True,
+            False, False.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

@@ -31,20 +31,40 @@ import keras
 import numpy as np
 
 TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
+# The projections of a SwiGLU MLP (`mlp="swiglu"`: EVA-02), which has no mlp_dense_1 / _2.
+SWIGLU_TARGETS = ("mlp_gate", "mlp_up", "mlp_down")
+ALL_TARGETS = TARGETS + SWIGLU_TARGETS
 DEFAULT_TARGETS = ("query", "value")
 LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
+def _block_targets(block):
+    """The targets a block has: the attention's, then its MLP's (plain or SwiGLU)."""
+    mlp = SWIGLU_TARGETS if block.mlp == "swiglu" else ("mlp_dense_1", "mlp_dense_2")
+    return TARGETS[:4] + mlp
+
+
 def _target_layer(block, target):
-    attention = block.attention
-    return {
-        "query": attention.query_dense,
-        "key": attention.key_dense,
-        "value": attention.value_dense,
-        "attention_output": attention.output_dense,
-        "mlp_dense_1": block.mlp_dense_1,
-        "mlp_dense_2": block.mlp_dense_2,
+    if target not in _block_targets(block):
+        raise ValueError(
+            f"{block.name} (mlp={block.mlp!r}) has no LoRA target {target!r}; its targets are "
+            f"{_block_targets(block)}. Received: target={target!r}"
+        )
+    path = {
+        "query": ("attention", "query_dense"),
+        "key": ("attention", "key_dense"),
+        "value": ("attention", "value_dense"),
+        "attention_output": ("attention", "output_dense"),
+        "mlp_dense_1": ("mlp_dense_1",),
+        "mlp_dense_2": ("mlp_dense_2",),
+        "mlp_gate": ("swiglu", "gate_dense"),
+        "mlp_up": ("swiglu", "up_dense"),
+        "mlp_down": ("swiglu", "down_dense"),
     }[target]
+    layer = block
+    for name in path:
+        layer = getattr(layer, name)
+    return layer
 
 
 def _sublayers(layer):
@@ -91,15 +111,16 @@ def _check_targets(targets):
         targets = tuple(targets)
     except TypeError:
         raise ValueError(
-            f"targets must be a sequence of names from {TARGETS}. Received: targets={targets!r}"
+            f"targets must be a sequence of names from {ALL_TARGETS}. "
+            f"Received: targets={targets!r}"
         ) from None
-    unknown = [t for t in targets if t not in TARGETS]
+    unknown = [t for t in targets if t not in ALL_TARGETS]
     if not targets or unknown or len(set(targets)) != len(targets):
         raise ValueError(
-            f"targets must be distinct names from {TARGETS}, at least one. "
+            f"targets must be distinct names from {ALL_TARGETS}, at least one. "
             f"Received: targets={targets!r}"
         )
-    return tuple(t for t in TARGETS if t in targets)  # canonical order
+    return tuple(t for t in ALL_TARGETS if t in targets)  # canonical order
 
 
 def _check_alpha(alpha):
@@ -114,7 +135,7 @@ def check_settings(rank, targets=DEFAULT_TARGETS, alpha=None):
     """Checks LoRA settings as `enable_lora` does; returns `(rank, targets, alpha)`.
 
     Raises:
-        ValueError: a rank that is not a positive integer, targets not from `TARGETS` (the
+        ValueError: a rank that is not a positive integer, targets not from `ALL_TARGETS` (the
             message lists them), a non-positive alpha.
 
     Example:
@@ -155,7 +176,9 @@ def get_lora_settings(model):
     found = set()
     for block in transformer_blocks(model):
         enabled = tuple(
-            t for t in TARGETS if getattr(_target_layer(block, t), "lora_enabled", False)
+            t
+            for t in _block_targets(block)
+            if getattr(_target_layer(block, t), "lora_enabled", False)
         )
         if not enabled:
             found.add(None)
@@ -247,7 +270,9 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
         model: a keras_vit model (built), e.g. from `keras_vit.ViT` or `load_model`.
         rank: int. The LoRA rank.
         targets: sequence of str from `("query", "key", "value", "attention_output",
-            "mlp_dense_1", "mlp_dense_2")`. Defaults to `("query", "value")`.
+            "mlp_dense_1", "mlp_dense_2")`, and for SwiGLU blocks (`mlp="swiglu"`)
+            `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`.
+            Defaults to `("query", "value")`.
         alpha: optional positive float. The update is scaled by `alpha / rank`.
             Defaults to None (`alpha = rank`: scale 1, Keras' default).
 

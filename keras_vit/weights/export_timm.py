@@ -154,6 +154,16 @@ def timm_arguments(config, *, qkv_bias=True):
     }
 
 
+# ViTConfig options of timm's Eva models (keras_vit.weights.timm_eva), and their defaults.
+_EVA_OPTIONS = dict(
+    mlp="mlp",
+    mlp_inner_norm=False,
+    key_bias=True,
+    attention_inner_norm=False,
+    rotary_embedding=None,
+)
+
+
 def _refuse(option, value, why):
     return ValueError(f"timm cannot express {option}={value!r}: {why}.")
 
@@ -168,6 +178,14 @@ def check_timm_expressible(config):
             "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
             "an arbitrary Keras backbone",
         )
+    for option, default in _EVA_OPTIONS.items():
+        if getattr(config, option) != default:
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
+                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
+            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",
@@ -227,6 +245,8 @@ def _candidates(config=None):
             spec = parse_timm_name(name)
         except ValueError:
             continue
+        if spec.extras.get("layout") == "eva":
+            continue  # timm's Eva models: not written (check_timm_expressible)
         found.setdefault(spec.name, spec)
     return list(found.values())
 

@@ -21,9 +21,11 @@ import logging
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
+from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_beit import beit_name_table
+from keras_vit.weights.timm_eva import eva_block_table, eva_fills
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -153,13 +155,17 @@ def _position_transform(config):
     return L.position_embedding(config.grid_size, prefix_rows, resample)
 
 
-def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
+def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     """timm's weight names for the model `config` describes: `{timm key: (path(s), transform)}`.
 
     Args:
         config: the `keras_vit.models.config.ViTConfig` of the model.
         qkv_bias: bool. Whether the checkpoint has q/k/v biases. Defaults to True.
         patch_bias: bool. Whether it has a patch-embedding bias. Defaults to True.
+        spec: optional `TimmArchitecture` (`parse_timm_name`): its `qkv_bias` and
+            `patch_bias` win, and a family of timm's `eva.py` (`extras["layout"] == "eva"`)
+            gets the `Eva` block names (`keras_vit.weights.timm_eva`). Defaults to None
+            (timm's `VisionTransformer`).
 
     Returns:
         dict, in timm's order, for `keras_vit.weights.loading.load_state_dict`.
@@ -174,6 +180,9 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
     """
     if getattr(config, "relative_position_bias", None) in ("block", "shared"):
         return beit_name_table(config)  # timm's Beit (beit*, beitv2*)
+    eva = spec is not None and spec.extras.get("layout") == "eva"
+    if spec is not None:
+        qkv_bias, patch_bias = spec.qkv_bias, spec.patch_bias
     p = PATHS
     table = {}
     if config.class_token:
@@ -194,7 +203,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
     if getattr(config, "relative_position_bias", None) == "mlp_shared":  # vit_srelpos
         table.update(_rel_pos_mlp("shared_rel_pos", RELATIVE_POSITION_BIAS))
     for i in range(config.num_layers):
-        table.update(_block(i, config, qkv_bias))
+        table.update(eva_block_table(i, config, spec) if eva else _block(i, config, qkv_bias))
     if getattr(config, "fc_norm", False):
         table.update(_norm("fc_norm", p["fc_norm"]))
     else:
@@ -208,10 +217,13 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True):
     return table
 
 
-def _fills(config, qkv_bias, patch_bias):
+def _fills(config, spec):
     """Zeros for the biases our layers have and the checkpoint's do not."""
-    fills = {} if qkv_bias else L.zero_qkv_biases(config.num_layers)
-    if not patch_bias:
+    if spec.extras.get("layout") == "eva":
+        fills = eva_fills(config, spec)
+    else:
+        fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
+    if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     return fills
 
@@ -265,7 +277,7 @@ def load_timm_weights(model, name, checkpoint):
 
 def _load(model, spec, arrays, checkpoint, config=None):
     config = config or ViTConfig.from_model(model)
-    table = timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
+    table = timm_name_table(config, spec=spec)
     head = ("head.weight", "head.bias", "head_dist.weight", "head_dist.bias")
     return L.load_state_dict(
         model,
@@ -273,7 +285,7 @@ def _load(model, spec, arrays, checkpoint, config=None):
         L.without_new_head(table, arrays, head, logger),
         source=_describe(checkpoint),
         logger=logger,
-        fills=_fills(config, spec.qkv_bias, spec.patch_bias),
+        fills=_fills(config, spec),
         skip=_head_skips(arrays, config),
     )
 
@@ -374,6 +386,11 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
+    ratio = spec.extras.get("mlp_ratio")
+    if ratio is not None and kwargs.get("mlp_dim") is None:
+        # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
+        hidden = kwargs.get("hidden_dim") or parse_variant(arguments["variant"])["hidden_dim"]
+        arguments["mlp_dim"] = int(hidden * ratio)
     return ViTConfig.from_variant(
         arguments.pop("variant"),
         **{

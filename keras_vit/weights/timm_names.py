@@ -9,6 +9,8 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 import dataclasses
 import re
 
+from keras_vit.weights import timm_eva_names
+
 __all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
 
 # timm's size words -> our size codes (the numbers are in `keras_vit.models.variants.SIZES`,
@@ -74,6 +76,7 @@ DEFAULT_CLASSES = {
     "vit_huge_patch14_clip_quickgelu_224": 1024,
     "vit_huge_patch14_clip_quickgelu_378": 1024,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
+    **timm_eva_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap")
@@ -389,12 +392,14 @@ FAMILIES = (
         "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
         _hybrid,
     ),
+    # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
+    *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
+    *timm_eva_names.UNSUPPORTED,
     (r"vit_giant_patch14(_reg4)?_dinov2", "a SwiGLU MLP (DINOv2 giant)"),
-    (r".*_rope.*", "rotary position embeddings"),
     (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (
         r".*_xp_.*|vit_(d)?pwee_.*",
@@ -404,7 +409,7 @@ UNSUPPORTED = (
     (r".*_rpn_.*", "residual post-norm blocks"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_|eva).*",
+        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )
@@ -420,6 +425,9 @@ class TimmArchitecture:
         family: `Family`.
         arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
             decisions yet, except DINOv2's 518 px).
+        extras: dict. The checkpoint-layout keys of the family's arguments (`layout`,
+            `qkv_fused`, `mlp_packed`, `mlp_ratio`: see `keras_vit.weights.timm_eva_names`),
+            without their leading `_`.
         image_size: int. The resolution the name stands for, rounded down to a multiple of
             the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
             see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
@@ -437,6 +445,7 @@ class TimmArchitecture:
     num_classes: int
     qkv_bias: bool
     patch_bias: bool
+    extras: dict = dataclasses.field(default_factory=dict)
 
 
 def supported_families():
@@ -486,6 +495,7 @@ def parse_timm_name(name):
         arguments = family.arguments(groups)
         qkv_bias = arguments.pop("_qkv_bias", True)
         patch_bias = arguments.pop("_patch_bias", True)
+        extras = {k[1:]: arguments.pop(k) for k in [k for k in arguments if k.startswith("_")]}
         image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
         if groups.get("patch"):  # timm's convolution drops what the patch does not divide
             image_size -= image_size % int(groups["patch"])
@@ -499,6 +509,7 @@ def parse_timm_name(name):
             num_classes=DEFAULT_CLASSES.get(architecture, default),
             qkv_bias=qkv_bias,
             patch_bias=patch_bias,
+            extras=extras,
         )
     raise ValueError(
         f"Unknown timm model name {architecture!r}. keras_vit reads these timm families "

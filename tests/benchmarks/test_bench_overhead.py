@@ -32,6 +32,15 @@ def test_tiny_run_reports_every_contestant(bench):
     assert all(row["median"] > 0 and row["runs"] == 2 for row in rows)
 
 
+def test_optimizer_apply_reports_both_optimizers(bench):
+    argv = ["--width", "16", "--depth", "1", "--heads", "2", "--mlp", "32", "--patch", "8",
+            "--image-size", "16", "--rounds", "2", "--warmup", "1", "--threads", "2",
+            "--optimizer-apply"]
+    names = {row["name"] for row in bench.main(argv)}
+    assert names == {"FusedAdamW apply", "keras AdamW apply", "FusedAdamW apply (ema)",
+                     "keras AdamW apply (ema)"}
+
+
 def test_ratios_and_fit_overheads(bench):
     times = {"keras_vit train_on_batch": [10.0, 12.0, 11.0],
              "keras_vit fit": [11.0, 11.0, 11.0],  # ms per batch over 10 batches

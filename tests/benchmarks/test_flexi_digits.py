@@ -1,4 +1,5 @@
-"""benchmarks/flexi_digits.py: its helpers and a tiny end-to-end run (1 seed, 1 epoch, 16 px)."""
+"""benchmarks/flexi_digits.py: its helpers and a tiny end-to-end run (1 seed, 1 epoch, 16 px, 128
+training digits)."""
 
 import json
 
@@ -35,7 +36,14 @@ def test_shift_and_parsing(bench):
 
 
 @pytest.mark.slow
-def test_tiny_run_writes_every_model_at_every_patch_size(bench, tmp_path):
+def test_tiny_run_writes_every_model_at_every_patch_size(bench, tmp_path, monkeypatch):
+    digits = bench.digits
+
+    def few_digits(image_size, seed):  # 2 training steps of 64 and one test batch per model
+        (x_train, y_train), (x_test, y_test) = digits(image_size, seed)
+        return (x_train[:128], y_train[:128]), (x_test[:64], y_test[:64])
+
+    monkeypatch.setattr(bench, "digits", few_digits)
     out = tmp_path / "flexi.json"
     argv = ["--seeds", "0", "--epochs", "1", "--image-size", "16", "--patch-sizes", "4,8"]
     bench.main([*argv, "--base-patch", "4", "--out", str(out)])

@@ -10,6 +10,7 @@ import pytest
 
 from keras_vit.cli import COMMANDS, app, build_parser, main
 from keras_vit.cli.config import config_from_args, read_config_file
+from tests.helpers import backend_independent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = [
@@ -71,6 +72,7 @@ def test_top_level_help_and_unknown_command(capsys):
     assert main([]) == 2
 
 
+@backend_independent  # --help and a usage error load no framework (tests/cli/test_quiet.py)
 def test_python_dash_m_keras_vit_runs_the_cli():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run(

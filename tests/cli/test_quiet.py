@@ -11,6 +11,7 @@ import warnings
 
 from keras_vit.cli import COMMANDS
 from keras_vit.cli.quiet import quiet
+from tests.helpers import backend_independent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
@@ -44,6 +45,7 @@ USAGE = [
 ]
 
 
+@backend_independent  # the subprocess loads no framework (asserted): KERAS_BACKEND is unread
 def test_help_and_usage_errors_import_no_framework():
     """Every command's --help and a range of rejected flag values answer with no framework in
     sys.modules (so well under a second, and without their start-up lines)."""
@@ -84,6 +86,7 @@ def test_importing_keras_vit_loads_no_framework_until_a_name_is_used():
     assert result.stdout.splitlines() == ["[]", "ViT enable_lora keras_vit.inspection True"]
 
 
+@backend_independent  # the subprocesses import keras_vit.cli.quiet and TensorFlow, never Keras
 def test_framework_start_up_lines_show_only_with_debug():
     code = """
         import sys

@@ -119,3 +119,46 @@ def test_bad_arguments(kwargs, match):
 def test_heads_must_divide_width():
     with pytest.raises(ValueError, match="hidden_dim=16, num_heads=3"):
         MultiHeadSelfAttention(3).build((None, 5, 16))
+
+
+def _np_masked_msa(x, p, key_valid):
+    """np_msa with the keys where `key_valid` (B, T) is False left out of every softmax."""
+    q = np.einsum("btd,dhk->bthk", x, p["query/kernel"]) + p["query/bias"]
+    k = np.einsum("btd,dhk->bthk", x, p["key/kernel"]) + p["key/bias"]
+    v = np.einsum("btd,dhk->bthk", x, p["value/kernel"]) + p["value/bias"]
+    logits = np.einsum("bqhk,bshk->bhqs", q, k) / np.sqrt(q.shape[-1])
+    logits = np.where(key_valid[:, None, None, :], logits, -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    out = np.einsum("bhqs,bshk->bqhk", weights, v)
+    return np.einsum("bqhk,hkd->bqd", out, p["out/kernel"]) + p["out/bias"], weights
+
+
+def test_attention_mask_matches_numpy_and_ignores_masked_tokens():
+    """A (B, S) mask on the last S tokens (the first always valid) as a masked softmax; the
+    masked tokens' values change no other token's output."""
+    x = _tokens(t=6)
+    patch_valid = np.array([[True, True, False, True, False], [True] * 4 + [False]])
+    key_valid = np.concatenate([np.ones((2, 1), bool), patch_valid], axis=1)
+    layer = _randomize(MultiHeadSelfAttention(2), x)
+    expected, weights = _np_masked_msa(x.astype("float64"), _params(layer), key_valid)
+    scale = np.abs(expected).max()
+    out, scores = layer(x, attention_mask=patch_valid, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-5, atol=1e-5 * scale)
+    np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-5, atol=1e-6)
+    fused = to_numpy(layer(x, attention_mask=patch_valid))
+    np.testing.assert_allclose(fused, expected, rtol=1e-5, atol=1e-5 * scale)
+    full = key_valid[:, None, None, :] & np.ones((2, 1, 6, 6), bool)  # the same, as (B, 1, T, T)
+    np.testing.assert_allclose(to_numpy(layer(x, attention_mask=full)), fused, atol=1e-6)
+    changed = x.copy()
+    changed[~key_valid] = 100.0
+    again = to_numpy(layer(changed, attention_mask=patch_valid))
+    np.testing.assert_allclose(again[key_valid], fused[key_valid], atol=1e-5)
+
+
+def test_attention_mask_shape_errors():
+    layer = MultiHeadSelfAttention(2)
+    with pytest.raises(ValueError, match="covers 7 tokens but the input has 5"):
+        layer(_tokens(), attention_mask=np.ones((2, 7), bool))
+    with pytest.raises(ValueError, match="attention_mask must be"):
+        layer(_tokens(), attention_mask=np.ones((2, 5, 5), bool))

@@ -95,3 +95,14 @@ def test_bad_arguments(kwargs, match):
 def test_heads_must_divide_width():
     with pytest.raises(ValueError, match="hidden_dim=16, num_heads=3"):
         MAPHead(num_heads=3, mlp_dim=8).build((None, 5, 16))
+
+
+def test_patch_valid_leaves_padding_out():
+    """NaFlex: the query attends to the valid tokens only (timm's key-only pooling mask)."""
+    x = np.random.default_rng(2).normal(size=(2, 6, D)).astype("float32")
+    head = MAPHead(num_heads=2, mlp_dim=M, num_prefix_tokens=1)
+    valid = np.array([[True, False, True, True, False], [True] * 5])
+    got = to_numpy(head(x, patch_valid=valid))
+    kept = np.concatenate([x[:1, :1], x[:1, 1:][:, valid[0]]], axis=1)
+    np.testing.assert_allclose(got[0], to_numpy(head(kept))[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], to_numpy(head(x))[1], rtol=1e-5, atol=1e-6)

@@ -43,3 +43,14 @@ def test_matches_numpy():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TokenPooling(**kwargs)
+
+
+def test_gap_ignores_invalid_patches():
+    """NaFlex: GAP averages the valid patch tokens only (timm's global_pool_naflex)."""
+    x = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
+    valid = np.array([[True, False, True, True], [False] * 4])
+    got = to_numpy(TokenPooling("gap", num_prefix_tokens=1)(x, patch_valid=valid))
+    np.testing.assert_allclose(got[0], x[0, [1, 3, 4]].mean(0), rtol=1e-6)
+    np.testing.assert_array_equal(got[1], np.zeros(4))  # no valid patch: zeros, not NaN
+    token = TokenPooling("token")(x, patch_valid=valid)
+    np.testing.assert_array_equal(to_numpy(token), x[:, 0])

@@ -159,9 +159,9 @@ def test_fast_path_taken_and_left(monkeypatch):
     calls = []
     original = _torch_kernels.transformer_block
 
-    def counting(block, inputs, training, bias=None):
+    def counting(block, inputs, training, *extra):
         calls.append(block.name)
-        return original(block, inputs, training, bias)
+        return original(block, inputs, training, *extra)
 
     monkeypatch.setattr(_torch_kernels, "transformer_block", counting)
     block = TransformerBlock(2, 24)
@@ -293,3 +293,20 @@ def test_saved_file_does_not_depend_on_the_path(tmp_path):
     assert contents[0][1] == contents[1][1]
     for a, b in zip(contents[0][2], contents[1][2], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@torch_only
+@pytest.mark.parametrize("training", [False, True])
+def test_attention_mask_fast_path_equals_portable(training):
+    """NaFlex padding masks: F.scaled_dot_product_attention's boolean attn_mask computes the
+    portable masked attention (outputs and gradients)."""
+    tokens = keras.Input((6, 16))
+    valid = keras.Input((5,), dtype="bool")
+    x = TransformerBlock(2, 24, dropout_rate=0.1, drop_path_rate=0.1)(
+        tokens, attention_mask=valid
+    )
+    model = keras.Model([tokens, valid], x)
+    _randomize(model)
+    mask = np.array([[True, True, False, True, False], [True] * 4 + [False]])
+    wrapped = keras.Model(tokens, model([tokens, keras.ops.convert_to_tensor(mask)]))
+    _assert_same(*_both_paths(wrapped, _tokens(tokens=6), training=training))

@@ -237,9 +237,8 @@ def test_hybrid_on_keras_applications_backbone():
     assert model.get_layer("patch_encoder").grid_size == (2, 2)
     assert tuple(model(_images(1, 64, 64, 3)).shape) == (1, 3)
     # include_top=True with pooling gives a rank-2 output: a clear error, not a crash later.
-    pooled = keras.applications.MobileNetV2(
-        include_top=False, weights=None, input_shape=(64, 64, 3), alpha=0.35, pooling="avg"
-    )
+    # What keras.applications' pooling="avg" builds, on the same backbone (no second build).
+    pooled = keras.Model(backbone.input, keras.layers.GlobalAveragePooling2D()(backbone.output))
     with pytest.raises(ValueError, match="rank-4 feature map"):
         ViT("mu/1", backbone=pooled, image_size=64)
 

@@ -209,3 +209,13 @@ def test_saves_and_loads_like_keras_adamw(tmp_path):
     model.train_on_batch(x, y)
     assert_same([to_numpy(v) for v in loaded.trainable_variables],
                 [to_numpy(v) for v in model.trainable_variables])
+
+
+@torch_only
+def test_half_precision_moving_average_takes_keras_own_update():
+    grads = gradients(dtype="bfloat16")
+    kwargs = dict(learning_rate=1e-2, weight_decay=0.1, use_ema=True, ema_momentum=0.7)
+    fused = run(FusedAdamW(**kwargs), grads, dtype="bfloat16")
+    reference = run(keras.optimizers.AdamW(**kwargs), grads, dtype="bfloat16")
+    for a, b in zip(fused, reference, strict=True):
+        np.testing.assert_array_equal(a, b)

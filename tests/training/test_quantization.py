@@ -1,5 +1,5 @@
 """int8 and float8 quantization (`keras_vit.quantize`, Keras' `model.quantize`) of a tiny ViT
-(width 32, 2 layers, 16 px): int8 outputs close to the float model's, quantized `.keras` files
+(width 32, 1 layer, 16 px): int8 outputs close to the float model's, quantized `.keras` files
 that load back quantized, float8 training, clear errors."""
 
 import keras
@@ -18,7 +18,9 @@ LABELS = np.eye(3, dtype="float32")[np.arange(16) % 3]
 
 
 def _model(pooling="token", seed=3):
-    model = ViT("mu/8", image_size=16, num_classes=3, pooling=pooling)
+    # One block: every block quantizes the same way (Keras quantizes layer by layer, slowly on
+    # TensorFlow: about a second per block).
+    model = ViT("mu/8", image_size=16, num_classes=3, pooling=pooling, num_layers=1)
     randomize_weights(model, seed=seed)
     return model
 
@@ -44,7 +46,7 @@ def test_int8_close_to_float_and_keras_file_reloads_quantized(pooling, tmp_path)
     modes = quantization_modes(model)
     # 6 projections per block, the classifier; the MAP head's q, kv, out, 2 MLP denses.
     assert set(modes.values()) == {"int8"}
-    assert len(modes) == 2 * 6 + 1 + (5 if pooling == "map" else 0)
+    assert len(modes) == 1 * 6 + 1 + (5 if pooling == "map" else 0)
     kernel = model.get_layer("encoderblock_0").attention.query_dense._kernel
     assert keras.backend.standardize_dtype(kernel.dtype) == "int8"
     out = to_numpy(model(IMAGES))
@@ -87,12 +89,12 @@ def test_float8_trains():
 
 
 def test_quantize_errors_name_expected_and_received():
-    model = ViT("mu/8", image_size=16, num_classes=3)
+    model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1)
     with pytest.raises(ValueError, match=r"mode must be one of \('int8', 'float8'\). Received"):
         quantize(model, "int4")
     enable_lora(model, 2)
     with pytest.raises(ValueError, match="merge_lora"):
         quantize(model, "int8")
-    model = quantize(ViT("mu/8", image_size=16, num_classes=3), "int8")
+    model = quantize(ViT("mu/8", image_size=16, num_classes=3, num_layers=1), "int8")
     with pytest.raises(ValueError, match=r"already quantized \(\['int8'\]"):
         quantize(model, "float8")

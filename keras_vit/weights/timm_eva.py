@@ -1,0 +1,101 @@
+"""The weight names of timm's `Eva` models (EVA-02, EVA, rotary ViTs) -> keras_vit's variables.
+
+`eva_name_table(config, spec)` is the `{timm key: (path(s), transform)}` table of
+`keras_vit.weights.loading.load_state_dict` for a checkpoint of timm's `timm/models/eva.py`
+(`Eva`, `EvaBlock`, `EvaAttention`, `SwiGLU` / `GluMlp` / `Mlp`), the families of
+`keras_vit.weights.timm_eva_names`. `keras_vit.weights.timm` uses it for every name whose
+family says `layout="eva"`; the rest of the table (tokens, position embedding, patch
+embedding, norms, head) is shared with the ViT table.
+"""
+
+import numpy as np
+
+from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.weights import loading as L
+
+_norm, _linear = L.torch_norm, L.torch_linear
+
+
+def _halves(transform):
+    """A packed SwiGLU `fc1` (gate rows first, then up rows) -> the gate and up targets."""
+    return L.Transform(
+        f"packed_{transform.name}",
+        lambda shapes: (2 * transform.source_shape(shapes[:1])[0],
+                        *transform.source_shape(shapes[:1])[1:]),  # fmt: skip
+        lambda a, shapes: tuple(
+            transform.apply(part, (shape,))[0]
+            for part, shape in zip(np.split(a, 2), shapes, strict=True)
+        ),
+    )
+
+
+PACKED_WEIGHT = _halves(L.LINEAR)
+PACKED_BIAS = _halves(L.IDENTITY)
+
+
+def _attention(key, attention, config, spec):
+    if spec.extras.get("qkv_fused", True):
+        qkv = tuple(f"{attention}/{name}/kernel" for name in ("query", "key", "value"))
+        table = {f"{key}.qkv.weight": (qkv, L.QKV_WEIGHT)}
+    else:
+        table = {
+            f"{key}.{p}_proj.weight": (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
+            for p, name in (("q", "query"), ("k", "key"), ("v", "value"))
+        }
+    if spec.qkv_bias:
+        fused = spec.extras.get("qkv_fused", True)
+        for p, name in (("q", "query"), ("v", "value")):
+            source = f"{key}.{p}_bias" if fused else f"{key}.{p}_proj.bias"
+            table[source] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+    if config.attention_inner_norm:
+        for suffix, variable in (("weight", "gamma"), ("bias", "beta")):
+            table[f"{key}.norm.{suffix}"] = (f"{attention}/inner_norm/{variable}", L.HEADS_IN_BIAS)
+    table[f"{key}.proj.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
+    table[f"{key}.proj.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
+    return table
+
+
+def _mlp(key, path, config, spec):
+    if config.mlp != "swiglu":
+        return {
+            **_linear(f"{key}.fc1", f"{path}/mlp_dense_1"),
+            **_linear(f"{key}.fc2", f"{path}/mlp_dense_2"),
+        }
+    mlp = f"{path}/mlp"
+    gate_up = (f"{mlp}/gate_dense", f"{mlp}/up_dense")
+    if spec.extras.get("mlp_packed", False):
+        table = {
+            f"{key}.fc1.weight": (tuple(f"{p}/kernel" for p in gate_up), PACKED_WEIGHT),
+            f"{key}.fc1.bias": (tuple(f"{p}/bias" for p in gate_up), PACKED_BIAS),
+        }
+    else:
+        table = {**_linear(f"{key}.fc1_g", gate_up[0]), **_linear(f"{key}.fc1_x", gate_up[1])}
+    if config.mlp_inner_norm:
+        table.update(_norm(f"{key}.norm", f"{mlp}/inner_norm"))
+    table.update(_linear(f"{key}.fc2", f"{mlp}/down_dense"))
+    return table
+
+
+def eva_block_table(i, config, spec):
+    """timm's `blocks.{i}` of an `Eva` model -> our `encoderblock_{i}` variables."""
+    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    table = {}
+    if config.layer_scale_init_value is not None:
+        table[f"{key}.gamma_1"] = (f"{path}/attention_scale", L.IDENTITY)
+        table[f"{key}.gamma_2"] = (f"{path}/mlp_scale", L.IDENTITY)
+    table.update(_norm(f"{key}.norm1", f"{path}/attention_norm"))
+    table.update(_attention(f"{key}.attn", f"{path}/attention", config, spec))
+    table.update(_norm(f"{key}.norm2", f"{path}/mlp_norm"))
+    table.update(_mlp(f"{key}.mlp", path, config, spec))
+    return table
+
+
+def eva_fills(config, spec):
+    """Zeros for the query / value biases of a checkpoint without them (ours keep them)."""
+    if spec.qkv_bias:
+        return {}
+    return {
+        f"{BLOCK_NAME.format(i)}/attention/{name}/bias": 0.0
+        for i in range(config.num_layers)
+        for name in ("query", "value")
+    }

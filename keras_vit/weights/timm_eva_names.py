@@ -1,0 +1,147 @@
+"""timm's `eva.py` model names keras_vit reads: EVA-02, EVA and timm's rotary ViTs.
+
+Pure data, as `keras_vit.weights.timm_names` (which turns `FAMILY_SPECS` into its `Family`
+entries): each family's name pattern, example, description and the `keras_vit.ViT` arguments it
+means, read from timm 1.0.31's `timm/models/eva.py` model functions. Private keys (leading `_`)
+say what the checkpoint's layout is, for the loader (`keras_vit.weights.timm_eva`):
+
+- `_layout`: `"eva"` (timm's `Eva` state dict: `attn.q_bias` / `q_proj`, `gamma_1`, ...);
+- `_qkv_fused`: one `attn.qkv` matrix (with `q_bias`, `v_bias`) or `q_proj`, `k_proj`, `v_proj`;
+- `_mlp_packed`: a SwiGLU whose gate and up projections are one `mlp.fc1` (timm's `GluMlp`,
+  gate first) rather than `mlp.fc1_g`, `mlp.fc1_x`;
+- `_mlp_ratio`: timm's `mlp_ratio`: the MLP width is `int(hidden_dim * ratio)` (also for a
+  `hidden_dim` override);
+- `_qkv_bias`: whether the checkpoint has query and value biases.
+
+Every EVA block here has no key bias (timm's `EvaAttention`: a zero `k_bias` buffer, or a
+`k_proj` without bias), so `key_bias=False`.
+"""
+
+__all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS", "UNSUPPORTED"]
+
+_EVA_SIZES = {"tiny": "Ti", "small": "S", "medium": "M", "base": "B", "large": "L"}
+_EVA02_MLP_RATIO = 4 * 2 / 3  # timm: mlp_ratio=4 * 2 / 3 (SwiGLU at about the MLP's cost)
+# EVA-02's RoPE: positions rescaled to the 16 x 16 pre-training grid (224 / 14).
+_EVA02_ROPE = dict(rotary_embedding="eva02", rotary_reference_grid=(16, 16))
+
+
+def _eva_common():
+    return dict(
+        approximate_gelu=False,  # timm's nn.GELU
+        key_bias=False,
+        _layout="eva",
+    )
+
+
+def _eva02(g):
+    size = g["size"]
+    args = {
+        **_eva_common(),
+        "variant": f"{_EVA_SIZES[size]}/14",
+        "mlp": "swiglu",
+        "pooling": "gap",
+        "class_token": True,
+        "fc_norm": True,
+        **_EVA02_ROPE,
+        "_mlp_ratio": _EVA02_MLP_RATIO,
+    }
+    if size in ("tiny", "small"):  # timm: fused qkv, packed SwiGLU (GluMlp) without norm
+        args.update(_qkv_fused=True, _mlp_packed=True)
+    else:  # qkv_fused=False, scale_mlp=True: separate projections, SwiGLU with its sub-LN
+        args.update(_qkv_fused=False, _mlp_packed=False, mlp_inner_norm=True)
+    return args
+
+
+def _eva02_clip(g):
+    return {
+        **_eva_common(),
+        "variant": f"{_EVA_SIZES[g['size']]}/{g['patch']}",
+        "mlp": "swiglu",
+        "mlp_inner_norm": True,
+        "attention_inner_norm": True,  # scale_attn_inner=True
+        **_EVA02_ROPE,
+        "_qkv_fused": False,
+        "_mlp_packed": False,
+        "_mlp_ratio": _EVA02_MLP_RATIO,
+    }
+
+
+def _eva_giant(g):
+    args = {**_eva_common(), "variant": "g/14", "_qkv_fused": True, "_mlp_ratio": 6144 / 1408}
+    if not g.get("clip"):
+        args.update(pooling="gap", class_token=True, fc_norm=True)
+    return args
+
+
+def _rope_registers(g):
+    return {
+        **_eva_common(),
+        "variant": f"{_EVA_SIZES.get(g['size'], g['size'])}/16",
+        "pooling": "gap",
+        "class_token": False,
+        "fc_norm": True,
+        "num_register_tokens": int(g["reg"]),
+        "position_embedding": None,  # use_abs_pos_emb=False
+        "layer_scale_init_value": 1e-5,
+        "rotary_embedding": "eva02",
+        "rotary_reference_grid": (16, 16),
+        "_qkv_fused": True,
+        "_qkv_bias": g["size"] != "mediumd",
+        "_mlp_ratio": 4.0,
+    }
+
+
+# (name, pattern, example, description, arguments): `timm_names.Family` fields.
+FAMILY_SPECS = (
+    (
+        "eva02",
+        r"eva02_(?P<size>tiny|small|base|large)_patch14_(?P<res>224|336|448)",
+        "eva02_base_patch14_448.mim_in22k_ft_in22k_in1k",
+        "EVA-02 (2-D RoPE, SwiGLU, q/v biases, average pooling)",
+        _eva02,
+    ),
+    (
+        "eva02_clip",
+        r"eva02_(?P<size>base|large)_patch(?P<patch>14|16)_clip_(?P<res>224|336)",
+        "eva02_base_patch16_clip_224.merged2b",
+        "EVA-02 CLIP image towers (EVA-02 with an attention inner norm, class-token head)",
+        _eva02_clip,
+    ),
+    (
+        "eva",
+        r"eva_giant_patch14_(?P<clip>clip_)?(?P<res>\d+)",
+        "eva_giant_patch14_336.clip_ft_in1k",
+        "EVA giant and its CLIP tower (q/v biases, GELU MLP)",
+        _eva_giant,
+    ),
+    (
+        "vit_rope_registers",
+        r"vit_(?P<size>medium|mediumd|betwixt|base)_patch16_rope_reg(?P<reg>\d+)_gap_(?P<res>\d+)",
+        "vit_betwixt_patch16_rope_reg4_gap_256.sbb_in1k",
+        "timm's SBB ViTs with EVA-02's RoPE and registers (no absolute position embedding)",
+        _rope_registers,
+    ),
+)
+
+# Class counts of timm's default pretrained tags (where not 1000; 0: no head).
+DEFAULT_CLASSES = {
+    "eva02_tiny_patch14_224": 0,
+    "eva02_small_patch14_224": 0,
+    "eva02_base_patch14_224": 0,
+    "eva02_large_patch14_224": 0,
+    "eva02_base_patch16_clip_224": 512,
+    "eva02_large_patch14_clip_224": 768,
+    "eva02_large_patch14_clip_336": 768,
+    "eva_giant_patch14_clip_224": 1024,
+}
+
+# Names of eva.py keras_vit refuses, and what they need (checked before the families).
+UNSUPPORTED = (
+    (r"eva02_enormous_.*", "residual post-norm blocks (timm's EvaBlockPostNorm)"),
+    (r".*_rope_mixed(_ape)?_224", "timm's mixed rotary embeddings (learned per-head frequencies)"),
+    (
+        r"vit_(small|base|large)_patch16_rope(_ape)?_224",
+        "RoPE-ViT's axial rotary embeddings (timm's AttentionRope, 'xy' grid indexing, "
+        "temperature 100), not EVA-02's",
+    ),
+)

@@ -1,0 +1,217 @@
+"""timm's `eva.py` families through `keras_vit.from_timm` (keras_vit/weights/timm_eva*.py).
+
+One tiny perturbed timm model per code path (fused qkv + packed SwiGLU, separate q/k/v + SwiGLU
+sub-LN, EVA-CLIP's attention inner norm and class-token head, EVA's GELU MLP, the rotary
+register ViTs without q/v biases or absolute position embedding), compared with timm's own
+forward pass; other sizes, `dynamic_image_size` and `feature_extractor` against timm's
+`dynamic_img_size` and `forward_intermediates`; every name of the families against timm's
+state dict on the meta device.
+"""
+
+import numpy as np
+import pytest
+
+from keras_vit import feature_extractor, from_timm
+from keras_vit.weights import timm as T
+from keras_vit.weights import timm_names as N
+from keras_vit.weights.state_dict import write_safetensors
+from tests.helpers import to_numpy
+from tests.weights.references import import_timm, import_torch
+from tests.weights.timm_cases import perturb
+
+torch = import_torch()  # before timm, whatever the backend
+timm = import_timm()
+
+RTOL = 1e-5
+DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
+SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)  # head width 16: RoPE needs 4 | 16
+OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
+
+# id: (timm name, image size: a 2 x 2 grid of its patches).
+CASES = {
+    "eva02": ("eva02_tiny_patch14_336.mim_in22k_ft_in1k", 28),  # fused qkv, packed SwiGLU
+    "eva02_sub_ln": ("eva02_base_patch14_448.mim_in22k_ft_in22k_in1k", 28),  # q/k/v, sub-LN
+    "eva02_clip": ("eva02_base_patch16_clip_224.merged2b", 32),  # + attention inner norm
+    "eva": ("eva_giant_patch14_224.clip_ft_in1k", 28),  # no RoPE, GELU MLP
+    "vit_rope_registers": ("vit_mediumd_patch16_rope_reg1_gap_256", 32),  # no q/v biases
+}
+
+
+def _images(size, seed=0):
+    height, width = (size, size) if isinstance(size, int) else size
+    return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
+
+
+def _timm_model(case, **overrides):
+    name, size = CASES[case]
+    kwargs = {**SMALL, "img_size": size, **overrides}
+    return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
+
+
+def _timm_run(model, images, method=None, **kwargs):
+    with torch.no_grad():
+        out = (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+    if isinstance(out, (list, tuple)):
+        return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
+    return out.numpy()
+
+
+def _assert_close(actual, expected, rtol=RTOL):
+    expected = np.asarray(expected, "float64")
+    error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
+    assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("timm_eva")
+    found = {}
+    for case, (_, size) in CASES.items():
+        model = perturb(torch, _timm_model(case), seed=len(case))
+        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+        images = _images(size)
+        found[case] = dict(
+            model=model,
+            state=state,
+            path=write_safetensors(state, folder / f"{case}.safetensors"),
+            images=images,
+            expected=_timm_run(model, images),
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def models(references):
+    return {
+        case: from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **OURS)
+        for case, ref in references.items()
+    }
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_timm(case, references, models):
+    ref = references[case]
+    _assert_close(to_numpy(models[case](ref["images"], training=False)), ref["expected"])
+
+
+def test_other_image_size_resamples_and_rescales_like_timm(references):
+    """EVA-02 at 42 px (3 x 3): timm's filter resamples pos_embed; RoPE spans 16 x 16 again."""
+    ref = references["eva02"]
+    bigger = _timm_model("eva02", img_size=42)
+    filter_fn = timm.models.eva.checkpoint_filter_fn
+    bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
+    model = from_timm(CASES["eva02"][0], ref["state"], image_size=42, **OURS)
+    images = _images(42, seed=1)
+    _assert_close(to_numpy(model(images, training=False)), _timm_run(bigger, images))
+
+
+@pytest.mark.parametrize("case", ["eva02", "vit_rope_registers"])
+def test_dynamic_image_size_and_features_match_timm(case, references):
+    """timm's dynamic_img_size=True at two sizes; its intermediates at a third (non-square)."""
+    ref = references[case]
+    patch = 14 if "eva02" in case else 16
+    reference = _timm_model(case, dynamic_img_size=True)
+    reference.load_state_dict(ref["model"].state_dict())
+    model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1],
+                      dynamic_image_size=True, **OURS)  # fmt: skip
+    for grid in ((3, 4), (2, 2)):
+        images = _images((grid[0] * patch, grid[1] * patch), seed=2)
+        _assert_close(to_numpy(model(images, training=False)), _timm_run(reference, images),
+                      DYNAMIC_RTOL)  # fmt: skip
+    images = _images((3 * patch, 2 * patch), seed=3)
+    ours = feature_extractor(model, [0, 1])(images, training=False)
+    theirs = _timm_run(reference, images, reference.forward_intermediates, indices=[0, 1],
+                       norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
+    assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
+    for a, b in zip(ours, theirs, strict=True):
+        _assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+
+
+def test_feature_extractor_matches_forward_intermediates(references, models):
+    ref = references["eva02_sub_ln"]
+    reference = ref["model"]
+    theirs = _timm_run(
+        reference,
+        ref["images"],
+        reference.forward_intermediates,
+        indices=[0, -1],
+        norm=False,
+        output_fmt="NCHW",
+        intermediates_only=True,
+    )
+    ours = feature_extractor(models["eva02_sub_ln"], [0, -1])(ref["images"], training=False)
+    for a, b in zip(ours, theirs, strict=True):
+        _assert_close(to_numpy(a), b)
+
+
+def test_refused_names_say_why():
+    for name, why in (
+        ("eva02_enormous_patch14_clip_224.laion2b", "residual post-norm blocks"),
+        ("vit_base_patch16_rope_mixed_224.naver_in1k", "mixed rotary embeddings"),
+        ("vit_base_patch16_rope_ape_224.naver_in1k", "AttentionRope, 'xy' grid indexing"),
+        ("vit_base_patch16_dinov3.lvd1689m", "blocks or embeddings other than the ViT's"),
+    ):
+        with pytest.raises(ValueError, match=f"not supported by keras_vit: it needs .*{why}"):
+            from_timm(name)
+
+
+def test_without_checkpoint_the_architecture_at_random():
+    model = from_timm("eva02_large_patch14_224.mim_in22k", num_layers=1)
+    assert model.output_shape == (None, 1024)  # a MIM checkpoint: no head
+    block = model.blocks[0]
+    assert block.mlp == "swiglu" and block.mlp_dim == 2730 and block.mlp_inner_norm
+    assert model.rotary_embedding.reference_grid_size == (16, 16)
+    narrow = from_timm("eva02_small_patch14_336", hidden_dim=64, num_heads=4, num_layers=1)
+    assert narrow.blocks[0].mlp_dim == int(64 * 4 * 2 / 3)  # timm's mlp_ratio, not the table's
+
+
+def _eva_names():
+    return [name for name in timm.list_models(module="eva") if _parses(name)]
+
+
+def _parses(name):
+    try:
+        return N.parse_timm_name(name).extras.get("layout") == "eva"
+    except ValueError:
+        return False
+
+
+def test_every_eva_name_we_read_is_timms_architecture():
+    """Every eva.py name we parse, against timm's model on the meta device (one block)."""
+    checked = []
+    for name in _eva_names():
+        spec = N.parse_timm_name(name)
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        config = T.timm_config(spec, num_layers=1)
+        block = model.blocks[0]
+        width = block.mlp.fc2.in_features
+        got = dict(
+            hidden_dim=model.embed_dim,
+            mlp_dim=width,
+            num_classes=model.num_classes,
+            image_size=tuple(model.patch_embed.img_size),
+            class_token=model.cls_token is not None,
+            num_register_tokens=model.num_prefix_tokens - int(model.cls_token is not None),
+            rotary=model.rope is not None,
+            position_embedding=model.pos_embed is not None,
+            layer_norm_epsilon=block.norm1.eps,
+        )
+        ours = dict(
+            hidden_dim=config.hidden_dim,
+            mlp_dim=config.mlp_dim,
+            num_classes=spec.num_classes,
+            image_size=config.image_size,
+            class_token=config.class_token,
+            num_register_tokens=config.num_register_tokens,
+            rotary=config.rotary_embedding is not None,
+            position_embedding=config.position_embedding == "learned",
+            layer_norm_epsilon=config.layer_norm_epsilon,
+        )
+        assert ours == got, f"{name}: ours {ours}, timm's {got}"
+        table = T.timm_name_table(config, spec=spec)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
+        checked.append(name)
+    # timm 1.0.31: 19 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 3, EVA 4, rope registers 4)
+    assert len(checked) == 19, checked
