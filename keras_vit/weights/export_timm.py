@@ -178,6 +178,20 @@ def check_timm_expressible(config):
             "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
             "an arbitrary Keras backbone",
         )
+    if config.relative_position_bias is not None:
+        raise _refuse(
+            "relative_position_bias",
+            config.relative_position_bias,
+            "export_timm writes timm's VisionTransformer, which has no relative position bias "
+            "(timm's BEiT models load through from_timm but are not exported)",
+        )
+    if config.num_parallel > 1:
+        raise _refuse(
+            "num_parallel",
+            config.num_parallel,
+            "export_timm names timm models by their VisionTransformer arguments; the parallel "
+            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
+        )
     for option, default in _EVA_OPTIONS.items():
         if getattr(config, option) != default:
             raise _refuse(
@@ -204,26 +218,6 @@ def check_timm_expressible(config):
             "sincos2d",
             "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
             "learned table",
-        )
-    if config.relative_position_bias is not None:
-        raise _refuse(
-            "relative_position_bias",
-            config.relative_position_bias,
-            "export_timm writes timm's VisionTransformer, which has no relative position bias "
-            "(timm's BEiT models load through from_timm but are not exported)",
-        )
-    if config.num_parallel > 1:
-        raise _refuse(
-            "num_parallel",
-            config.num_parallel,
-            "export_timm names timm models by their VisionTransformer arguments; the parallel "
-            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
-        )
-    if not config.key_bias:
-        raise _refuse(
-            "key_bias",
-            False,
-            "timm's VisionTransformer has one fused q/k/v bias or none, not q/v-only biases",
         )
     if config.distillation_token and config.pooling is None:
         raise _refuse(
