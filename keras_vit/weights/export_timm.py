@@ -219,6 +219,13 @@ def check_timm_expressible(config):
             "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
             "learned table",
         )
+    if config.naflex:
+        raise _refuse(
+            "naflex",
+            True,
+            "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
+            "from timm's naflexvit_* through from_timm but are not exported",
+        )
     if config.distillation_token and config.pooling is None:
         raise _refuse(
             "pooling",

@@ -26,6 +26,7 @@ from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_beit import beit_name_table
 from keras_vit.weights.timm_eva import eva_block_table, eva_fills
+from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 
 logger = logging.getLogger(__name__)
@@ -214,6 +215,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         table.update(_linear("head", p["head"]))
         if getattr(config, "distillation_token", False):
             table.update(_linear("head_dist", p["head_dist"]))
+    if getattr(config, "naflex", False):
+        return naflex_name_table(config, table)  # timm's NaFlexVit (naflexvit_*)
     return table
 
 
@@ -316,7 +319,10 @@ def from_timm(
     not giant: SwiGLU), CLIP / OpenCLIP towers (`vit_*_clip_*`, `*_clip_quickgelu_*`), SigLIP
     towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and the hybrids
     `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
-    `vit_large_r50_s32_*`. Other timm ViTs (rotary, relative-position, SwiGLU, ...) raise a
+    `vit_large_r50_s32_*`, FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other
+    patch sizes), and timm's NaFlex ViTs `naflexvit_*` (not the C-RADIO ones) as NaFlex
+    models (`naflex=True`: a dict input of `patches`, `patch_coord`, `patch_valid`, made by
+    `keras_vit.data.naflex_batch`). Other timm ViTs (rotary, relative-position, SwiGLU, ...) raise a
     `ValueError` saying what they need.
 
     Args:

@@ -75,6 +75,8 @@ DEFAULT_CLASSES = {
     "vit_large_patch14_clip_quickgelu_336": 768,
     "vit_huge_patch14_clip_quickgelu_224": 1024,
     "vit_huge_patch14_clip_quickgelu_378": 1024,
+    "naflexvit_base_patch16_siglip": 0,
+    "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
 }
@@ -251,6 +253,61 @@ def _hybrid(g):
     return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
 
 
+# The variant numbers of timm's NaFlex sizes and the per-name options (`NaFlexVitCfg`s of
+# timm's naflexvit.py, timm 1.0.31). Position tables: 16 x 16 (256 px at patch 16).
+_KINDS = {
+    "gap": dict(pooling="gap", fc_norm=True, num_register_tokens=4, layer_scale_init_value=1e-5),
+    "par_gap": dict(
+        pooling="gap",
+        fc_norm=True,
+        num_register_tokens=4,
+        layer_scale_init_value=1e-5,
+        position_embedding_aspect_preserving=True,
+    ),
+    "parfac_gap": dict(
+        pooling="gap",
+        fc_norm=True,
+        num_register_tokens=4,
+        layer_scale_init_value=1e-5,
+        position_embedding_aspect_preserving=True,
+        position_embedding="factorized",
+    ),
+    "map": dict(pooling="map", num_register_tokens=1, layer_scale_init_value=1e-5),
+    "reg1_gap": dict(
+        pooling="gap",
+        fc_norm=True,
+        num_register_tokens=1,
+        layer_scale_init_value=1e-5,
+        _qkv_bias=False,
+    ),
+    "reg1_map": dict(
+        pooling="map", num_register_tokens=1, layer_scale_init_value=1e-5, _qkv_bias=False
+    ),
+    "siglip": dict(
+        pooling="map", approximate_gelu=True, position_embedding_interpolation="bilinear"
+    ),
+}
+NAFLEX_PATTERN = (
+    r"naflexvit_(?P<size>base|so150m2|so400m)_patch(?P<patch>16)_"
+    r"(?P<kind>gap|par_gap|parfac_gap|map|reg1_gap|reg1_map|siglip)"
+)
+
+
+def _naflex(g):
+    """timm's `NaFlexVit` names (naflexvit.py): no class token, position table 16 x 16."""
+    args = {**_sizes(g["size"], g["patch"]), "class_token": False, "naflex": True}
+    args.update(_KINDS[g["kind"]])
+    args["image_size"] = 16 * int(g["patch"])  # timm's 16 x 16 position table
+    return args
+
+
+
+
+def _flexivit(g):
+    """FlexiViT (timm's `flexivit_*`): patch 16, 240 px, position embedding on patches only."""
+    sizes = _sizes(g["size"], 16)
+    return {**sizes, "prefix_position_embedding": False, "image_size": 240}
+
 _SIZE = "|".join(SIZE_CODES)
 FAMILIES = (
     Family(
@@ -386,6 +443,20 @@ FAMILIES = (
         _relpos,
     ),
     Family(
+        "flexivit",
+        r"flexivit_(?P<size>small|base|large)",
+        "flexivit_base.1200ep_in1k",
+        "FlexiViT (one set of weights for any patch size: keras_vit.with_patch_size)",
+        _flexivit,
+    ),
+    Family(
+        "naflexvit",
+        NAFLEX_PATTERN,
+        "naflexvit_base_patch16_gap.e300_s576_in1k",
+        "NaFlex ViTs and SigLIP 2 NaFlex towers (dict input: patches, patch_coord, patch_valid)",
+        _naflex,
+    ),
+    Family(
         "hybrid",
         r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
         "vit_base_r50_s16_384.orig_in21k_ft_in1k",
@@ -409,7 +480,11 @@ UNSUPPORTED = (
     (r".*_rpn_.*", "residual post-norm blocks"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|naflex|_pe_).*",
+        r"naflexvit_.*_radio_.*",
+        "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
+    ),
+    (
+        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern|_pe_).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )

@@ -36,6 +36,7 @@ CASES = {
     "siglip_gap": ("vit_base_patch32_siglip_gap_256.webli", dict(img_size=64),
                    dict(image_size=64)),
     "siglip": ("vit_base_patch16_siglip_224.webli", {}, {}),
+    "flexivit": ("flexivit_small.1200ep_in1k", {}, {}),
     "beit": ("beitv2_base_patch16_224.in1k_ft_in22k_in1k", {}, {}),
     "relpos": ("vit_relpos_medium_patch16_224.sw_in1k", {}, {}),
     "srelpos": ("vit_srelpos_small_patch16_224.sw_in1k", {}, {}),
