@@ -154,13 +154,17 @@ def _np_bias_of(layer, grid, prefix):
     return np_relative_position_bias(to_numpy(layer.relative_position_bias_table), grid)
 
 
-def block_params(block):
-    """Reads a TransformerBlock's weights into the NumPy reference's names."""
-    att = block.attention
+def block_params(block, branch=None):
+    """Reads a TransformerBlock's weights into the NumPy reference's names.
+
+    `branch`: one of `block._branches()` (a parallel block's branch); defaults to branch 0.
+    """
+    branch = branch or block._branches()[0]
+    att = branch["attention"]
     n = to_numpy
     return {
-        "ln0/scale": n(block.attention_norm.gamma),
-        "ln0/bias": n(block.attention_norm.beta),
+        "ln0/scale": n(branch["attention_norm"].gamma),
+        "ln0/bias": n(branch["attention_norm"].beta),
         "query/kernel": n(att.query_dense.kernel),
         "query/bias": n(att.query_dense.bias),
         "key/kernel": n(att.key_dense.kernel),
@@ -169,12 +173,18 @@ def block_params(block):
         "value/bias": n(att.value_dense.bias),
         "out/kernel": n(att.output_dense.kernel),
         "out/bias": n(att.output_dense.bias),
-        "ln2/scale": n(block.mlp_norm.gamma),
-        "ln2/bias": n(block.mlp_norm.beta),
-        "mlp0/kernel": n(block.mlp_dense_1.kernel),
-        "mlp0/bias": n(block.mlp_dense_1.bias),
-        "mlp1/kernel": n(block.mlp_dense_2.kernel),
-        "mlp1/bias": n(block.mlp_dense_2.bias),
+        "ln2/scale": n(branch["mlp_norm"].gamma),
+        "ln2/bias": n(branch["mlp_norm"].beta),
+        **(
+            {
+                "mlp0/kernel": n(branch["mlp_dense_1"].kernel),
+                "mlp0/bias": n(branch["mlp_dense_1"].bias),
+                "mlp1/kernel": n(branch["mlp_dense_2"].kernel),
+                "mlp1/bias": n(branch["mlp_dense_2"].bias),
+            }
+            if block.mlp == "mlp"
+            else {}
+        ),
         **(
             {
                 "query_norm/scale": n(att.query_norm.gamma),
@@ -186,11 +196,32 @@ def block_params(block):
             else {}
         ),
         **(
-            {"ls1": n(block.attention_scale), "ls2": n(block.mlp_scale)}
+            {"ls1": n(branch["attention_scale"]), "ls2": n(branch["mlp_scale"])}
             if block.layer_scale_init_value is not None
             else {}
         ),
     }
+
+
+def np_parallel_block(x, block, eps=1e-6, approximate_gelu=True, activation="gelu", bias=0.0):
+    """timm's ParallelThingsBlock: x + sum_j MSA_j(LN_j(x)); then + sum_j MLP_j(LN_j(x))."""
+    branches = [
+        {k: np.asarray(v, "float64") for k, v in block_params(block, b).items()}
+        for b in block._branches()
+    ]
+    for p in branches:
+        p["attention_bias"] = bias
+    y = sum(
+        np_msa(np_layer_norm(x, p["ln0/scale"], p["ln0/bias"], eps), p, eps)[0] * p.get("ls1", 1.0)
+        for p in branches
+    )
+    x = x + y
+    total = 0.0
+    for p in branches:
+        y = np_layer_norm(x, p["ln2/scale"], p["ln2/bias"], eps)
+        y = np_activation(y @ p["mlp0/kernel"] + p["mlp0/bias"], activation, approximate_gelu)
+        total = total + (y @ p["mlp1/kernel"] + p["mlp1/bias"]) * p.get("ls2", 1.0)
+    return x + total
 
 
 def np_standardize(kernel, epsilon=1e-5):
@@ -362,6 +393,11 @@ def np_vit_forward(
         if block.relative_position_grid is not None:
             own = _np_bias_of(block.relative_position_bias, grid, count)
             params["attention_bias"] = shared + own
+        if block.num_parallel > 1:
+            x = np_parallel_block(x, block, eps, approximate_gelu, activation, shared)
+            blocks.append(x)
+            i += 1
+            continue
         x, weights = np_block(x, params, eps, approximate_gelu, activation)
         blocks.append(x)
         attention.append(weights)

@@ -10,6 +10,7 @@ from keras_vit.layers._checks import (
     check_rate,
 )
 from keras_vit.layers.naflex_position import INTERPOLATIONS, naflex_position_embedding
+from keras_vit.layers.patch_encoder import build_patch_weights
 
 POSITION_EMBEDDINGS = ("learned", "factorized", None)
 
@@ -102,6 +103,7 @@ class NaFlexPatchEncoder(keras.layers.Layer):
                 f"Received: num_register_tokens={num_register_tokens!r}"
             )
         self.num_register_tokens = num_register_tokens
+        self.distillation_token = False  # (DeiT's: plain models only)
         if position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"position_embedding must be one of {POSITION_EMBEDDINGS}. "
@@ -149,22 +151,7 @@ class NaFlexPatchEncoder(keras.layers.Layer):
             )
         channels = features // (ph * pw)
         self.num_channels = channels
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(ph, pw, channels, self.hidden_dim),
-            initializer=self.kernel_initializer,
-        )
-        self.bias = self.add_weight(name="bias", shape=(self.hidden_dim,), initializer="zeros")
-        if self.class_token:
-            self.class_embedding = self.add_weight(
-                name="class_embedding", shape=(1, 1, self.hidden_dim), initializer="zeros"
-            )
-        if self.num_register_tokens:
-            self.register_embeddings = self.add_weight(
-                name="register_embeddings",
-                shape=(1, self.num_register_tokens, self.hidden_dim),
-                initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            )
+        build_patch_weights(self, channels)
         gh, gw = self.position_embedding_grid
         normal = keras.initializers.RandomNormal(stddev=0.02)
         if self.position_embedding == "learned":

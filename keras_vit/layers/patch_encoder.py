@@ -22,6 +22,39 @@ POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 # the position embedding is allocated, so that a mistyped image size fails at once.
 MAX_TOKENS = 256 * 256
 
+
+def build_patch_weights(layer, channels):
+    """The projection and prefix-token variables of a patch encoder, in `PatchEncoder`'s order.
+
+    `kernel` `(ph, pw, C, D)`, `bias`, then `class_embedding`, `distillation_embedding` and
+    `register_embeddings` as `layer` (a `PatchEncoder` or `NaFlexPatchEncoder`) has them: one
+    order, so that `set_weights` moves weights between the two.
+    """
+    ph, pw = layer.patch_size
+    layer.kernel = layer.add_weight(
+        name="kernel",
+        shape=(ph, pw, channels, layer.hidden_dim),
+        initializer=layer.kernel_initializer,
+    )
+    layer.bias = layer.add_weight(name="bias", shape=(layer.hidden_dim,), initializer="zeros")
+    if layer.class_token:
+        layer.class_embedding = layer.add_weight(
+            name="class_embedding", shape=(1, 1, layer.hidden_dim), initializer="zeros"
+        )
+    if layer.distillation_token:
+        layer.distillation_embedding = layer.add_weight(
+            name="distillation_embedding",
+            shape=(1, 1, layer.hidden_dim),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+        )
+    if layer.num_register_tokens:
+        layer.register_embeddings = layer.add_weight(
+            name="register_embeddings",
+            shape=(1, layer.num_register_tokens, layer.hidden_dim),
+            initializer=keras.initializers.RandomNormal(stddev=1e-6),
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PatchEncoder(keras.layers.Layer):
     """Embeds an image as a sequence of patch tokens (the paper's Eq. 1).
@@ -233,28 +266,7 @@ class PatchEncoder(keras.layers.Layer):
         self.num_channels = shape[3]
         self.grid_size = tuple(grid)
         channels = shape[3]
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(ph, pw, channels, self.hidden_dim),
-            initializer=self.kernel_initializer,
-        )
-        self.bias = self.add_weight(name="bias", shape=(self.hidden_dim,), initializer="zeros")
-        if self.class_token:
-            self.class_embedding = self.add_weight(
-                name="class_embedding", shape=(1, 1, self.hidden_dim), initializer="zeros"
-            )
-        if self.distillation_token:
-            self.distillation_embedding = self.add_weight(
-                name="distillation_embedding",
-                shape=(1, 1, self.hidden_dim),
-                initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            )
-        if self.num_register_tokens:
-            self.register_embeddings = self.add_weight(
-                name="register_embeddings",
-                shape=(1, self.num_register_tokens, self.hidden_dim),
-                initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            )
+        build_patch_weights(self, channels)
         if self.use_mask_embedding:
             self.mask_embedding = self.add_weight(
                 name="mask_embedding",

@@ -160,6 +160,12 @@ def resize_relative_position_table(table, grid_size, old_grid_size=None, class_t
     return resized.astype(table.dtype)
 
 
+def _per_pair(table, index, tokens):
+    """`(heads, tokens, tokens)`: the `(rows, heads)` table's row `index[i * tokens + j]`."""
+    bias = ops.reshape(ops.take(table, index, axis=0), (tokens, tokens, -1))
+    return ops.transpose(bias, (2, 0, 1))
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RelativePositionBias(keras.layers.Layer):
     """BEiT's relative position bias: `(1, heads, T, T)` from a learned table.
@@ -218,10 +224,7 @@ class RelativePositionBias(keras.layers.Layer):
                 f"{' and a class token' if self.class_token else ''}). "
                 f"Received: {tokens} tokens"
             )
-        t = self.num_tokens
-        bias = ops.take(self.relative_position_bias_table, self._index, axis=0)
-        bias = ops.transpose(ops.reshape(bias, (t, t, self.num_heads)), (2, 0, 1))
-        return bias[None]
+        return _per_pair(self.relative_position_bias_table, self._index, self.num_tokens)[None]
 
     def compute_output_shape(self, input_shape=None):
         return (1, self.num_heads, self.num_tokens, self.num_tokens)
@@ -321,9 +324,7 @@ class RelativePositionMLP(keras.layers.Layer):
             )
         coords = ops.convert_to_tensor(self._coords, dtype=self.compute_dtype)
         table = self.fc2(self.fc1(coords))  # (offsets, heads)
-        n = self.grid_size[0] * self.grid_size[1]
-        bias = ops.take(table, self._index, axis=0)
-        bias = ops.transpose(ops.reshape(bias, (n, n, self.num_heads)), (2, 0, 1))
+        bias = _per_pair(table, self._index, self.grid_size[0] * self.grid_size[1])
         p = self.num_prefix_tokens
         if p:
             bias = ops.pad(bias, ((0, 0), (p, 0), (p, 0)))

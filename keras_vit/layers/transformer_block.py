@@ -103,6 +103,14 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `RelPosMlp` of this hidden width instead of BEiT's table (a
             `keras_vit.layers.RelativePositionMLP`, zero bias for the prefix tokens; the
             `vit_relpos_*` models). Defaults to None (BEiT's table).
+        num_parallel: int. Parallel branches (timm's `ParallelThingsBlock`, "Three things
+            everyone should know about ViTs"): `x + sum_j MSA_j(LN_j(x))`, then
+            `x + sum_j MLP_j(LN_j(x))`, each branch with its own norms, attention, MLP and
+            LayerScale. Branch 0 is the block's usual sublayers (`attention`, `mlp_dense_1`,
+            ...); branch j > 0 adds `attention_norm_{j}`, `attention_{j}`, `mlp_norm_{j}`,
+            `mlp_dense_1_{j}`, `mlp_dense_2_{j}` (and `attention_scale_{j}`, `mlp_scale_{j}`).
+            Computed by the portable path; no attention scores, RoPE or SwiGLU with it.
+            Defaults to 1.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -151,6 +159,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         attention_inner_norm=False,
         relative_position_grid=None,
         relative_position_mlp_dim=None,
+        num_parallel=1,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,6 +210,13 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"Received: relative_position_mlp_dim={relative_position_mlp_dim}"
             )
         self.relative_position_mlp_dim = relative_position_mlp_dim
+        self.num_parallel = check_positive_int(num_parallel, "num_parallel")
+        if num_parallel > 1 and (mlp != "mlp" or relative_position_grid is not None):
+            raise ValueError(
+                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp' and no "
+                f"relative_position_grid. Received: mlp={mlp!r}, "
+                f"relative_position_grid={relative_position_grid!r}"
+            )
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -237,6 +253,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
 
         self.attention_dropout = dropout(name="attention_dropout")
         self.mlp_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="mlp_norm")
+        self.parallel_branches = [
+            self._build_branch(j, tuple(input_shape), hidden_dim, dense)
+            for j in range(1, self.num_parallel)
+        ]
         shape = tuple(input_shape)
         if self.mlp == "swiglu":
             self.swiglu = SwiGLU(
@@ -369,6 +389,72 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self._warned_remat = True
         return True
 
+    def _build_branch(self, j, shape, hidden_dim, dense):
+        """Branch j > 0 of a parallel block: its norms, attention, MLP and LayerScale."""
+        eps, dtype = self.layer_norm_epsilon, self.dtype_policy
+        branch = {
+            "attention_norm": keras.layers.LayerNormalization(
+                epsilon=eps, dtype=dtype, name=f"attention_norm_{j}"
+            ),
+            "attention": MultiHeadSelfAttention(
+                num_heads=self.num_heads,
+                attention_dropout_rate=self.attention_dropout_rate,
+                qk_norm=self.qk_norm,
+                layer_norm_epsilon=eps,
+                key_bias=self.key_bias,
+                dtype=sublayer_dtype(self, f"attention_{j}"),
+                name=f"attention_{j}",
+            ),
+            "mlp_norm": keras.layers.LayerNormalization(
+                epsilon=eps, dtype=dtype, name=f"mlp_norm_{j}"
+            ),
+            "mlp_dense_1": dense(self.mlp_dim, f"mlp_dense_1_{j}"),
+            "mlp_dense_2": dense(hidden_dim, f"mlp_dense_2_{j}"),
+        }
+        for name in ("attention_norm", "attention", "mlp_norm", "mlp_dense_1"):
+            branch[name].build(shape)
+        branch["mlp_dense_2"].build(shape[:-1] + (self.mlp_dim,))
+        if self.layer_scale_init_value is not None:
+            init = keras.initializers.Constant(self.layer_scale_init_value)
+            for name in ("attention_scale", "mlp_scale"):
+                branch[name] = self.add_weight(
+                    name=f"{name}_{j}", shape=(hidden_dim,), initializer=init
+                )
+        return branch
+
+    def _branches(self):
+        """Every branch's sublayers and scales (branch 0: the block's own)."""
+        names = ("attention_norm", "attention", "mlp_norm")
+        names += ("mlp_dense_1", "mlp_dense_2") if self.mlp == "mlp" else ()
+        first = {name: getattr(self, name) for name in names}
+        if self.layer_scale_init_value is not None:
+            first.update(attention_scale=self.attention_scale, mlp_scale=self.mlp_scale)
+        return [first, *self.parallel_branches]
+
+    def _parallel_forward(self, inputs, training, bias):
+        """timm's ParallelThingsBlock: the attention branches summed, then the MLP branches."""
+        scaled = self.layer_scale_init_value is not None
+        total = 0.0
+        for branch in self._branches():
+            x = branch["attention"](
+                branch["attention_norm"](inputs), training=training, attention_bias=bias
+            )
+            x = self.attention_dropout(x, training=training)
+            if scaled:
+                x = x * branch["attention_scale"]
+            total = total + self.drop_path(x, training=training)
+        x = inputs + total
+        total = 0.0
+        for branch in self._branches():
+            y = branch["mlp_dense_1"](branch["mlp_norm"](x))
+            y = mlp_activation(y, self.activation, self.approximate_gelu)
+            y = self.mlp_dropout_1(y, training=training)
+            y = self.mlp_dropout_2(branch["mlp_dense_2"](y), training=training)
+            if scaled:
+                y = y * branch["mlp_scale"]
+            total = total + self.drop_path(y, training=training)
+        return x + total
+
     def _attention_bias(self, inputs, shared):
         """The block's relative position bias plus a shared one (either may be None)."""
         if self.relative_position_grid is None:
@@ -379,6 +465,13 @@ class TransformerBlock(RecordsQuantizedSublayers):
     def _forward(self, inputs, training, return_attention_scores, rotary=(None, None, None)):
         rotary, bias, mask = rotary
         bias = self._attention_bias(inputs, bias)
+        if self.num_parallel > 1:
+            if return_attention_scores or rotary is not None:
+                raise ValueError(
+                    f"{self.name}: a parallel block (num_parallel={self.num_parallel}) returns "
+                    "no attention scores and takes no rotary embedding."
+                )
+            return self._parallel_forward(inputs, training, bias)
         # The fast path computes the original block (q/v-only biases, attention biases); RoPE
         # and SwiGLU take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp"
@@ -446,6 +539,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "attention_inner_norm": self.attention_inner_norm,
                 "relative_position_grid": self.relative_position_grid,
                 "relative_position_mlp_dim": self.relative_position_mlp_dim,
+                "num_parallel": self.num_parallel,
             }
         )
         return config

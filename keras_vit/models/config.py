@@ -12,7 +12,7 @@ arguments" reads one list instead of writing its own:
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`,
+  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, `num_parallel`,
   the NaFlex position-embedding resize (`position_embedding_interpolation`,
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
@@ -157,6 +157,8 @@ class ViTConfig:
             BEiT and relpos ViTs have none either). Defaults to None.
         relative_position_mlp_dim: optional int. Hidden width of the `"mlp"` biases; None
             means timm's 128 with them. Defaults to None.
+        num_parallel: int. Parallel attention and MLP branches in every block (timm's
+            `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
         mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
             hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
         mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
@@ -243,6 +245,8 @@ class ViTConfig:
     # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
     relative_position_bias: object = _field("encoder", None)
     relative_position_mlp_dim: object = _field("encoder", None)
+    # Parallel branches per block (timm's ParallelThingsBlock, the *_18x2_* models).
+    num_parallel: int = _field("encoder", 1)
     # EVA, EVA-02 and timm's rotary ViTs (issue 30, `families`): SwiGLU MLPs, q/v-only biases,
     # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
     mlp: str = _field("encoder", "mlp")
@@ -308,6 +312,13 @@ class ViTConfig:
                 f"Received: num_register_tokens={registers!r}"
             )
         check_activation(self.activation)
+        check_positive_int(self.num_parallel, "num_parallel")
+        if self.num_parallel > 1 and self.relative_position_bias in ("block", "mlp"):
+            raise ValueError(
+                "num_parallel > 1 takes no per-block relative position bias (timm has none). "
+                f"Received: num_parallel={self.num_parallel}, "
+                f"relative_position_bias={self.relative_position_bias!r}"
+            )
         self._check_relative_position_bias()
         self._check_families(normalize)
         self._check_naflex(normalize)

@@ -228,6 +228,8 @@ def _block_options(config):
         options["relative_position_grid"] = config.grid_size
     if config.relative_position_bias == "mlp":
         options["relative_position_mlp_dim"] = config.relative_position_mlp_dim
+    if config.num_parallel > 1:
+        options["num_parallel"] = config.num_parallel
     return options
 
 

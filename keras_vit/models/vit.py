@@ -63,6 +63,7 @@ def ViT(
     key_bias=True,
     relative_position_bias=None,
     relative_position_mlp_dim=None,
+    num_parallel=1,
     naflex=False,
     position_embedding_interpolation="bicubic",
     position_embedding_antialias=True,
@@ -182,6 +183,8 @@ def ViT(
             (`vit_relpos_*`, `vit_srelpos_*`). Defaults to None.
         relative_position_mlp_dim: optional int. Hidden width of the `"mlp"`
             biases (None: 128). Defaults to None.
+        num_parallel: int. Parallel attention and MLP branches per block
+            (timm's `ParallelThingsBlock`, `*_18x2_*`). Defaults to 1.
         naflex: bool. A NaFlex model (NaViT / SigLIP 2, timm's `NaFlexVit`): the
             input is a dict of `patches` `(B, N, ph * pw * C)`, `patch_coord`
             `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool

@@ -158,6 +158,7 @@ def timm_arguments(config, *, qkv_bias=True):
 _EVA_OPTIONS = dict(
     mlp="mlp",
     mlp_inner_norm=False,
+    key_bias=True,
     attention_inner_norm=False,
     rotary_embedding=None,
 )
@@ -177,6 +178,28 @@ def check_timm_expressible(config):
             "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
             "an arbitrary Keras backbone",
         )
+    if config.relative_position_bias is not None:
+        raise _refuse(
+            "relative_position_bias",
+            config.relative_position_bias,
+            "export_timm writes timm's VisionTransformer, which has no relative position bias "
+            "(timm's BEiT models load through from_timm but are not exported)",
+        )
+    if config.num_parallel > 1:
+        raise _refuse(
+            "num_parallel",
+            config.num_parallel,
+            "export_timm names timm models by their VisionTransformer arguments; the parallel "
+            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
+        )
+    for option, default in _EVA_OPTIONS.items():
+        if getattr(config, option) != default:
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
+                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
+            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",
@@ -196,25 +219,12 @@ def check_timm_expressible(config):
             "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
             "learned table",
         )
-    if config.relative_position_bias is not None:
-        raise _refuse(
-            "relative_position_bias",
-            config.relative_position_bias,
-            "export_timm writes timm's VisionTransformer, which has no relative position bias "
-            "(timm's BEiT models load through from_timm but are not exported)",
-        )
     if config.naflex:
         raise _refuse(
             "naflex",
             True,
             "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
             "from timm's naflexvit_* through from_timm but are not exported",
-        )
-    if not config.key_bias:
-        raise _refuse(
-            "key_bias",
-            False,
-            "timm's VisionTransformer has one fused q/k/v bias or none, not q/v-only biases",
         )
     if config.distillation_token and config.pooling is None:
         raise _refuse(
@@ -223,14 +233,6 @@ def check_timm_expressible(config):
             "timm's distilled DeiT always returns the mean of its class and distillation "
             "outputs, never the token sequence",
         )
-    for option, default in _EVA_OPTIONS.items():
-        if getattr(config, option) != default:
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
-                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
-            )
 
 
 def _candidates(config=None):

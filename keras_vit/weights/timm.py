@@ -68,7 +68,35 @@ def _mlp(key, path, config):
     }
 
 
+def _parallel_block(i, config, qkv_bias):
+    """timm's ParallelThingsBlock: `attns.{j}` / `ffns.{j}` (norm, attn / mlp, ls) per branch."""
+    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    table = {}
+    for j in range(config.num_parallel):
+        end = f"_{j}" if j else ""
+        attn, ffn, attention = f"{key}.attns.{j}", f"{key}.ffns.{j}", f"{path}/attention{end}"
+        qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
+        table.update(_norm(f"{attn}.norm", f"{path}/attention_norm{end}"))
+        table[f"{attn}.attn.qkv.weight"] = (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT)
+        if qkv_bias:
+            table[f"{attn}.attn.qkv.bias"] = (tuple(f"{p}/bias" for p in qkv), L.QKV_BIAS)
+        table[f"{attn}.attn.proj.weight"] = (
+            f"{attention}/attention_output/kernel",
+            L.HEADS_OUT_WEIGHT,
+        )
+        table[f"{attn}.attn.proj.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
+        table.update(_norm(f"{ffn}.norm", f"{path}/mlp_norm{end}"))
+        table.update(_linear(f"{ffn}.mlp.fc1", f"{path}/mlp_dense_1{end}"))
+        table.update(_linear(f"{ffn}.mlp.fc2", f"{path}/mlp_dense_2{end}"))
+        if config.layer_scale_init_value is not None:
+            table[f"{attn}.ls.gamma"] = (f"{path}/attention_scale{end}", L.IDENTITY)
+            table[f"{ffn}.ls.gamma"] = (f"{path}/mlp_scale{end}", L.IDENTITY)
+    return table
+
+
 def _block(i, config, qkv_bias):
+    if getattr(config, "num_parallel", 1) > 1:
+        return _parallel_block(i, config, qkv_bias)
     key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))

@@ -141,6 +141,15 @@ def _distilled(g):
     return {**_sizes(g["size"], g["patch"]), "distillation_token": True}
 
 
+def _parallel(g):
+    return {
+        **_sizes(g["size"], g["patch"]),
+        "num_layers": 18,
+        "num_parallel": 2,
+        "layer_scale_init_value": 1e-5,
+    }
+
+
 def _deit3(g):
     return {
         **_sizes(g["size"], g["patch"]),
@@ -338,6 +347,13 @@ FAMILIES = (
         _deep_small,
     ),
     Family(
+        "vit_18x2",
+        r"vit_(?P<size>small|base)_patch(?P<patch>16)_18x2_(?P<res>\d+)",
+        "vit_base_patch16_18x2_224",
+        "ViTs of 18 blocks with 2 parallel attention and MLP branches (ParallelThingsBlock)",
+        _parallel,
+    ),
+    Family(
         "deit",
         r"deit_(?P<size>tiny|small|base)_patch(?P<patch>16)_(?P<res>\d+)",
         "deit_small_patch16_224.fb_in1k",
@@ -463,7 +479,10 @@ FAMILIES = (
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
     (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
-    (r".*_(xp|18x2)_.*|vit_(d)?pwee_.*", "parallel blocks"),
+    (
+        r".*_xp_.*|vit_(d)?pwee_.*",
+        "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",
+    ),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
     (r".*_rpn_.*", "residual post-norm blocks"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),

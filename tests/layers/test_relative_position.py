@@ -18,6 +18,7 @@ from tests.helpers import (
     check_config_complete,
     np_block,
     np_layer_norm,
+    np_parallel_block,
     np_relative_position_index,
     np_relative_position_mlp,
     np_softmax,
@@ -233,3 +234,23 @@ def test_block_with_relative_position_mlp():
     np.testing.assert_allclose(portable, expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="needs relative_position_grid"):
         TransformerBlock(num_heads=2, mlp_dim=16, relative_position_mlp_dim=8)
+
+
+def test_parallel_block_matches_numpy_and_round_trips(tmp_path):
+    """timm's ParallelThingsBlock: x + sum_j MSA_j(LN_j(x)), then + sum_j MLP_j(LN_j(x))."""
+    x = np.random.default_rng(11).normal(size=(2, 5, 8)).astype("float32")
+    block = TransformerBlock(num_heads=2, mlp_dim=16, num_parallel=3, layer_scale_init_value=0.5,
+                             approximate_gelu=False)  # fmt: skip
+    block.build(x.shape)
+    _randomize(block, seed=12)
+    assert len(block.trainable_weights) == 3 * 18  # 16 per branch and 2 scales
+    expected = np_parallel_block(x.astype("float64"), block, approximate_gelu=False)
+    np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-5, atol=1e-5)
+    # Not the plain block of branch 0 alone: the other branches count.
+    single = np_block(x.astype("float64"), block_params(block), approximate_gelu=False)[0]
+    assert np.abs(single - expected).max() > 1e-2
+    roundtrip_layer(block, x, tmp_path)
+    with pytest.raises(ValueError, match="no attention scores"):
+        block(x, return_attention_scores=True)
+    with pytest.raises(ValueError, match="num_parallel > 1"):
+        TransformerBlock(num_heads=2, mlp_dim=16, num_parallel=2, mlp="swiglu")

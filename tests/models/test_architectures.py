@@ -82,6 +82,8 @@ FEATURES = {
     "relpos_mlp_shared_token": dict(
         position_embedding=None, relative_position_bias="mlp_shared", pooling="token"
     ),
+    # timm's *_18x2_*: two parallel attention and MLP branches per block, LayerScale.
+    "parallel": dict(num_parallel=2, layer_scale_init_value=0.2, approximate_gelu=False),
     # Tokens without any final norm (timm fc_norm model, global_pool='').
     "tokens_fc_norm": dict(pooling=None, include_top=False, fc_norm=True),
     # Everything together, two blocks, any image size.
@@ -264,6 +266,8 @@ def test_committed_plain_functional_files_load_as_the_model_class(name):
         (dict(key_bias=0), "key_bias must be a bool"),
         (dict(relative_position_bias="table"), "relative_position_bias must be one of"),
         (dict(relative_position_mlp_dim=8), "relative_position_mlp_dim needs"),
+        (dict(num_parallel=0), "num_parallel"),
+        (dict(num_parallel=2, relative_position_bias="mlp"), "num_parallel > 1 takes no"),
         (dict(relative_position_bias="block", pooling="gap"), "class_token=False"),
         (dict(relative_position_bias="shared", num_register_tokens=1), "num_register_tokens=1"),
         (dict(relative_position_bias="block", dynamic_image_size=True), "dynamic_image_size"),

@@ -119,12 +119,13 @@ def test_to_kwargs_and_field_groups():
         "num_heads",
     }
     # MPP's encoder arguments are the size and encoder groups (the 14 keys it always took, and
-    # the 9 architecture options of timm's families: registers, distillation token, prefix
-    # position rows, pre-norm, qk-norm, activation, key bias, relative position bias and MLP;
+    # the 10 architecture options of timm's families: registers, distillation token, prefix
+    # position rows, pre-norm, qk-norm, activation, key bias, relative position bias and MLP,
+    # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 34
+    assert len(mpp.ENCODER_KEYS) == 35
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

@@ -43,9 +43,9 @@ timm = import_timm()
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 TINY_STEMS = ("hybrid", "hybrid_r50")  # ResNet stems timm has no model name for
-# timm's Beit and VisionTransformerRelPos, and DINOv2 giant's SwiGLU: from_timm reads them,
-# export_timm refuses (REFUSED).
-IMPORT_ONLY = ("beit", "relpos", "srelpos", "dinov2_giant")
+# timm's Beit, VisionTransformerRelPos, parallel blocks and DINOv2 giant's SwiGLU: from_timm
+# reads them, export_timm refuses (REFUSED).
+IMPORT_ONLY = ("beit", "relpos", "srelpos", "vit_18x2", "dinov2_giant")
 EXPORTABLE = [case for case in CASES if case not in TINY_STEMS + IMPORT_ONLY]
 
 
@@ -217,6 +217,7 @@ REFUSED = {
     "swiglu": (lambda: ViT("mu/8", image_size=32, mlp="swiglu"), "mlp='swiglu'"),
     "rotary": (lambda: ViT("mu/8", image_size=32, rotary_embedding="eva02"),
                "rotary_embedding='eva02'"),
+    "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "num_parallel=2"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),

@@ -7,6 +7,7 @@ test compares our model with timm's own forward pass on the same images and stat
 """
 
 import logging
+import types
 
 import numpy as np
 import pytest
@@ -161,7 +162,7 @@ def test_saved_and_reloaded(references, models, tmp_path):
     _assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
 
 
-@pytest.mark.parametrize("case", ["vit", "dinov2_registers"])
+@pytest.mark.parametrize("case", ["vit", "dinov2_registers", "vit_18x2"])
 def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
     """timm's dynamic_img_size=True at two sizes and its intermediates at a third.
 
@@ -295,6 +296,11 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
+        num_parallel = len(block.attns) if hasattr(block, "attns") else 1
+        if num_parallel > 1:  # ParallelThingsBlock: its first branch
+            first, ffn = block.attns[0], block.ffns[0]
+            block = types.SimpleNamespace(attn=first.attn, ls1=first.ls, norm1=first.norm,
+                                          mlp=ffn.mlp)  # fmt: skip
         args = {**parse_variant(spec.arguments["variant"]), **spec.arguments}
         got = dict(
             hidden_dim=model.embed_dim,
@@ -315,6 +321,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             qk_norm=not isinstance(block.attn.q_norm, identity),
             layer_norm_epsilon=block.norm1.eps,
             activation=_activation(block),
+            num_parallel=num_parallel,
         )
         ours = dict(
             hidden_dim=args["hidden_dim"],
@@ -335,6 +342,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
             activation=("silu", False) if args.get("mlp") == "swiglu"
             else (args.get("activation", "gelu"), args.get("approximate_gelu", True)),
+            num_parallel=args.get("num_parallel", 1),
         )
         differ = {k: (ours[k], got[k]) for k in got if ours[k] != got[k]}
         assert not differ, f"{name}: (ours, timm's) {differ}"
@@ -344,7 +352,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 142  # timm 1.0.31: 142 of its 230 vit_* and deit* names
+    assert checked >= 144  # timm 1.0.31: 144 of its 230 vit_* and deit* names
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
@@ -424,6 +432,7 @@ def test_supported_count_over_all_timm_names():
         except ValueError:
             continue
         reads += 1
-    # timm 1.0.31: 142 VisionTransformer names (DINOv2 giant's 2 included), BEiT 7, relpos 9,
+    # timm 1.0.31: 144 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2),
+    # BEiT 7, relpos 9,
     # eva.py 19, NaFlexVit 8, FlexiViT 3 (of 1371 names)
-    assert reads == 188
+    assert reads == 190

@@ -18,6 +18,7 @@ CASES = {
     "vit_miil": ("vit_base_patch16_224_miil.in21k", {}, {}),
     "vit_plus": ("vit_base_patch16_plus_240", {}, {}),
     "vit_36x1": ("vit_small_patch16_36x1_224", {}, {}),
+    "vit_18x2": ("vit_small_patch16_18x2_224", {}, {}),
     "deit": ("deit_tiny_patch16_224.fb_in1k", {}, {}),
     "deit_distilled": ("deit_tiny_distilled_patch16_224.fb_in1k", {}, {}),
     "deit3": ("deit3_small_patch16_224.fb_in22k_ft_in1k", {}, {}),
