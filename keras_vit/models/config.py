@@ -30,9 +30,14 @@ import keras
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
 from keras_vit.layers.activations import check_activation
-from keras_vit.layers.resnet import GROUP_NORM_EPSILON
-from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
+from keras_vit.models import config_checks as checks
 from keras_vit.models import variants
+from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
+    MLPS,
+    NAFLEX_RESIZE,
+    RELATIVE_POSITION_BIASES,
+    ROTARY_EMBEDDINGS,
+)
 
 POOLINGS = ("token", "gap", "map", None)
 BOOLS = (
@@ -51,60 +56,14 @@ BOOLS = (
     "position_embedding_align_corners",
     "position_embedding_aspect_preserving",
 )
-# NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
-NAFLEX_RESIZE = {
-    "position_embedding_interpolation": "bicubic",
-    "position_embedding_antialias": True,
-    "position_embedding_align_corners": False,
-    "position_embedding_aspect_preserving": False,
-}
-RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
-MLPS = ("mlp", "swiglu")
-# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
-ROTARY_EMBEDDINGS = (None, "eva02")
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
 _NONE_KEEPS_DEFAULT += ("image_size", "num_classes", "resnet_units", "name")
-# The ResNet stem's numerics: None means these official values (vit_jax).
-_RESNET_EPSILONS = {
-    "resnet_conv_epsilon": STD_CONV_EPSILON,
-    "resnet_conv_epsilon_mode": "std",
-    "resnet_norm_epsilon": GROUP_NORM_EPSILON,
-}
-_ROTARY_DEFAULTS = {
-    "rotary_temperature": 10000.0,
-    "rotary_reference_grid": None,
-    "rotary_grid_offset": 0.0,
-}
-_RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
-
-
 def _field(group, default=dataclasses.MISSING):
     return dataclasses.field(default=default, metadata={"group": group})
-
-
-def _check_units(resnet_units):
-    try:
-        units = tuple(resnet_units)
-    except TypeError:
-        units = None
-    if units is None or not all(
-        isinstance(u, int) and not isinstance(u, bool) and u > 0 for u in units
-    ):
-        raise ValueError(
-            "resnet_units must be a sequence of positive ints, one per ResNet stage "
-            f"(e.g. (3, 4, 9), or () for the root only). Received: resnet_units={resnet_units!r}"
-        )
-    return units
-
-
-def _check_divisible(size, patch, message):
-    for got, p, what in ((size[0], patch[0], "height"), (size[1], patch[1], "width")):
-        if got % p:
-            raise ValueError(message.format(what=what))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -319,231 +278,11 @@ class ViTConfig:
                 f"Received: num_parallel={self.num_parallel}, "
                 f"relative_position_bias={self.relative_position_bias!r}"
             )
-        self._check_relative_position_bias()
-        self._check_families(normalize)
-        self._check_naflex(normalize)
-        self._check_distillation()
-        self._check_stem(normalize)
-
-    def _check_families(self, normalize):
-        """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
-        if self.mlp not in MLPS:
-            raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={self.mlp!r}")
-        if self.mlp_inner_norm and self.mlp != "swiglu":
-            raise ValueError(
-                "mlp_inner_norm needs mlp='swiglu'. "
-                f"Received: mlp={self.mlp!r}, mlp_inner_norm=True"
-            )
-        if self.rotary_embedding not in ROTARY_EMBEDDINGS:
-            raise ValueError(
-                f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
-                f"Received: rotary_embedding={self.rotary_embedding!r}"
-            )
-        for name in ("rotary_temperature", "rotary_grid_offset"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number. Received: {name}={value!r}")
-            normalize(name, float(value))
-        if self.rotary_temperature <= 0:
-            raise ValueError(
-                f"rotary_temperature must be positive. "
-                f"Received: rotary_temperature={self.rotary_temperature!r}"
-            )
-        if self.rotary_reference_grid is not None:
-            normalize(
-                "rotary_reference_grid",
-                check_positive_int_pair(self.rotary_reference_grid, "rotary_reference_grid"),
-            )
-        if self.rotary_embedding is None:
-            changed = [
-                f"{name}={getattr(self, name)!r}"
-                for name, default in _ROTARY_DEFAULTS.items()
-                if getattr(self, name) != default
-            ]
-            if changed:
-                raise ValueError(
-                    "Rotary settings need rotary_embedding (e.g. 'eva02'). "
-                    f"Received: rotary_embedding=None, {', '.join(changed)}"
-                )
-            return
-        if getattr(self, "naflex", False):
-            raise ValueError(
-                "rotary_embedding is not implemented for NaFlex models (their per-image grids "
-                "need per-token rotary tables). Received: rotary_embedding="
-                f"{self.rotary_embedding!r}, naflex=True"
-            )
-        head_dim = self.hidden_dim // self.num_heads
-        if head_dim % 4:
-            raise ValueError(
-                "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
-                f"4. Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads} "
-                f"(head width {head_dim})"
-            )
-
-    def _check_relative_position_bias(self):
-        mlp = self.relative_position_bias in ("mlp", "mlp_shared")
-        if self.relative_position_mlp_dim is not None and not mlp:
-            raise ValueError(
-                "relative_position_mlp_dim needs relative_position_bias='mlp' or 'mlp_shared'. "
-                f"Received: relative_position_bias={self.relative_position_bias!r}"
-            )
-        if mlp and self.relative_position_mlp_dim is None:
-            object.__setattr__(self, "relative_position_mlp_dim", 128)
-        check_positive_int(self.relative_position_mlp_dim, "relative_position_mlp_dim", True)
-        if self.relative_position_bias is None:
-            return
-        if self.relative_position_bias not in RELATIVE_POSITION_BIASES:
-            raise ValueError(
-                f"relative_position_bias must be one of {RELATIVE_POSITION_BIASES} or None. "
-                f"Received: relative_position_bias={self.relative_position_bias!r}"
-            )
-        problems = []
-        if not self.class_token and not mlp:
-            problems.append("class_token=False")
-        if self.num_register_tokens:
-            problems.append(f"num_register_tokens={self.num_register_tokens}")
-        if self.distillation_token:
-            problems.append("distillation_token=True")
-        if self.dynamic_image_size:
-            problems.append("dynamic_image_size=True")
-        if self.backbone is not None:
-            problems.append("a backbone stem")
-        if problems:
-            raise ValueError(
-                "relative_position_bias (for the grid of image_size; BEiT's table for one "
-                "class token) needs no register or distillation token, a fixed image size, a "
-                "known grid, and a class token for 'block' / 'shared'. "
-                f"Received: {', '.join(problems)}"
-            )
-
-    def _check_naflex(self, normalize):
-        """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
-        if self.position_embedding_interpolation not in ("bicubic", "bilinear"):
-            raise ValueError(
-                "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "
-                f"position_embedding_interpolation={self.position_embedding_interpolation!r}"
-            )
-        if not self.naflex:
-            changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(self, k) != v]
-            if self.position_embedding == "factorized":
-                changed.append("position_embedding='factorized'")
-            if changed:
-                raise ValueError(
-                    f"{', '.join(changed)} only apply to NaFlex models (naflex=True). "
-                    "Received: naflex=False"
-                )
-            return
-        if self.position_embedding_antialias and self.position_embedding_align_corners:
-            raise ValueError(
-                "position_embedding_align_corners=True needs position_embedding_antialias="
-                "False. Received: both True"
-            )
-        problems = []
-        if self.position_embedding not in ("learned", "factorized", None):
-            problems.append(f"position_embedding={self.position_embedding!r}")
-        if self.dynamic_image_size:
-            problems.append("dynamic_image_size=True")
-        if self.distillation_token:
-            problems.append("distillation_token=True")
-        if self.resnet_units is not None or self.backbone is not None:
-            problems.append("a ResNet or backbone stem")
-        if self.relative_position_bias is not None:
-            problems.append(f"relative_position_bias={self.relative_position_bias!r}")
-        if problems:
-            raise ValueError(
-                "naflex=True takes patch sequences of any grid (a 'learned', 'factorized' or "
-                "no position embedding, no stem, distillation token or relative position "
-                "bias (a fixed grid); every input size "
-                f"already). Received: {', '.join(problems)}"
-            )
-        # NaFlex position embeddings cover the patches only (timm): no prefix rows.
-        normalize("prefix_position_embedding", False)
-
-    def _check_distillation(self):
-        if not self.distillation_token:
-            return
-        problems = []
-        if not self.class_token:
-            problems.append("class_token=False")
-        if self.pooling not in ("token", None):
-            problems.append(f"pooling={self.pooling!r}")
-        if self.representation_size is not None:
-            problems.append(f"representation_size={self.representation_size!r}")
-        if self.fc_norm:
-            problems.append("fc_norm=True")
-        if problems:
-            raise ValueError(
-                "distillation_token=True (DeiT) needs a class token, pooling='token' (or None) "
-                "and no representation_size or fc_norm: the heads read the class and "
-                f"distillation tokens. Received: {', '.join(problems)}"
-            )
-
-    def _check_stem(self, normalize):
-        if self.backbone is not None:
-            if self.dynamic_image_size:
-                raise ValueError(
-                    "dynamic_image_size is not supported with a backbone stem (its feature-map "
-                    "grid is only known at a fixed input size); use a plain or ResNet hybrid "
-                    "ViT. Received: dynamic_image_size=True with a backbone"
-                )
-            if self.resnet_units is not None:
-                raise ValueError(
-                    "Pass either a backbone or resnet_units, not both: the backbone replaces the "
-                    f"ResNet stem. Received: resnet_units={self.resnet_units!r}, "
-                    f"backbone={getattr(self.backbone, 'name', self.backbone)!r}"
-                )
-            if not isinstance(self.backbone, keras.layers.Layer):
-                raise ValueError(
-                    "backbone must be a Keras model or layer mapping images to a feature map "
-                    "(e.g. keras.applications.ResNet50(include_top=False)). "
-                    f"Received: backbone={self.backbone!r}"
-                )
-            return  # the feature-map grid is known once the backbone runs (see stems.py)
-        if self.resnet_units is None:
-            if any(getattr(self, name) is not None for name in _RESNET_ONLY):
-                raise ValueError(
-                    "Hybrid arguments need a hybrid variant code (e.g. 'R50+B/16'), resnet_units "
-                    "or a backbone. Received: a plain variant and resnet_units=None, backbone=None"
-                )
-            _check_divisible(
-                self.image_size,
-                self.patch_size,
-                "image {what} must be divisible by the patch size. "
-                f"Received: image_size={self.image_size}, patch_size={self.patch_size}",
-            )
-            return
-        normalize("resnet_units", _check_units(self.resnet_units))
-        normalize("resnet_width", 64 if self.resnet_width is None else self.resnet_width)
-        normalize("resnet_groups", 32 if self.resnet_groups is None else self.resnet_groups)
-        for name, default in _RESNET_EPSILONS.items():
-            if getattr(self, name) is None:
-                normalize(name, default)
-        for name in ("resnet_conv_epsilon", "resnet_norm_epsilon"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a positive number. Received: {name}={value!r}")
-            normalize(name, float(value))
-        if self.resnet_conv_epsilon_mode not in EPSILON_MODES:
-            raise ValueError(
-                f"resnet_conv_epsilon_mode must be one of {EPSILON_MODES}. "
-                f"Received: resnet_conv_epsilon_mode={self.resnet_conv_epsilon_mode!r}"
-            )
-        check_positive_int(self.resnet_width, "resnet_width")
-        check_positive_int(self.resnet_groups, "resnet_groups")
-        if self.resnet_width % self.resnet_groups:
-            raise ValueError(
-                "resnet_groups (GroupNorm groups) must divide resnet_width (and so every "
-                "stage width). Received: "
-                f"resnet_width={self.resnet_width}, resnet_groups={self.resnet_groups}"
-            )
-        stem_stride = variants.resnet_stride(self.resnet_units)
-        total = (stem_stride * self.patch_size[0], stem_stride * self.patch_size[1])
-        if self.image_size[0] % total[0] or self.image_size[1] % total[1]:
-            raise ValueError(
-                "image_size must be divisible by the hybrid's total stride (ResNet stem stride "
-                f"{stem_stride} x feature-map patch size {self.patch_size} = {total}). "
-                f"Received: image_size={self.image_size}"
-            )
+        checks.check_relative_position_bias(self, normalize)
+        checks.check_families(self, normalize)
+        checks.check_naflex(self, normalize)
+        checks.check_distillation(self)
+        checks.check_stem(self, normalize)
 
     @property
     def is_hybrid(self):
@@ -678,4 +417,3 @@ class ViTConfig:
 
 
 HYBRID_KWARGS = ViTConfig.field_names("hybrid")
-

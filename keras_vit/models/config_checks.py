@@ -1,0 +1,283 @@
+"""The cross-field checks of `ViTConfig` (models/config.py), one function per option family.
+
+Each takes the config being built and, where a field is normalised (a default filled in, a pair
+made a tuple), the `normalize(name, value)` setter of the frozen dataclass; each raises a
+ValueError naming the expected and the received values. The option tables they check against
+live here too, and config.py imports them.
+"""
+
+import keras
+
+from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+from keras_vit.layers.resnet import GROUP_NORM_EPSILON
+from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
+from keras_vit.models import variants
+
+# NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
+NAFLEX_RESIZE = {
+    "position_embedding_interpolation": "bicubic",
+    "position_embedding_antialias": True,
+    "position_embedding_align_corners": False,
+    "position_embedding_aspect_preserving": False,
+}
+RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
+MLPS = ("mlp", "swiglu")
+# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
+ROTARY_EMBEDDINGS = (None, "eva02")
+# The ResNet stem's numerics: None means these official values (vit_jax).
+_RESNET_EPSILONS = {
+    "resnet_conv_epsilon": STD_CONV_EPSILON,
+    "resnet_conv_epsilon_mode": "std",
+    "resnet_norm_epsilon": GROUP_NORM_EPSILON,
+}
+_ROTARY_DEFAULTS = {
+    "rotary_temperature": 10000.0,
+    "rotary_reference_grid": None,
+    "rotary_grid_offset": 0.0,
+}
+_RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
+
+
+def check_units(resnet_units):
+    try:
+        units = tuple(resnet_units)
+    except TypeError:
+        units = None
+    if units is None or not all(
+        isinstance(u, int) and not isinstance(u, bool) and u > 0 for u in units
+    ):
+        raise ValueError(
+            "resnet_units must be a sequence of positive ints, one per ResNet stage "
+            f"(e.g. (3, 4, 9), or () for the root only). Received: resnet_units={resnet_units!r}"
+        )
+    return units
+
+
+def check_divisible(size, patch, message):
+    for got, p, what in ((size[0], patch[0], "height"), (size[1], patch[1], "width")):
+        if got % p:
+            raise ValueError(message.format(what=what))
+
+
+def check_families(config, normalize):
+    """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
+    if config.mlp not in MLPS:
+        raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={config.mlp!r}")
+    if config.mlp_inner_norm and config.mlp != "swiglu":
+        raise ValueError(
+            f"mlp_inner_norm needs mlp='swiglu'. Received: mlp={config.mlp!r}, mlp_inner_norm=True"
+        )
+    if config.rotary_embedding not in ROTARY_EMBEDDINGS:
+        raise ValueError(
+            f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
+            f"Received: rotary_embedding={config.rotary_embedding!r}"
+        )
+    for name in ("rotary_temperature", "rotary_grid_offset"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number. Received: {name}={value!r}")
+        normalize(name, float(value))
+    if config.rotary_temperature <= 0:
+        raise ValueError(
+            f"rotary_temperature must be positive. "
+            f"Received: rotary_temperature={config.rotary_temperature!r}"
+        )
+    if config.rotary_reference_grid is not None:
+        normalize(
+            "rotary_reference_grid",
+            check_positive_int_pair(config.rotary_reference_grid, "rotary_reference_grid"),
+        )
+    if config.rotary_embedding is None:
+        changed = [
+            f"{name}={getattr(config, name)!r}"
+            for name, default in _ROTARY_DEFAULTS.items()
+            if getattr(config, name) != default
+        ]
+        if changed:
+            raise ValueError(
+                "Rotary settings need rotary_embedding (e.g. 'eva02'). "
+                f"Received: rotary_embedding=None, {', '.join(changed)}"
+            )
+        return
+    if getattr(config, "naflex", False):
+        raise ValueError(
+            "rotary_embedding is not implemented for NaFlex models (their per-image grids "
+            "need per-token rotary tables). Received: rotary_embedding="
+            f"{config.rotary_embedding!r}, naflex=True"
+        )
+    head_dim = config.hidden_dim // config.num_heads
+    if head_dim % 4:
+        raise ValueError(
+            "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
+            f"4. Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads} "
+            f"(head width {head_dim})"
+        )
+
+
+def check_relative_position_bias(config, normalize):
+    mlp = config.relative_position_bias in ("mlp", "mlp_shared")
+    if config.relative_position_mlp_dim is not None and not mlp:
+        raise ValueError(
+            "relative_position_mlp_dim needs relative_position_bias='mlp' or 'mlp_shared'. "
+            f"Received: relative_position_bias={config.relative_position_bias!r}"
+        )
+    if mlp and config.relative_position_mlp_dim is None:
+        normalize("relative_position_mlp_dim", 128)
+    check_positive_int(config.relative_position_mlp_dim, "relative_position_mlp_dim", True)
+    if config.relative_position_bias is None:
+        return
+    if config.relative_position_bias not in RELATIVE_POSITION_BIASES:
+        raise ValueError(
+            f"relative_position_bias must be one of {RELATIVE_POSITION_BIASES} or None. "
+            f"Received: relative_position_bias={config.relative_position_bias!r}"
+        )
+    problems = []
+    if not config.class_token and not mlp:
+        problems.append("class_token=False")
+    if config.num_register_tokens:
+        problems.append(f"num_register_tokens={config.num_register_tokens}")
+    if config.distillation_token:
+        problems.append("distillation_token=True")
+    if config.dynamic_image_size:
+        problems.append("dynamic_image_size=True")
+    if config.backbone is not None:
+        problems.append("a backbone stem")
+    if problems:
+        raise ValueError(
+            "relative_position_bias (for the grid of image_size; BEiT's table for one "
+            "class token) needs no register or distillation token, a fixed image size, a "
+            "known grid, and a class token for 'block' / 'shared'. "
+            f"Received: {', '.join(problems)}"
+        )
+
+
+def check_naflex(config, normalize):
+    """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
+    if config.position_embedding_interpolation not in ("bicubic", "bilinear"):
+        raise ValueError(
+            "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "
+            f"position_embedding_interpolation={config.position_embedding_interpolation!r}"
+        )
+    if not config.naflex:
+        changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(config, k) != v]
+        if config.position_embedding == "factorized":
+            changed.append("position_embedding='factorized'")
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} only apply to NaFlex models (naflex=True). "
+                "Received: naflex=False"
+            )
+        return
+    if config.position_embedding_antialias and config.position_embedding_align_corners:
+        raise ValueError(
+            "position_embedding_align_corners=True needs position_embedding_antialias="
+            "False. Received: both True"
+        )
+    problems = []
+    if config.position_embedding not in ("learned", "factorized", None):
+        problems.append(f"position_embedding={config.position_embedding!r}")
+    if config.dynamic_image_size:
+        problems.append("dynamic_image_size=True")
+    if config.distillation_token:
+        problems.append("distillation_token=True")
+    if config.resnet_units is not None or config.backbone is not None:
+        problems.append("a ResNet or backbone stem")
+    if config.relative_position_bias is not None:
+        problems.append(f"relative_position_bias={config.relative_position_bias!r}")
+    if problems:
+        raise ValueError(
+            "naflex=True takes patch sequences of any grid (a 'learned', 'factorized' or "
+            "no position embedding, no stem, distillation token or relative position "
+            "bias (a fixed grid); every input size "
+            f"already). Received: {', '.join(problems)}"
+        )
+    # NaFlex position embeddings cover the patches only (timm): no prefix rows.
+    normalize("prefix_position_embedding", False)
+
+
+def check_distillation(config):
+    if not config.distillation_token:
+        return
+    problems = []
+    if not config.class_token:
+        problems.append("class_token=False")
+    if config.pooling not in ("token", None):
+        problems.append(f"pooling={config.pooling!r}")
+    if config.representation_size is not None:
+        problems.append(f"representation_size={config.representation_size!r}")
+    if config.fc_norm:
+        problems.append("fc_norm=True")
+    if problems:
+        raise ValueError(
+            "distillation_token=True (DeiT) needs a class token, pooling='token' (or None) "
+            "and no representation_size or fc_norm: the heads read the class and "
+            f"distillation tokens. Received: {', '.join(problems)}"
+        )
+
+
+def check_stem(config, normalize):
+    if config.backbone is not None:
+        if config.dynamic_image_size:
+            raise ValueError(
+                "dynamic_image_size is not supported with a backbone stem (its feature-map "
+                "grid is only known at a fixed input size); use a plain or ResNet hybrid "
+                "ViT. Received: dynamic_image_size=True with a backbone"
+            )
+        if config.resnet_units is not None:
+            raise ValueError(
+                "Pass either a backbone or resnet_units, not both: the backbone replaces the "
+                f"ResNet stem. Received: resnet_units={config.resnet_units!r}, "
+                f"backbone={getattr(config.backbone, 'name', config.backbone)!r}"
+            )
+        if not isinstance(config.backbone, keras.layers.Layer):
+            raise ValueError(
+                "backbone must be a Keras model or layer mapping images to a feature map "
+                "(e.g. keras.applications.ResNet50(include_top=False)). "
+                f"Received: backbone={config.backbone!r}"
+            )
+        return  # the feature-map grid is known once the backbone runs (see stems.py)
+    if config.resnet_units is None:
+        if any(getattr(config, name) is not None for name in _RESNET_ONLY):
+            raise ValueError(
+                "Hybrid arguments need a hybrid variant code (e.g. 'R50+B/16'), resnet_units "
+                "or a backbone. Received: a plain variant and resnet_units=None, backbone=None"
+            )
+        check_divisible(
+            config.image_size,
+            config.patch_size,
+            "image {what} must be divisible by the patch size. "
+            f"Received: image_size={config.image_size}, patch_size={config.patch_size}",
+        )
+        return
+    normalize("resnet_units", check_units(config.resnet_units))
+    normalize("resnet_width", 64 if config.resnet_width is None else config.resnet_width)
+    normalize("resnet_groups", 32 if config.resnet_groups is None else config.resnet_groups)
+    for name, default in _RESNET_EPSILONS.items():
+        if getattr(config, name) is None:
+            normalize(name, default)
+    for name in ("resnet_conv_epsilon", "resnet_norm_epsilon"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be a positive number. Received: {name}={value!r}")
+        normalize(name, float(value))
+    if config.resnet_conv_epsilon_mode not in EPSILON_MODES:
+        raise ValueError(
+            f"resnet_conv_epsilon_mode must be one of {EPSILON_MODES}. "
+            f"Received: resnet_conv_epsilon_mode={config.resnet_conv_epsilon_mode!r}"
+        )
+    check_positive_int(config.resnet_width, "resnet_width")
+    check_positive_int(config.resnet_groups, "resnet_groups")
+    if config.resnet_width % config.resnet_groups:
+        raise ValueError(
+            "resnet_groups (GroupNorm groups) must divide resnet_width (and so every "
+            "stage width). Received: "
+            f"resnet_width={config.resnet_width}, resnet_groups={config.resnet_groups}"
+        )
+    stem_stride = variants.resnet_stride(config.resnet_units)
+    total = (stem_stride * config.patch_size[0], stem_stride * config.patch_size[1])
+    if config.image_size[0] % total[0] or config.image_size[1] % total[1]:
+        raise ValueError(
+            "image_size must be divisible by the hybrid's total stride (ResNet stem stride "
+            f"{stem_stride} x feature-map patch size {config.patch_size} = {total}). "
+            f"Received: image_size={config.image_size}"
+        )
