@@ -1,5 +1,7 @@
 """Argument and shape checks shared by the layers and builders."""
 
+import numpy as np
+
 
 def to_pair(value, name):
     """Returns `(a, b)` from an int or a sequence of two ints.
@@ -41,6 +43,13 @@ def check_positive_int(value, name, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
     return value
+
+
+def check_non_negative_int(value, name):
+    """`value` as an int (a Python or NumPy integer, not a bool, >= 0), else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int. Received: {name}={value!r}")
+    return int(value)
 
 
 def check_rate(value, name):

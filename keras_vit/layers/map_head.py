@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int, check_token_shape
+from keras_vit.layers._checks import check_non_negative_int, check_positive_int, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
@@ -73,15 +73,7 @@ class MAPHead(RecordsQuantizedSublayers):
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.activation = check_activation(activation)
         self.approximate_gelu = bool(approximate_gelu)
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or (num_prefix_tokens < 0)
-        ):
-            raise ValueError(
-                "num_prefix_tokens must be a non-negative int. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-            )
+        num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
         self.num_prefix_tokens = num_prefix_tokens
 
     def build(self, input_shape):

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_vit.layers._checks import (
     check_bool,
+    check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
     check_rate,
@@ -93,15 +94,7 @@ class NaFlexPatchEncoder(keras.layers.Layer):
             position_embedding_grid, "position_embedding_grid"
         )
         self.class_token = check_bool(class_token, "class_token")
-        if (
-            isinstance(num_register_tokens, bool)
-            or not isinstance(num_register_tokens, int)
-            or num_register_tokens < 0
-        ):
-            raise ValueError(
-                "num_register_tokens must be a non-negative int. "
-                f"Received: num_register_tokens={num_register_tokens!r}"
-            )
+        num_register_tokens = check_non_negative_int(num_register_tokens, "num_register_tokens")
         self.num_register_tokens = num_register_tokens
         self.distillation_token = False  # (DeiT's: plain models only)
         if position_embedding not in POSITION_EMBEDDINGS:

@@ -8,6 +8,7 @@ from keras_vit.layers import bicubic
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import (
     check_image_shape,
+    check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
     check_rate,
@@ -177,15 +178,7 @@ class PatchEncoder(keras.layers.Layer):
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
         self.use_mask_embedding = bool(use_mask_embedding)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if (
-            isinstance(num_register_tokens, bool)
-            or not isinstance(num_register_tokens, int)
-            or (num_register_tokens < 0)
-        ):
-            raise ValueError(
-                "num_register_tokens must be a non-negative int. "
-                f"Received: num_register_tokens={num_register_tokens!r}"
-            )
+        num_register_tokens = check_non_negative_int(num_register_tokens, "num_register_tokens")
         self.num_register_tokens = num_register_tokens
         for name, value in (
             ("distillation_token", distillation_token),

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int
+from keras_vit.layers._checks import check_non_negative_int, check_positive_int
 
 POOLINGS = ("token", "gap", "distillation", "token_distillation")
 
@@ -41,11 +41,7 @@ class TokenPooling(keras.layers.Layer):
         super().__init__(**kwargs)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={pooling!r}")
-        if not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
-            raise ValueError(
-                "num_prefix_tokens must be a non-negative int. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-            )
+        num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
         if pooling == "token":
             check_positive_int(num_prefix_tokens, "num_prefix_tokens")
         if pooling in ("distillation", "token_distillation") and num_prefix_tokens < 2:

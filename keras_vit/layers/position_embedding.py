@@ -11,7 +11,7 @@ import scipy.ndimage
 from keras import ops
 
 from keras_vit.layers import bicubic
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
 
 INTERPOLATIONS = ("linear", "bicubic")
 
@@ -81,14 +81,7 @@ def resample_position_embedding(
             f"interpolation must be one of {INTERPOLATIONS}. "
             f"Received: interpolation={interpolation!r}"
         )
-    if isinstance(num_prefix_tokens, bool) or not isinstance(
-        num_prefix_tokens, (int, np.integer)
-    ) or num_prefix_tokens < 0:
-        raise ValueError(
-            "num_prefix_tokens must be a non-negative int. "
-            f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-        )
-    num_prefix_tokens = int(num_prefix_tokens)
+    num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
     posemb = np.asarray(posemb)
     if posemb.ndim == 2:
         posemb = posemb[None]

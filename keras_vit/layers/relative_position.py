@@ -14,7 +14,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers._checks import check_bool, check_positive_int, check_positive_int_pair
+from keras_vit.layers._checks import (
+    check_bool,
+    check_non_negative_int,
+    check_positive_int,
+    check_positive_int_pair,
+)
 
 
 def num_relative_distances(grid_size, class_token=True):
@@ -294,14 +299,7 @@ class RelativePositionMLP(keras.layers.Layer):
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.grid_size = check_positive_int_pair(grid_size, "grid_size")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or (
-            num_prefix_tokens < 0
-        ):
-            raise ValueError(
-                "num_prefix_tokens must be a non-negative int. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-            )
-        self.num_prefix_tokens = num_prefix_tokens
+        self.num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
         self._coords = relative_log_coordinates(self.grid_size)
         self._index = relative_position_index(self.grid_size, class_token=False).reshape(-1)
         self.num_tokens = self.grid_size[0] * self.grid_size[1] + num_prefix_tokens

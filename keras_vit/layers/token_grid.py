@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -37,14 +37,7 @@ class TokenGrid(keras.layers.Layer):
     def __init__(self, patch_size, num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or (
-            num_prefix_tokens < 0
-        ):
-            raise ValueError(
-                "num_prefix_tokens must be a non-negative int. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-            )
-        self.num_prefix_tokens = num_prefix_tokens
+        self.num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
 
     def call(self, tokens, reference):
         shape = ops.shape(reference)

@@ -28,7 +28,12 @@ import functools
 
 import keras
 
-from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, check_rate
+from keras_vit.layers._checks import (
+    check_non_negative_int,
+    check_positive_int,
+    check_positive_int_pair,
+    check_rate,
+)
 from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
 from keras_vit.models import variants
@@ -264,12 +269,10 @@ class ViTConfig:
         for name in BOOLS:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool. Received: {name}={getattr(self, name)!r}")
-        registers = self.num_register_tokens
-        if isinstance(registers, bool) or not isinstance(registers, int) or registers < 0:
-            raise ValueError(
-                f"num_register_tokens must be a non-negative int. "
-                f"Received: num_register_tokens={registers!r}"
-            )
+        normalize(
+            "num_register_tokens",
+            check_non_negative_int(self.num_register_tokens, "num_register_tokens"),
+        )
         check_activation(self.activation)
         check_positive_int(self.num_parallel, "num_parallel")
         if self.num_parallel > 1 and self.relative_position_bias in ("block", "mlp"):
