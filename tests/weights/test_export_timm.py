@@ -29,13 +29,16 @@ from keras_vit.weights.timm import PATHS
 from keras_vit.weights.writing import model_config
 from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_timm, import_torch
-from tests.weights.test_timm import _assert_close, _images, _run, _state, _timm_run
+from tests.weights.test_timm import _run, _state
 from tests.weights.timm_cases import (
     CASES,
+    assert_close,
     from_timm_kwargs,
     perturb,
+    random_images,
     timm_create_kwargs,
     timm_model,
+    timm_run,
 )
 
 torch = import_torch()  # before timm, whatever the backend
@@ -65,11 +68,11 @@ def round_trips(tmp_path_factory):
     for case in [c for c in CASES if c not in IMPORT_ONLY]:
         reference = perturb(torch, timm_model(timm, case), seed=len(case) + 7)
         state = _state(reference)
-        images = _images(from_timm_kwargs(case)["image_size"], seed=5)
+        images = random_images(from_timm_kwargs(case)["image_size"], seed=5)
         ours = from_timm(CASES[case][0], state, **from_timm_kwargs(case))
         path = folder / f"{case}.safetensors"
         found[case] = dict(state=state, images=images, model=ours, path=str(path),
-                           expected=_timm_run(reference, images))  # fmt: skip
+                           expected=timm_run(torch, reference, images))  # fmt: skip
         if case not in TINY_STEMS:
             found[case]["exported"] = export_timm(ours, path)
     return found
@@ -85,7 +88,7 @@ def test_timm_to_keras_vit_to_timm(case, round_trips):
     name, kwargs = trip["exported"]
     assert name == CASES[case][0].partition(".")[0]  # the model's own timm name
     assert kwargs["num_classes"] == timm_create_kwargs(case)["num_classes"]
-    _assert_close(_timm_run(_timm_from(trip["exported"], trip["path"]), trip["images"]),
+    assert_close(timm_run(torch, _timm_from(trip["exported"], trip["path"]), trip["images"]),
                   trip["expected"])  # fmt: skip
 
 
@@ -153,8 +156,8 @@ def test_keras_vit_to_timm_to_keras_vit(option, tmp_path):
     for size in sizes:
         images = images_for(model, size)
         ours = _run(model, images)
-        _assert_close(_timm_run(reference, images), ours)
-        _assert_close(_run(back, images), ours)
+        assert_close(timm_run(torch, reference, images), ours)
+        assert_close(_run(back, images), ours)
 
 
 def test_names_and_kwargs_of_keras_vit_models():
@@ -253,5 +256,5 @@ def test_full_resnet_stems_round_trip(name, tmp_path):
     assert sorted(written) == sorted(state)
     for key, value in state.items():
         np.testing.assert_array_equal(written[key].numpy(), value, err_msg=key)
-    images = _images(32, seed=8)
-    _assert_close(_timm_run(_timm_from(exported, path), images), _run(ours, images))
+    images = random_images(32, seed=8)
+    assert_close(timm_run(torch, _timm_from(exported, path), images), _run(ours, images))

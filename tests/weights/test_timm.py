@@ -18,21 +18,24 @@ from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
 from keras_vit.weights import timm_eva_names
 from keras_vit.weights import timm_names as N
-from keras_vit.weights.state_dict import write_safetensors
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import CASES, from_timm_kwargs, perturb, timm_model
+from tests.weights.timm_cases import (
+    CASES,
+    assert_close,
+    from_timm_kwargs,
+    perturb,
+    random_images,
+    timm_model,
+    timm_reference,
+    timm_run,
+)
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-RTOL = 1e-5  # our model against timm, same weights and images
 DYNAMIC_RTOL = 1e-4  # dynamic image size (the position embedding resampled at every call)
 
-
-def _images(size, seed=0):
-    height, width = (size, size) if isinstance(size, int) else size
-    return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
 
 
 def _run(model, images):
@@ -43,19 +46,6 @@ def _run(model, images):
     return to_numpy(outputs)
 
 
-def _timm_run(model, images, method=None, **kwargs):
-    with torch.no_grad():
-        x = torch.from_numpy(images).permute(0, 3, 1, 2)
-        out = (method or model)(x, **kwargs)
-    if isinstance(out, (list, tuple)):
-        return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
-    return out.numpy()
-
-
-def _assert_close(actual, expected, rtol=RTOL):
-    expected = np.asarray(expected, "float64")
-    error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
-    assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
 
 
 def _state(model):
@@ -69,15 +59,8 @@ def references(tmp_path_factory):
     found = {}
     for case in CASES:
         model = perturb(torch, timm_model(timm, case), seed=len(case))
-        state = _state(model)
-        images = _images(from_timm_kwargs(case)["image_size"])
-        found[case] = dict(
-            model=model,
-            state=state,
-            path=write_safetensors(state, folder / f"{case}.safetensors"),
-            images=images,
-            expected=_timm_run(model, images),
-        )
+        images = random_images(from_timm_kwargs(case)["image_size"])
+        found[case] = timm_reference(torch, model, images, folder / f"{case}.safetensors")
     return found
 
 
@@ -91,7 +74,7 @@ def models(references):
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_timm(case, references, models):
     ref = references[case]
-    _assert_close(_run(models[case], ref["images"]), ref["expected"])
+    assert_close(_run(models[case], ref["images"]), ref["expected"])
 
 
 def test_pth_and_dict_checkpoints(references, tmp_path):
@@ -100,7 +83,7 @@ def test_pth_and_dict_checkpoints(references, tmp_path):
     torch.save({"state_dict": tensors, "epoch": 3}, tmp_path / "ckpt.pth")
     for source in (str(tmp_path / "ckpt.pth"), dict(tensors)):
         model = from_timm(CASES["vit_gap"][0], source, **from_timm_kwargs("vit_gap"))
-        _assert_close(_run(model, ref["images"]), ref["expected"])
+        assert_close(_run(model, ref["images"]), ref["expected"])
 
 
 @pytest.mark.parametrize("case", ["vit", "dinov2_registers", "beit", "relpos"])
@@ -119,8 +102,8 @@ def test_other_image_size_resamples_like_timm(case, references):
     bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
     kwargs = {**from_timm_kwargs(case), "image_size": size}
     model = from_timm(CASES[case][0], ref["state"], **kwargs)
-    images = _images(size, seed=1)
-    _assert_close(_run(model, images), _timm_run(bigger, images))
+    images = random_images(size, seed=1)
+    assert_close(_run(model, images), timm_run(torch, bigger, images))
     if case == "vit":  # the class row kept, the grid resampled (our NumPy bicubic)
         posemb = to_numpy(model.get_layer("patch_encoder").position_embeddings)
         expected = resample_position_embedding(
@@ -142,7 +125,7 @@ def test_new_class_count_gives_zero_head_and_keeps_features(references, caplog):
         ref["model"].forward_features(torch.from_numpy(ref["images"]).permute(0, 3, 1, 2)),
         pre_logits=True,
     )
-    _assert_close(_run(features, ref["images"]), timm_features.detach().numpy())
+    assert_close(_run(features, ref["images"]), timm_features.detach().numpy())
 
 
 def test_backbone_checkpoint_with_a_new_head(references, models):
@@ -159,7 +142,7 @@ def test_saved_and_reloaded(references, models, tmp_path):
     path = str(tmp_path / "siglip.keras")
     models["siglip"].save(path)
     ref = references["siglip"]
-    _assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
+    assert_close(_run(keras_vit.load_model(path), ref["images"]), ref["expected"])
 
 
 @pytest.mark.parametrize("case", ["vit", "dinov2_registers", "vit_18x2"])
@@ -177,21 +160,22 @@ def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
                       **from_timm_kwargs(case))  # fmt: skip
     assert model.input_shape == (None, None, None, 3)
     for grid in ((3, 4), (2, 2)):
-        images = _images((grid[0] * patch, grid[1] * patch), seed=2)
-        _assert_close(_run(model, images), _timm_run(reference, images), DYNAMIC_RTOL)
+        images = random_images((grid[0] * patch, grid[1] * patch), seed=2)
+        assert_close(_run(model, images), timm_run(torch, reference, images), DYNAMIC_RTOL)
     # Intermediate features of a dynamic model at a non-square size.
-    images = _images((3 * patch, 2 * patch), seed=3)
+    images = random_images((3 * patch, 2 * patch), seed=3)
     ours = _run(feature_extractor(model, [0, 1]), images)
-    theirs = _timm_run(reference, images, reference.forward_intermediates, indices=[0, 1],
+    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
                        norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
     assert [o.shape for o in ours] == [(2, 3, 2, 32)] * 2
     for a, b in zip(ours, theirs, strict=True):
-        _assert_close(a, b, DYNAMIC_RTOL)
+        assert_close(a, b, DYNAMIC_RTOL)
     if case == "dinov2_registers":
         model.compile(optimizer="sgd", loss="mse")
-        model.fit(_images((56, 42), seed=4), np.zeros((2, 32), "float32"), epochs=1, verbose=0)
+        targets = np.zeros((2, 32), "float32")
+        model.fit(random_images((56, 42), seed=4), targets, epochs=1, verbose=0)
         for size in ((56, 42), (28, 70)):
-            assert model.predict(_images(size), verbose=0).shape == (2, 32)
+            assert model.predict(random_images(size), verbose=0).shape == (2, 32)
 
 
 @pytest.mark.parametrize(
@@ -201,14 +185,14 @@ def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
 def test_feature_extractor_matches_forward_intermediates(case, indices, references, models):
     ref = references[case]
     reference = ref["model"]
-    theirs = _timm_run(reference, ref["images"], reference.forward_intermediates,
+    theirs = timm_run(torch, reference, ref["images"], reference.forward_intermediates,
                        indices=indices, norm=False, output_fmt="NCHW", intermediates_only=True)
     ours = _run(feature_extractor(models[case], indices), ref["images"])
     ours = ours if isinstance(ours, list) else [ours]
     assert len(ours) == len(theirs)
     for a, b in zip(ours, theirs, strict=True):
         assert a.shape == b.shape
-        _assert_close(a, b)
+        assert_close(a, b)
 
 
 def test_one_error_lists_every_problem_and_the_model_stays(references, models):

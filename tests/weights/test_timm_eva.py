@@ -8,21 +8,18 @@ forward pass; other sizes, `dynamic_image_size` and `feature_extractor` against 
 state dict on the meta device.
 """
 
-import numpy as np
 import pytest
 
 from keras_vit import feature_extractor, from_timm
 from keras_vit.weights import timm as T
 from keras_vit.weights import timm_names as N
-from keras_vit.weights.state_dict import write_safetensors
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import perturb
+from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-RTOL = 1e-5
 DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
 SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)  # head width 16: RoPE needs 4 | 16
 OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
@@ -37,10 +34,6 @@ CASES = {
 }
 
 
-def _images(size, seed=0):
-    height, width = (size, size) if isinstance(size, int) else size
-    return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
-
 
 def _timm_model(case, **overrides):
     name, size = CASES[case]
@@ -48,18 +41,6 @@ def _timm_model(case, **overrides):
     return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
 
 
-def _timm_run(model, images, method=None, **kwargs):
-    with torch.no_grad():
-        out = (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
-    if isinstance(out, (list, tuple)):
-        return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
-    return out.numpy()
-
-
-def _assert_close(actual, expected, rtol=RTOL):
-    expected = np.asarray(expected, "float64")
-    error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
-    assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
 
 
 @pytest.fixture(scope="module")
@@ -68,15 +49,8 @@ def references(tmp_path_factory):
     found = {}
     for case, (_, size) in CASES.items():
         model = perturb(torch, _timm_model(case), seed=len(case))
-        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-        images = _images(size)
-        found[case] = dict(
-            model=model,
-            state=state,
-            path=write_safetensors(state, folder / f"{case}.safetensors"),
-            images=images,
-            expected=_timm_run(model, images),
-        )
+        images = random_images(size)
+        found[case] = timm_reference(torch, model, images, folder / f"{case}.safetensors")
     return found
 
 
@@ -91,7 +65,7 @@ def models(references):
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_timm(case, references, models):
     ref = references[case]
-    _assert_close(to_numpy(models[case](ref["images"], training=False)), ref["expected"])
+    assert_close(to_numpy(models[case](ref["images"], training=False)), ref["expected"])
 
 
 def test_other_image_size_resamples_and_rescales_like_timm(references):
@@ -101,8 +75,8 @@ def test_other_image_size_resamples_and_rescales_like_timm(references):
     filter_fn = timm.models.eva.checkpoint_filter_fn
     bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
     model = from_timm(CASES["eva02"][0], ref["state"], image_size=42, **OURS)
-    images = _images(42, seed=1)
-    _assert_close(to_numpy(model(images, training=False)), _timm_run(bigger, images))
+    images = random_images(42, seed=1)
+    assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
 
 
 @pytest.mark.parametrize("case", ["eva02", "vit_rope_registers"])
@@ -115,22 +89,22 @@ def test_dynamic_image_size_and_features_match_timm(case, references):
     model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1],
                       dynamic_image_size=True, **OURS)  # fmt: skip
     for grid in ((3, 4), (2, 2)):
-        images = _images((grid[0] * patch, grid[1] * patch), seed=2)
-        _assert_close(to_numpy(model(images, training=False)), _timm_run(reference, images),
+        images = random_images((grid[0] * patch, grid[1] * patch), seed=2)
+        assert_close(to_numpy(model(images, training=False)), timm_run(torch, reference, images),
                       DYNAMIC_RTOL)  # fmt: skip
-    images = _images((3 * patch, 2 * patch), seed=3)
+    images = random_images((3 * patch, 2 * patch), seed=3)
     ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = _timm_run(reference, images, reference.forward_intermediates, indices=[0, 1],
+    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
                        norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
     assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
     for a, b in zip(ours, theirs, strict=True):
-        _assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
 
 
 def test_feature_extractor_matches_forward_intermediates(references, models):
     ref = references["eva02_sub_ln"]
     reference = ref["model"]
-    theirs = _timm_run(
+    theirs = timm_run(torch,
         reference,
         ref["images"],
         reference.forward_intermediates,
@@ -141,7 +115,7 @@ def test_feature_extractor_matches_forward_intermediates(references, models):
     )
     ours = feature_extractor(models["eva02_sub_ln"], [0, -1])(ref["images"], training=False)
     for a, b in zip(ours, theirs, strict=True):
-        _assert_close(to_numpy(a), b)
+        assert_close(to_numpy(a), b)
 
 
 def test_refused_names_say_why():

@@ -101,3 +101,47 @@ def perturb(torch, model, seed=0):
             around_one = parameter.ndim == 1 and ("norm" in name or ".ls" in name)
             parameter.copy_(noise + 1.0 if around_one else noise)
     return model
+
+
+RTOL = 1e-5  # our model against timm, same weights and images
+
+
+def random_images(size, seed=0):
+    """Two NHWC float32 images in [-1, 1) of `size` (int or (height, width))."""
+    import numpy as np
+
+    height, width = (size, size) if isinstance(size, int) else size
+    return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
+
+
+def timm_run(torch, model, images, method=None, **kwargs):
+    """timm's output on NHWC `images` (a list of feature maps comes back NHWC too)."""
+    with torch.no_grad():
+        out = (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+    if isinstance(out, (list, tuple)):
+        return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
+    return out.numpy()
+
+
+def assert_close(actual, expected, rtol=RTOL):
+    """Max error relative to the largest expected magnitude, at most `rtol`."""
+    import numpy as np
+
+    expected = np.asarray(expected, "float64")
+    error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
+    assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
+
+
+def timm_reference(torch, model, images, path):
+    """A perturbed timm model's case: its state dict (also written to `path` as .safetensors),
+    the images and timm's output on them."""
+    from keras_vit.weights.state_dict import write_safetensors
+
+    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    return dict(
+        model=model,
+        state=state,
+        path=write_safetensors(state, path),
+        images=images,
+        expected=timm_run(torch, model, images),
+    )
