@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.rotary import apply_rotary_embedding
 
 # On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
@@ -120,6 +121,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         inner_norm: bool. A LayerNorm (epsilon `layer_norm_epsilon`) over the concatenated
             heads `(heads, D / heads)` before the output projection (`inner_norm`, timm's
             `attn.norm`: EVA-CLIP's `scale_attn_inner`). Defaults to False.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of the QK and inner norms
+            (`keras_vit.layers.norms`). Defaults to `"layernorm"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -160,10 +163,12 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         layer_norm_epsilon=1e-6,
         key_bias=True,
         inner_norm=False,
+        norm="layernorm",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.inner_norm = check_bool(inner_norm, "inner_norm")
+        self.norm = check_norm(norm)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
@@ -208,17 +213,13 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         self.output_dense.build(head_shape)
         if self.qk_norm:
             eps = self.layer_norm_epsilon
-            self.query_norm = keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name="query_norm"
-            )
-            self.key_norm = keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name="key_norm"
-            )
+            self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
+            self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
             self.query_norm.build(head_shape)
             self.key_norm.build(head_shape)
         if self.inner_norm:
-            self.output_norm = keras.layers.LayerNormalization(
-                axis=(-2, -1), epsilon=self.layer_norm_epsilon, dtype=dtype, name="inner_norm"
+            self.output_norm = make_norm(
+                self.norm, self.layer_norm_epsilon, "inner_norm", dtype, axis=(-2, -1)
             )
             self.output_norm.build(tuple(input_shape)[:-1] + (self.num_heads, head_dim))
         self.dropout = keras.layers.Dropout(
@@ -273,7 +274,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         attention_mask=None,
     ):
         dropout = bool(training) and self.attention_dropout_rate > 0
-        plain = rotary_embedding is None
+        # The fast path's QK-norm is a LayerNorm: RMS QK-norms take the keras.ops path.
+        plain = rotary_embedding is None and not (self.qk_norm and self.norm != "layernorm")
         mask = attention_mask_4d(attention_mask, inputs)
         if _FAST_PATH["torch"] and plain and not return_attention_scores and not dropout:
             from keras_vit.layers import _torch_kernels
@@ -319,6 +321,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "key_bias": self.key_bias,
                 "inner_norm": self.inner_norm,
+                "norm": self.norm,
             }
         )
         return config

@@ -9,6 +9,7 @@ live here too, and config.py imports them.
 import keras
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+from keras_vit.layers.norms import check_norm
 from keras_vit.layers.resnet import GROUP_NORM_EPSILON
 from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
 from keras_vit.models import variants
@@ -124,6 +125,16 @@ def check_families(config, normalize):
             "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
             f"4. Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads} "
             f"(head width {head_dim})"
+        )
+
+
+def check_norms(config):
+    """`norm` (the kind of every norm) and `patch_norm` (a norm after the patch projection)."""
+    check_norm(config.norm)
+    if config.patch_norm and config.naflex:
+        raise ValueError(
+            "patch_norm is not implemented for NaFlex models (their patch encoder has no "
+            "patch norm). Received: patch_norm=True, naflex=True"
         )
 
 

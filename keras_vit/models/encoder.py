@@ -51,6 +51,7 @@ from keras_vit.layers import (
     TransformerBlock,
 )
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
+from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
@@ -115,6 +116,9 @@ def encoder_options(config):
     options = {k: v for k, v in options.items() if v != defaults[k]}
     if config.dynamic_image_size:
         options["position_embedding_grid"] = config.grid_size
+    if config.patch_norm:  # AIMv2's norm on the patch embeddings (timm's embed_norm_layer)
+        options["patch_norm"] = config.norm
+        options["patch_norm_epsilon"] = config.layer_norm_epsilon
     return options
 
 
@@ -124,9 +128,8 @@ def num_prefix_tokens(config):
 
 
 def _layer_norm(config, name, dtype_of):
-    return keras.layers.LayerNormalization(
-        epsilon=config.layer_norm_epsilon, name=name, dtype=dtype_of(name)
-    )
+    """The model's norm `name` (`pre_norm`, `encoder_norm`, `fc_norm`) of kind `config.norm`."""
+    return make_norm(config.norm, config.layer_norm_epsilon, name, dtype_of(name))
 
 
 def rotary_table(features, config, dtype_of=_default_dtype):
@@ -237,6 +240,7 @@ _BLOCK_DEFAULTS = dict(
     mlp_inner_norm=False,
     key_bias=True,
     attention_inner_norm=False,
+    norm="layernorm",
 )
 
 
@@ -269,6 +273,7 @@ def _pool(x, config, dtype_of, patch_valid=None):
             activation=config.activation,
             approximate_gelu=config.approximate_gelu,
             num_prefix_tokens=prefix,
+            **({} if config.norm == "layernorm" else {"norm": config.norm}),
             name=POOLING,
             dtype=dtype_of(POOLING),
         )(x, **valid)

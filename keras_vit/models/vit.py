@@ -59,6 +59,9 @@ def ViT(
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
+    # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
+    norm="layernorm",
+    patch_norm=False,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -173,6 +176,12 @@ def ViT(
             settings (timm's `rope_temperature`, `ref_feat_shape`,
             `rope_grid_offset`; `"mixed"`: the temperature of the initial
             frequencies only). Default to 10000, None, 0.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
+            (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
+            to `"layernorm"`.
+        patch_norm: bool. A norm (kind `norm`) on the patch embeddings before
+            the position embedding (timm's `embed_norm_layer`: AIMv2). Defaults
+            to False.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
