@@ -143,6 +143,10 @@ class ViTConfig:
         rotary_reference_grid: optional int or (rows, columns): every grid's positions are
             rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
         rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
+        block_norm: `"pre"` (`x + f(LN(x))`, the ViT's) or `"post"` (residual post-norm:
+            `x + LN(f(x))`, timm's `ResPostBlock` / `ResPostRelPosBlock` /
+            `EvaBlockPostNorm`; no LayerScale or parallel branches with it). Defaults to
+            `"pre"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
             QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
             `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
@@ -234,6 +238,9 @@ class ViTConfig:
     rotary_temperature: float = _field("encoder", 10000.0)
     rotary_reference_grid: object = _field("encoder", None)
     rotary_grid_offset: float = _field("encoder", 0.0)
+    # Residual post-norm blocks (issue 30, rope): x + norm(f(x)) (timm's ResPostBlock,
+    # ResPostRelPosBlock, EvaBlockPostNorm).
+    block_norm: str = _field("encoder", "pre")
     # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
@@ -301,6 +308,7 @@ class ViTConfig:
             )
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
+        checks.check_block_norm(self)
         checks.check_norms(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)

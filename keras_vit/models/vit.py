@@ -59,6 +59,7 @@ def ViT(
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
+    block_norm="pre",
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -176,6 +177,9 @@ def ViT(
             settings (timm's `rope_temperature`, `ref_feat_shape`,
             `rope_grid_offset`; `"mixed"`: the temperature of the initial
             frequencies only). Default to 10000, None, 0.
+        block_norm: `"pre"` or `"post"`: residual post-norm blocks
+            (`x + LN(f(x))`, timm's `ResPostBlock`, EVA-02 enormous). Defaults to
+            `"pre"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.
