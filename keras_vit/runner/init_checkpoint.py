@@ -19,6 +19,8 @@ from keras_vit.runner.flag_names import flag_name
 
 TIMM_EXTENSIONS = (".safetensors", ".bin", ".pth", ".pt")
 FORMATS = ("keras", "huggingface", "timm")
+# transformers `model_type`s keras_vit reads as NaFlex models (their table grid is kept).
+HUGGINGFACE_NAFLEX = ("siglip2", "siglip2_vision_model")
 _EXPECTED = (
     "a .keras model, a Hugging Face save_pretrained folder (config.json + safetensors), or a "
     f"timm checkpoint file ({', '.join(TIMM_EXTENSIONS)}) with --timm-name NAME"
@@ -132,6 +134,8 @@ def load_init_model(config):
                 f"The timm checkpoint {path!r} does not fit the timm model {name!r} "
                 f"({flag_name('timm_name')}): {error}"
             ) from None
-    from keras_vit.weights.huggingface import from_huggingface
+    from keras_vit.weights.huggingface import from_huggingface, read_config
 
-    return from_huggingface(path, image_size=config["image_size"], **overrides), kind
+    naflex = read_config(path).get("model_type") in HUGGINGFACE_NAFLEX
+    size = None if naflex else config["image_size"]
+    return from_huggingface(path, image_size=size, **overrides), kind

@@ -110,6 +110,16 @@ def test_init_from_huggingface_folder(tmp_path):
     model, info = finetune.build_model(7, _config(init=folder, image_size=48))
     assert info["init_format"] == "huggingface" and model.input_shape == (None, 48, 48, 3)
     _check_transferred(model, from_huggingface(folder, image_size=48))
+    # A SigLIP 2 NaFlex tower: a NaFlex model, its position table at its own grid.
+    vision = transformers.Siglip2VisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        patch_size=4, num_patches=16,
+    )  # fmt: skip
+    transformers.Siglip2VisionModel(vision).eval().save_pretrained(tmp_path / "siglip2")
+    folder = str(tmp_path / "siglip2")
+    model, info = finetune.build_model(7, _config(init=folder, naflex=True))
+    assert set(model.input) == {"patches", "patch_coord", "patch_valid"}
+    _check_transferred(model, from_huggingface(folder))
 
 
 @backend_independent  # file-format and argument checks: no Keras computation
