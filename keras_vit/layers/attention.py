@@ -128,7 +128,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         inputs: `(B, T, D)` tokens.
         training: bool, whether attention dropout is active.
         rotary_embedding: optional `(N, 2 * head_dim)` sines and cosines (N <= T) rotating
-            the last N queries and keys. Defaults to None.
+            the last N queries and keys, or `(N, heads, 2 * head_dim)`: one table per head
+            (`keras_vit.layers.MixedRotaryEmbedding`). Defaults to None.
         attention_bias: optional additive bias of the attention logits, broadcastable to
             `(B, heads, T, T)`. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
@@ -244,14 +245,23 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         return query, key, value
 
     def _rotate(self, x, embedding):
-        """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)`."""
-        if embedding.shape[-1] is not None and embedding.shape[-1] != 2 * self.head_dim:
+        """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)` (one
+        table for every head) or `(N, heads, 2 * head_dim)` (one per head: mixed RoPE)."""
+        rank = len(embedding.shape)
+        heads = self.num_heads if rank == 3 else None
+        if (
+            rank not in (2, 3)
+            or embedding.shape[-1] not in (None, 2 * self.head_dim)
+            or (rank == 3 and embedding.shape[1] not in (None, heads))
+        ):
             raise ValueError(
                 f"{self.name}: rotary_embedding must be (tokens, 2 * head_dim = "
-                f"{2 * self.head_dim}). Received: shape={tuple(embedding.shape)}"
+                f"{2 * self.head_dim}) or (tokens, heads = {self.num_heads}, 2 * head_dim). "
+                f"Received: shape={tuple(embedding.shape)}"
             )
         prefix = ops.shape(x)[1] - ops.shape(embedding)[0]
-        rotated = apply_rotary_embedding(x[:, prefix:], embedding[:, None, :])
+        table = embedding[:, None, :] if rank == 2 else embedding
+        rotated = apply_rotary_embedding(x[:, prefix:], table)
         return ops.concatenate([x[:, :prefix], rotated], axis=1)
 
     def call(

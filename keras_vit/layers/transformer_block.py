@@ -121,7 +121,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         inputs: `(B, T, D)` tokens.
         training: bool, whether dropout and drop path are active.
         rotary_embedding: optional `(N, 2 * head_dim)` rotary embedding
-            (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys.
+            (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys,
+            or `(N, heads, 2 * head_dim)` (one per head, `MixedRotaryEmbedding`).
         attention_bias: optional additive attention bias broadcastable to
             `(B, heads, T, T)` (a shared `keras_vit.layers.RelativePositionBias` output),
             added to the block's own relative position bias if it has one.

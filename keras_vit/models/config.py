@@ -130,11 +130,16 @@ class ViTConfig:
             activations. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
-            queries and keys of every block, computed for the token grid of each input
-            (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not rotated).
-            Works with or without `position_embedding`. Defaults to None.
-        rotary_temperature: float. Defaults to 10000.
+        rotary_embedding: None, `"eva02"`, `"axial"` or `"mixed"`: 2-D rotary position
+            embeddings on the patch queries and keys of every block, computed for the token
+            grid of each input (class and register tokens not rotated): EVA-02's
+            (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial (the same with the
+            column angles first: timm's `rope_grid_indexing='xy'`), or RoPE-ViT's mixed
+            (`keras_vit.layers.MixedRotaryEmbedding`: trainable frequencies per block and
+            head; no reference grid or offset). Works with or without
+            `position_embedding`. Defaults to None.
+        rotary_temperature: float. Defaults to 10000 (`"mixed"`: of the initial
+            frequencies).
         rotary_reference_grid: optional int or (rows, columns): every grid's positions are
             rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
         rotary_grid_offset: float added to the integer grid positions. Defaults to 0.

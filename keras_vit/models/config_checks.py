@@ -23,8 +23,10 @@ NAFLEX_RESIZE = {
 }
 RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 MLPS = ("mlp", "swiglu")
-# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
-ROTARY_EMBEDDINGS = (None, "eva02")
+# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`),
+# "axial" RoPE-ViT's (the same with column angles first: timm's grid_indexing='xy'), "mixed"
+# RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`).
+ROTARY_EMBEDDINGS = (None, "eva02", "axial", "mixed")
 # The ResNet stem's numerics: None means these official values (vit_jax).
 _RESNET_EPSILONS = {
     "resnet_conv_epsilon": STD_CONV_EPSILON,
@@ -100,6 +102,17 @@ def check_families(config, normalize):
                 f"Received: rotary_embedding=None, {', '.join(changed)}"
             )
         return
+    if config.rotary_embedding == "mixed":
+        changed = [
+            f"{name}={getattr(config, name)!r}"
+            for name in ("rotary_reference_grid", "rotary_grid_offset")
+            if getattr(config, name) != _ROTARY_DEFAULTS[name]
+        ]
+        if changed:
+            raise ValueError(
+                "rotary_embedding='mixed' (learned frequencies on integer positions) takes no "
+                f"reference grid or grid offset. Received: {', '.join(changed)}"
+            )
     if getattr(config, "naflex", False):
         raise ValueError(
             "rotary_embedding is not implemented for NaFlex models (their per-image grids "
