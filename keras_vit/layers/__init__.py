@@ -25,6 +25,7 @@ from keras_vit.layers.resnet import residual_unit, resnet_stem
 from keras_vit.layers.rotary import (
     RotaryEmbedding2D,
     apply_rotary_embedding,
+    dinov3_rotary_embedding_2d,
     rotary_embedding_2d,
 )
 from keras_vit.layers.std_conv import StdConv2D
@@ -50,6 +51,7 @@ __all__ = [
     "TokenPooling",
     "TransformerBlock",
     "apply_rotary_embedding",
+    "dinov3_rotary_embedding_2d",
     "quick_gelu",
     "relative_position_index",
     "resample_patch_embedding",

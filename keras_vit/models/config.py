@@ -17,7 +17,7 @@ arguments" reads one list instead of writing its own:
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`;
+  `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -129,14 +129,19 @@ class ViTConfig:
             activations. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
-            queries and keys of every block, computed for the token grid of each input
-            (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not rotated).
+        rotary_embedding: None, `"eva02"` or `"dinov3"`: 2-D rotary position embeddings on
+            the patch queries and keys of every block, computed for the token grid of each
+            input (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not
+            rotated). `"dinov3"`: patch centres normalised to [-1, 1] (DINOv3, eval mode).
             Works with or without `position_embedding`. Defaults to None.
-        rotary_temperature: float. Defaults to 10000.
+        rotary_temperature: float. Defaults to 10000 (DINOv3's checkpoints: 100).
         rotary_reference_grid: optional int or (rows, columns): every grid's positions are
-            rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
-        rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
+            rescaled to span this one (timm's `ref_feat_shape`; not with `"dinov3"`).
+            Defaults to None.
+        rotary_grid_offset: float added to the grid positions. Defaults to 0.
+        rotary_normalize_coords: `"separate"`, `"min"` or `"max"`: with `"dinov3"`, the
+            patch centres are divided by each axis's size or by the min / max of both.
+            Defaults to `"separate"`.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -220,6 +225,8 @@ class ViTConfig:
     rotary_temperature: float = _field("encoder", 10000.0)
     rotary_reference_grid: object = _field("encoder", None)
     rotary_grid_offset: float = _field("encoder", 0.0)
+    # DINOv3 (issue 30, `dinov3`): rotary_embedding="dinov3"'s coordinate normalisation.
+    rotary_normalize_coords: str = _field("encoder", "separate")
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)

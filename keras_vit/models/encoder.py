@@ -141,6 +141,8 @@ def rotary_table(features, config, dtype_of=_default_dtype):
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
         patch_size=config.patch_size,
+        kind=config.rotary_embedding,
+        normalize_coords=config.rotary_normalize_coords,
         name=ROTARY_EMBEDDING,
         dtype=dtype_of(ROTARY_EMBEDDING),
     )(features)

@@ -59,6 +59,7 @@ def ViT(
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
+    rotary_normalize_coords="separate",
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -162,13 +163,15 @@ def ViT(
             Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None or `"eva02"`: EVA-02's 2-D rotary position
-            embeddings on the patch queries and keys, computed for the grid of
-            each input (`keras_vit.layers.RotaryEmbedding2D`, `model.rotary_embedding`).
+        rotary_embedding: None, `"eva02"` or `"dinov3"`: EVA-02's or DINOv3's
+            2-D rotary position embeddings on the patch queries and keys,
+            computed for the grid of each input
+            (`keras_vit.layers.RotaryEmbedding2D`, `model.rotary_embedding`).
             Defaults to None.
-        rotary_temperature, rotary_reference_grid, rotary_grid_offset: its
-            settings (timm's `rope_temperature`, `ref_feat_shape`,
-            `rope_grid_offset`). Default to 10000, None, 0.
+        rotary_temperature, rotary_reference_grid, rotary_grid_offset,
+            rotary_normalize_coords: its settings (timm's `rope_temperature`,
+            `ref_feat_shape`, `rope_grid_offset`, DINOv3's `normalize_coords`).
+            Default to 10000, None, 0, `"separate"`.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
