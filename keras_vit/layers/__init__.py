@@ -28,6 +28,7 @@ from keras_vit.layers.rotary import (
     dinov3_rotary_embedding_2d,
     rotary_embedding_2d,
 )
+from keras_vit.layers.rotary_mixed import MixedRotaryEmbedding, mixed_rotary_embedding
 from keras_vit.layers.std_conv import StdConv2D
 from keras_vit.layers.swiglu import SwiGLU
 from keras_vit.layers.token_grid import TokenGrid
@@ -36,6 +37,7 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "DropPath",
     "MAPHead",
+    "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",
     "NaFlexPatchEncoder",
     "PatchCorruption",
@@ -52,6 +54,7 @@ __all__ = [
     "TransformerBlock",
     "apply_rotary_embedding",
     "dinov3_rotary_embedding_2d",
+    "mixed_rotary_embedding",
     "quick_gelu",
     "relative_position_index",
     "resample_patch_embedding",

@@ -1,9 +1,12 @@
-"""2-D rotary position embeddings (RoPE) as EVA-02 and DINOv3 define them.
+"""2-D axial rotary position embeddings (RoPE) of EVA-02, RoPE-ViT and DINOv3.
 
-EVA-02 (timm's `RotaryEmbeddingCat`): integer grid positions, optionally rescaled to a reference
-grid. DINOv3 (timm's `RotaryEmbeddingDinoV3`, eval mode): patch centres normalised to [-1, 1]
-and angles `2 pi * position / period`. Both are the same axial table of per-axis angles
-(`_axial_table`), rotating interleaved pairs (`apply_rotary_embedding`).
+EVA-02 and RoPE-ViT (timm's `RotaryEmbeddingCat`) differ only in the order of the axes in each
+token's angles: EVA-02's rows then columns (timm's `grid_indexing="ij"`), RoPE-ViT's columns
+then rows (`"xy"`, with temperature 100). DINOv3 (timm's `RotaryEmbeddingDinoV3`, eval mode)
+puts the patch centres on [-1, 1] and uses angles `2 pi * position / period`. All three are the
+same axial table of per-axis angles (`_axial_table`), rotating interleaved pairs
+(`apply_rotary_embedding`). `keras_vit.layers.rotary_mixed` shares the grid positions for
+RoPE-ViT's mixed variant.
 """
 
 import math
@@ -12,11 +15,6 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
-
-# The rotary tables `RotaryEmbedding2D` computes (the `rotary_embedding` option's values).
-KINDS = ("eva02", "dinov3")
-# DINOv3's coordinate normalisation: each axis by its own size, or both by the min / max.
-NORMALIZE_COORDS = ("separate", "min", "max")
 
 
 def _check_head_dim(head_dim):
@@ -29,8 +27,45 @@ def _check_head_dim(head_dim):
     return head_dim
 
 
+GRID_INDEXINGS = ("ij", "xy")
+# The tables `RotaryEmbedding2D` computes: integer positions (EVA-02, RoPE-ViT) or DINOv3's.
+KINDS = ("eva02", "dinov3")
+# DINOv3's coordinate normalisation: each axis by its own size, or both by the min / max.
+NORMALIZE_COORDS = ("separate", "min", "max")
+
+
+def check_grid_indexing(grid_indexing):
+    if grid_indexing not in GRID_INDEXINGS:
+        raise ValueError(
+            f"grid_indexing must be one of {GRID_INDEXINGS}. "
+            f"Received: grid_indexing={grid_indexing!r}"
+        )
+    return grid_indexing
+
+
+def grid_positions(grid_size, reference_grid_size=None, grid_offset=0.0):
+    """The float32 row and column positions `(H,)`, `(W,)` of a grid (timm's `_build_grid`).
+
+    `arange(H) + grid_offset` and `arange(W) + grid_offset`, rescaled by `reference / size`
+    per axis when `reference_grid_size` is set. `grid_size` holds ints or scalar tensors.
+    """
+    height, width = grid_size
+    rows = ops.cast(ops.arange(height), "float32") + grid_offset
+    cols = ops.cast(ops.arange(width), "float32") + grid_offset
+    if reference_grid_size is not None:
+        ref_h, ref_w = reference_grid_size
+        rows = rows / ops.cast(height, "float32") * float(ref_h)
+        cols = cols / ops.cast(width, "float32") * float(ref_w)
+    return rows, cols
+
+
 def rotary_embedding_2d(
-    grid_size, head_dim, temperature=10000.0, reference_grid_size=None, grid_offset=0.0
+    grid_size,
+    head_dim,
+    temperature=10000.0,
+    reference_grid_size=None,
+    grid_offset=0.0,
+    grid_indexing="ij",
 ):
     """The `(H * W, 2 * head_dim)` sines then cosines of EVA-02's axial 2-D RoPE on a grid.
 
@@ -40,7 +75,9 @@ def rotary_embedding_2d(
     `reference_grid_size` is set (EVA-02 fine-tuned at another size keeps its pre-training
     positions); each token's angles are its row angles then its column angles, each repeated
     twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
-    rotates). Row-major tokens, as the patch encoder flattens them.
+    rotates). With `grid_indexing="xy"` (RoPE-ViT, timm's `rope_grid_indexing='xy'`) the
+    column angles come first, then the row angles. Row-major tokens, as the patch encoder
+    flattens them.
 
     Args:
         grid_size: `(H, W)`: ints, or scalar tensors (a grid known only at run time).
@@ -48,6 +85,7 @@ def rotary_embedding_2d(
         temperature: float. Defaults to 10000.
         reference_grid_size: optional `(H, W)` the positions are rescaled to. Defaults to None.
         grid_offset: float added to the integer positions. Defaults to 0.
+        grid_indexing: `"ij"` (rows first) or `"xy"` (columns first). Defaults to `"ij"`.
 
     Returns:
         float32 tensor `(H * W, 2 * head_dim)`: `concat([sin, cos], -1)`.
@@ -58,14 +96,9 @@ def rotary_embedding_2d(
     (6, 16)
     """
     _check_head_dim(head_dim)
-    height, width = grid_size
-    rows = ops.cast(ops.arange(height), "float32") + grid_offset
-    cols = ops.cast(ops.arange(width), "float32") + grid_offset
-    if reference_grid_size is not None:
-        ref_h, ref_w = reference_grid_size
-        rows = rows / ops.cast(height, "float32") * float(ref_h)
-        cols = cols / ops.cast(width, "float32") * float(ref_w)
-    return _axial_table(rows, cols, (height, width), head_dim, temperature)
+    check_grid_indexing(grid_indexing)
+    rows, cols = grid_positions(grid_size, reference_grid_size, grid_offset)
+    return _axial_table(rows, cols, grid_size, head_dim, temperature, grid_indexing)
 
 
 def dinov3_rotary_embedding_2d(
@@ -78,10 +111,11 @@ def dinov3_rotary_embedding_2d(
     centres `(arange(H) + 0.5 + grid_offset) / denominator` mapped to `[-1, 1]` (`2 c - 1`),
     the denominator being each axis's own size (`"separate"`) or `min(H, W)` / `max(H, W)`;
     angles `2 pi * c / period` with periods `temperature ** (i / (head_dim / 4))` (the EVA-02
-    frequencies, so `_axial_table` is shared). DINOv3 rotates the two halves of a head
-    (`x[:d/2]` with `x[d/2:]`); this table is laid out for the interleaved pairs of
-    `apply_rotary_embedding`, which is the same attention once the query and key channels of
-    each head are reordered `(0, d/2, 1, d/2 + 1, ...)` (what the checkpoint loaders do).
+    frequencies, so `_axial_table` is shared; rows first, timm's `"ij"`). DINOv3 rotates the
+    two halves of a head (`x[:d/2]` with `x[d/2:]`); this table is laid out for the
+    interleaved pairs of `apply_rotary_embedding`, which is the same attention once the query
+    and key channels of each head are reordered `(0, d/2, 1, d/2 + 1, ...)` (what the
+    checkpoint loaders do).
 
     Args:
         grid_size: `(H, W)`: ints, or scalar tensors (a grid known only at run time).
@@ -110,23 +144,21 @@ def dinov3_rotary_embedding_2d(
         size_h = size_w = ops.minimum(size_h, size_w)
     elif normalize_coords == "max":
         size_h = size_w = ops.maximum(size_h, size_w)
-    two_pi = 2.0 * math.pi
-    rows = ops.cast(ops.arange(height), "float32") + (0.5 + grid_offset)
-    cols = ops.cast(ops.arange(width), "float32") + (0.5 + grid_offset)
-    rows = two_pi * (2.0 * (rows / size_h) - 1.0)
-    cols = two_pi * (2.0 * (cols / size_w) - 1.0)
-    return _axial_table(rows, cols, (height, width), head_dim, temperature, periods=True)
+    rows, cols = grid_positions(grid_size, None, 0.5 + grid_offset)
+    rows = 2.0 * math.pi * (2.0 * (rows / size_h) - 1.0)
+    cols = 2.0 * math.pi * (2.0 * (cols / size_w) - 1.0)
+    return _axial_table(rows, cols, grid_size, head_dim, temperature, periods=True)
 
 
-def _axial_table(rows, cols, grid_size, head_dim, temperature, periods=False):
+def _axial_table(rows, cols, grid_size, head_dim, temperature, grid_indexing="ij", periods=False):
     """Sines then cosines of row and column positions times `head_dim / 4` frequencies.
 
     Frequencies `temperature ** (-i / (head_dim / 4))`: positions times `1 / temperature **
-    (i / (head_dim / 4))` (EVA-02), or divided by the period `temperature ** (...)` with
-    `periods` (DINOv3: the same numbers, rounded as timm and transformers round them). Each
-    token's angles are its row angles then its column angles, each repeated twice (the
-    interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding` rotates).
-    Row-major tokens, as the patch encoder flattens them.
+    (i / (head_dim / 4))` (EVA-02, RoPE-ViT), or divided by the period `temperature ** (...)`
+    with `periods` (DINOv3: the same numbers, rounded as timm rounds them). Each token's
+    angles are its row angles then its column angles (`"xy"`: columns first), each repeated
+    twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
+    rotates). Row-major tokens, as the patch encoder flattens them.
     """
     num_bands = head_dim // 4
     exponent = ops.arange(num_bands, dtype="float32") / float(num_bands)
@@ -141,7 +173,8 @@ def _axial_table(rows, cols, grid_size, head_dim, temperature, periods=False):
         col_angles = cols[None, :, None] * bands  # (1, W, bands)
     row_angles = ops.broadcast_to(row_angles, (height, width, num_bands))
     col_angles = ops.broadcast_to(col_angles, (height, width, num_bands))
-    angles = ops.reshape(ops.concatenate([row_angles, col_angles], -1), (-1, 2 * num_bands))
+    axes = [row_angles, col_angles] if grid_indexing == "ij" else [col_angles, row_angles]
+    angles = ops.reshape(ops.concatenate(axes, -1), (-1, 2 * num_bands))
     angles = ops.repeat(angles, 2, axis=-1)  # (N, head_dim): f0 f0 f1 f1 ...
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
 
@@ -171,10 +204,9 @@ def apply_rotary_embedding(x, embedding):
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RotaryEmbedding2D(keras.layers.Layer):
-    """EVA-02's or DINOv3's 2-D RoPE for the grid of a patch feature map, per input.
+    """EVA-02's (or RoPE-ViT's axial, or DINOv3's) 2-D RoPE for the grid of a feature map.
 
-    No weights: the sines and cosines (`rotary_embedding_2d`, or `dinov3_rotary_embedding_2d`
-    with `kind="dinov3"`) follow the grid `(H, W)` of the
+    No weights: the sines and cosines (`rotary_embedding_2d`) follow the grid `(H, W)` of the
     `(B, H, W, C)` feature map it is called on, so one model serves every image size
     (`dynamic_image_size`). The attention layers rotate their patch queries and keys by it
     (`MultiHeadSelfAttention(...)(tokens, rotary_embedding=...)`).
@@ -189,8 +221,12 @@ class RotaryEmbedding2D(keras.layers.Layer):
         patch_size: int or `(height, width)`: the grid is `(H / ph, W / pw)` of the input, so
             the layer can read the images (or a hybrid stem's map) the patch encoder embeds.
             Defaults to 1 (the input is the patch grid).
-        kind: `"eva02"` (integer positions) or `"dinov3"` (patch centres in [-1, 1], angles
-            `2 pi * position / period`; no `reference_grid_size`). Defaults to `"eva02"`.
+        grid_indexing: `"ij"` (EVA-02: row angles, then column angles) or `"xy"` (RoPE-ViT:
+            columns first; timm's `rope_grid_indexing`). Defaults to `"ij"`.
+        kind: `"eva02"` (integer positions: EVA-02, RoPE-ViT) or `"dinov3"`
+            (`dinov3_rotary_embedding_2d`: patch centres in [-1, 1], angles
+            `2 pi * position / period`; `"ij"`, no `reference_grid_size`). Defaults to
+            `"eva02"`.
         normalize_coords: DINOv3's denominator of the patch centres: `"separate"` (each
             axis by its own size), `"min"` or `"max"` (of H and W). Only with
             `kind="dinov3"`. Defaults to `"separate"`.
@@ -209,7 +245,8 @@ class RotaryEmbedding2D(keras.layers.Layer):
     (16, 16)
 
     Reference:
-        Su et al., 2021 (RoFormer), Sec. 3.4; Fang et al., 2023 (EVA-02), Sec. 2.
+        Su et al., 2021 (RoFormer), Sec. 3.4; Fang et al., 2023 (EVA-02), Sec. 2;
+        Heo et al., 2024 (RoPE-ViT, arXiv 2403.13298), Sec. 3.2 (RoPE-Axial).
     """
 
     def __init__(
@@ -219,12 +256,14 @@ class RotaryEmbedding2D(keras.layers.Layer):
         reference_grid_size=None,
         grid_offset=0.0,
         patch_size=1,
+        grid_indexing="ij",
         kind="eva02",
         normalize_coords="separate",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.head_dim = _check_head_dim(head_dim)
+        self.grid_indexing = check_grid_indexing(grid_indexing)
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}. Received: kind={kind!r}")
         self.kind = kind
@@ -239,6 +278,12 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 f"Received: kind={kind!r}, normalize_coords={normalize_coords!r}"
             )
         self.normalize_coords = normalize_coords
+        if kind == "dinov3" and (reference_grid_size is not None or grid_indexing != "ij"):
+            raise ValueError(
+                "DINOv3's RoPE normalises every grid to [-1, 1], rows first: it takes no "
+                "reference_grid_size and grid_indexing 'ij'. Received: kind='dinov3', "
+                f"reference_grid_size={reference_grid_size!r}, grid_indexing={grid_indexing!r}"
+            )
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, (int, float))
@@ -249,12 +294,6 @@ class RotaryEmbedding2D(keras.layers.Layer):
         if reference_grid_size is not None:
             reference_grid_size = check_positive_int_pair(
                 reference_grid_size, "reference_grid_size"
-            )
-        if kind == "dinov3" and reference_grid_size is not None:
-            raise ValueError(
-                "DINOv3's RoPE normalises every grid to [-1, 1] and takes no "
-                f"reference_grid_size. Received: kind='dinov3', "
-                f"reference_grid_size={reference_grid_size!r}"
             )
         self.reference_grid_size = reference_grid_size
         if isinstance(grid_offset, bool) or not isinstance(grid_offset, (int, float)):
@@ -280,6 +319,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
             self.temperature,
             self.reference_grid_size,
             self.grid_offset,
+            self.grid_indexing,
         )
 
     def compute_output_shape(self, input_shape):
@@ -298,6 +338,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 "reference_grid_size": self.reference_grid_size,
                 "grid_offset": self.grid_offset,
                 "patch_size": self.patch_size,
+                "grid_indexing": self.grid_indexing,
                 "kind": self.kind,
                 "normalize_coords": self.normalize_coords,
             }

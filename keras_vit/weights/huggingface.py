@@ -61,6 +61,8 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
     "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
+    "siglip2": "keras_vit.weights.huggingface_siglip2",
+    "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
 }
 
 
@@ -126,9 +128,7 @@ def _weights_file(folder):
         candidate = os.path.join(folder, name)
         if os.path.isfile(candidate):
             return candidate
-    raise FileNotFoundError(
-        f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}."
-    )
+    raise FileNotFoundError(f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}.")
 
 
 def _pair(value, name, config_path):
@@ -137,9 +137,7 @@ def _pair(value, name, config_path):
     pair = isinstance(value, (list, tuple)) and len(value) == 2
     if pair and all(isinstance(v, int) for v in value):
         return tuple(value)
-    raise ValueError(
-        f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}"
-    )
+    raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
 
 
 def vit_arguments(config, source="config.json"):
@@ -300,7 +298,8 @@ def _skips(arrays, config):
 def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
-    Folders of the other families in `FAMILY_MODULES` go to their module (DINOv3
+    Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
+    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
     `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`).
 
     Args:
