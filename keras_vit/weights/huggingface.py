@@ -63,6 +63,8 @@ FAMILY_MODULES = {
     "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
     "siglip2": "keras_vit.weights.huggingface_siglip2",
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
+    "aimv2": "keras_vit.weights.huggingface_aimv2",
+    "aimv2_vision_model": "keras_vit.weights.huggingface_aimv2",
 }
 
 
