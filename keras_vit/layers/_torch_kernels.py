@@ -291,7 +291,8 @@ def _lean_call(layer, training, context):
         if layer._convert_input_args:
             args = tuple(convert(x) for x in args)
             kwargs = {name: convert(x) for name, x in kwargs.items()}
-        layer._called = True
+        if not layer._called:  # (Layer.__setattr__ tracks every assignment: set it once)
+            layer._called = True
         # Layer.__call__'s autocast scope.
         scope, compute = backend.get_autocast_scope(), layer.compute_dtype
         new_scope = None
