@@ -54,6 +54,8 @@ import statistics
 import sys
 import time
 
+from _reference_imports import import_timm
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("timm", "timm_compile", "keras_hub")
 
@@ -135,31 +137,6 @@ def limit_threads(threads, backend):
             tf.config.threading.set_inter_op_parallelism_threads(1)
         except RuntimeError:  # TensorFlow already initialised (a second run in one process)
             pass
-
-
-def import_timm():
-    """timm, with torchvision importable beside a CPU torch (see tests/weights/references.py).
-
-    PyPI's torchvision 0.28.0 is a CUDA build whose two unguarded fake-kernel registrations
-    (`torchvision::nms`, `::qnms`) fail on a CPU torch; declaring their schemas first lets it
-    import. timm's ViT uses none of torchvision's compiled operators.
-    """
-    import torch
-
-    try:
-        import torchvision  # noqa: F401
-    except RuntimeError as error:
-        if "torchvision::" not in str(error):
-            raise
-        for name in [m for m in sys.modules if m.split(".")[0] == "torchvision"]:
-            del sys.modules[name]
-        library = torch.library.Library("torchvision", "DEF")
-        library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        library.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        import_timm.library = library  # keep the definitions alive
-    import timm
-
-    return timm
 
 
 def sync(value):

@@ -25,6 +25,14 @@ def _show(value):
     return json.dumps(value)
 
 
+def resume_line(backup_dir, start_epoch, epochs):
+    """The line a resumed run prints: the epoch it goes on from, or that none is left to train."""
+    if start_epoch >= epochs:
+        return (f"Resuming from the backup in {backup_dir}: all {epochs} epochs are trained; "
+                "evaluating and writing the results.")
+    return f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}/{epochs}."
+
+
 def check_resume(config, backup_dir, start_epoch):
     """Compares `config` with the interrupted run's; prints changes, raises for impossible ones.
 

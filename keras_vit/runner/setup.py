@@ -13,7 +13,7 @@ from keras_vit.runner.callbacks import ThroughputLogger
 from keras_vit.runner.config import check_config
 from keras_vit.runner.output import prepare_out, release_out
 from keras_vit.runner.processes import check_batch_shards, start_processes
-from keras_vit.runner.resume import check_resume
+from keras_vit.runner.resume import check_resume, resume_line
 from keras_vit.runner.steps import plan_steps
 from keras_vit.training import augment as augment_lib
 from keras_vit.training import multihost
@@ -131,7 +131,7 @@ def _prepare(config, out, num_processes, chief, parts):
     # Changes printed, impossible ones refused (in every process, decided by process 0).
     multihost.run_on_chief(lambda: check_resume(config, backup_dir, start_epoch))
     if start_epoch and chief:
-        print(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}/{epochs}.")
+        print(resume_line(backup_dir, start_epoch, epochs))
     if chief:
         trim_csv_log(os.path.join(out, "log.csv"), start_epoch)
     train_ds = data.train_pipeline(

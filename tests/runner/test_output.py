@@ -11,6 +11,7 @@ import pytest
 
 from keras_vit.runner import output
 from keras_vit.runner.output import LOCK, prepare_out, release_out
+from keras_vit.runner.resume import resume_line
 
 
 def test_files_a_run_writes_are_not_replaced_without_overwrite(tmp_path):
@@ -143,3 +144,11 @@ def test_resuming_with_changed_settings_says_what_changed_and_refuses_another_mo
     assert "Resuming with a changed setting: learning_rate (--lr) 0.002 -> 0.004" in printed
     assert "Resuming with a changed setting: epochs (--epochs) 3 -> 2" in printed
     assert metrics["resumed_at_epoch"] == 1
+
+
+def test_the_resume_line_names_the_next_epoch_or_that_none_is_left():
+    assert resume_line("out/backup", 1, 3) == "Resuming from the backup in out/backup at epoch 2/3."
+    # A backup of the last epoch (killed before the results were written): not "epoch 4/3".
+    line = resume_line("out/backup", 3, 3)
+    assert line.startswith("Resuming from the backup in out/backup: all 3 epochs are trained")
+    assert "4/3" not in line
