@@ -189,6 +189,23 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     return x + _dropout(block.drop_path, y, training)
 
 
+def patch_projection(encoder, images):
+    """`PatchEncoder.project`: `(B, H, W, C)` images -> `(B, N, D)` patch embeddings.
+
+    The strided convolution `keras.ops.conv` runs on PyTorch (`F.conv2d` on channels-last
+    memory, the `(ph, pw, C, D)` kernel as `(D, C, ph, pw)` in channels-last memory), without
+    its dispatch and the two layout copies of the images (NHWC -> NCHW -> channels-last).
+    """
+    if not isinstance(images, torch.Tensor):  # NumPy, as ops.conv takes
+        images = backend.convert_to_tensor(images)
+    kernel = encoder.kernel.value.permute(3, 2, 0, 1)
+    kernel = kernel.contiguous(memory_format=torch.channels_last)
+    images = images.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    x = F.conv2d(images, kernel, stride=encoder.patch_size)
+    x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1, encoder.hidden_dim)
+    return x + encoder.bias.value
+
+
 # --- the model's graph walk --------------------------------------------------------------------
 # A functional model calls each of its layers through Keras' `Layer.__call__` (input
 # conversion through `tree.map_structure`, signature binding, call context, name and autocast

@@ -441,3 +441,40 @@ def test_graph_walk_leaves_hooks_and_predict_equal(monkeypatch):
         with monkeypatch.context() as patch:
             patch.setattr(_torch_kernels, "run_graph", lambda *args: None)
             np.testing.assert_array_equal(to_numpy(model.predict_on_batch(x)), reference)
+
+
+@torch_only
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_patch_projection_equals_ops_conv(policy):
+    """`PatchEncoder.project` by F.conv2d (through the layer's call: its autocast scope under
+    mixed precision): the same numbers as keras.ops.conv, and gradients."""
+    import torch
+
+    from keras_vit.layers import PatchEncoder
+
+    keras.config.set_dtype_policy(policy)
+    encoder = PatchEncoder(16, 4)
+    encoder.build((None, 8, 12, 3))
+    _randomize(encoder)
+    images = np.random.default_rng(3).normal(size=(2, 8, 12, 3)).astype("float32")
+    results = []
+    for portable in (False, True):
+        for variable in encoder.trainable_variables:
+            variable.value.grad = None
+        x = torch.tensor(images, requires_grad=True)
+        with portable_path(portable):
+            out = encoder(x)
+        (out.float() ** 2).sum().backward()
+        grads = [to_numpy(encoder.kernel.value.grad), to_numpy(encoder.bias.value.grad)]
+        results.append([to_numpy(out.float()), to_numpy(x.grad)] + grads)
+    assert results[0][0].shape == (2, 7, 16)
+    for fast, reference in zip(*results, strict=True):
+        _close(fast, reference, 0 if policy == "float32" else 1e-2)
+
+
+@torch_only
+def test_patch_encoder_dropout_fast_path_equals_portable():
+    """Embedding dropout: skipped in inference, the same draws in training."""
+    model = _vit(dict(dropout_rate=0.3, pooling="gap", class_token=True))
+    for training in (False, True):
+        _assert_same(*_both_paths(model, _images(), training=training))
