@@ -242,10 +242,33 @@ def finetune_flags(parser):
     group = parser.add_argument_group("initialisation")
     group.add_argument(
         "--init",
-        metavar="MODEL.keras",
-        help="one of our saved models to start from (resized to --image-size)",
+        metavar="CHECKPOINT",
+        help="the checkpoint to start from, resized to --image-size with a new zero head: a "
+        ".keras model (ours or converted), a Hugging Face save_pretrained folder, or a timm "
+        "checkpoint file (.safetensors, .bin, .pth) with --timm-name",
+    )
+    group.add_argument(
+        "--timm-name",
+        dest="timm_name",
+        metavar="NAME",
+        help="the timm model name of a timm --init file, e.g. vit_base_patch16_224.augreg_in21k",
     )
     group.add_argument("--weights", metavar="FILE.npz", help="official ViT .npz checkpoint")
+    group = parser.add_argument_group("NaFlex (images at their own aspect ratio)")
+    group.add_argument(
+        "--naflex",
+        action="store_true",
+        default=None,
+        help="fine-tune a NaFlex model (a plain --init becomes its NaFlex twin) on images "
+        "kept at their aspect ratio, no resize to a square; needs --max-patches",
+    )
+    group.add_argument(
+        "--max-patches",
+        dest="max_patches",
+        type=positive_int,
+        metavar="N",
+        help="patch budget per image of --naflex batches (the padded sequence length)",
+    )
     group = parser.add_argument_group("LoRA (keras_vit.enable_lora)")
     group.add_argument(
         "--lora-rank",

@@ -45,13 +45,19 @@ Modules: `specs` (spec parsing), `source` (`Source`), `load` (`load_source`), th
 `digits`, `synthetic`, `folder` and `tfds_source` (`tfds:` and `imagefolder:`), `probe` (the
 offline check before a download), `corrupt` (corrupt-image scanning), `crop` (the training crop)
 and `pipelines` (training and evaluation pipelines); `naflex` (NumPy only: images of any sizes
-as a NaFlex batch, `naflex_batch`, as timm's NaFlex pipeline).
+as a NaFlex batch, `naflex_batch`, as timm's NaFlex pipeline; to and from transformers' SigLIP 2
+inputs, `naflex_to_siglip2` / `naflex_from_siglip2`).
 """
 
 from keras_vit.data.corrupt import find_corrupt_images
 from keras_vit.data.crop import random_resized_crop, sample_crop_box
 from keras_vit.data.load import default_eval_split, load_source
-from keras_vit.data.naflex import naflex_batch, naflex_image_size
+from keras_vit.data.naflex import (
+    naflex_batch,
+    naflex_from_siglip2,
+    naflex_image_size,
+    naflex_to_siglip2,
+)
 from keras_vit.data.pipelines import (
     epochs_for_steps,
     eval_pipeline,
@@ -76,7 +82,9 @@ __all__ = [
     "find_corrupt_images",
     "load_source",
     "naflex_batch",
+    "naflex_from_siglip2",
     "naflex_image_size",
+    "naflex_to_siglip2",
     "numpy_arrays",
     "parse_spec",
     "parse_synthetic",

@@ -145,3 +145,87 @@ def naflex_batch(images, patch_size, max_patches):
         coords[i, :n] = np.stack([y.reshape(-1), x.reshape(-1)], axis=1)
         valid[i, :n] = True
     return {"patches": patches, "patch_coord": coords, "patch_valid": valid}
+
+
+def naflex_from_siglip2(pixel_values, pixel_attention_mask, spatial_shapes):
+    """transformers' SigLIP 2 NaFlex inputs -> our NaFlex dict (`Siglip2ImageProcessor`'s).
+
+    The processor cuts each image into its `(h, w)` grid of patches in (row, column, channel)
+    order, row-major, and pads to the batch's sequence length: token `n < h * w` sits at
+    `(n // w, n % w)` and the rest is padding.
+
+    Args:
+        pixel_values: `(B, N, P * P * C)` float: becomes `patches` (float32).
+        pixel_attention_mask: `(B, N)` 0 / 1: becomes `patch_valid` (bool).
+        spatial_shapes: `(B, 2)` integer `(h, w)` patch grids: give `patch_coord` (int64).
+
+    Returns:
+        dict `patches`, `patch_coord`, `patch_valid` (padding coordinates are zeros).
+
+    Example:
+
+    >>> batch = naflex_from_siglip2(np.zeros((1, 4, 12)), [[1, 1, 1, 0]], [[1, 3]])
+    >>> batch["patch_coord"][0].tolist(), batch["patch_valid"][0].tolist()
+    ([[0, 0], [0, 1], [0, 2], [0, 0]], [True, True, True, False])
+    """
+    patches = np.asarray(pixel_values, "float32")
+    valid = np.asarray(pixel_attention_mask).astype(bool)
+    shapes = np.asarray(spatial_shapes).astype("int64")
+    if patches.ndim != 3 or valid.shape != patches.shape[:2] or shapes.shape != (len(patches), 2):
+        raise ValueError(
+            "Expected pixel_values (B, N, P * P * C), pixel_attention_mask (B, N) and "
+            f"spatial_shapes (B, 2). Received: shapes {patches.shape}, {valid.shape}, "
+            f"{shapes.shape}"
+        )
+    n = np.arange(patches.shape[1])[None, :]
+    width = np.maximum(shapes[:, 1:], 1)
+    coords = np.stack(np.broadcast_arrays(n // width, n % width), axis=-1)
+    coords = np.where(valid[..., None], coords, 0)
+    if not np.array_equal(valid.sum(axis=1), shapes.prod(axis=1)):
+        raise ValueError(
+            "pixel_attention_mask must hold h * w valid tokens per image (spatial_shapes). "
+            f"Received: {valid.sum(axis=1).tolist()} valid, spatial_shapes {shapes.tolist()}"
+        )
+    return {"patches": patches, "patch_coord": coords, "patch_valid": valid}
+
+
+def naflex_to_siglip2(batch):
+    """Our NaFlex dict -> transformers' SigLIP 2 inputs (`pixel_values`, `pixel_attention_mask`,
+    `spatial_shapes`), for batches whose valid tokens come first, row-major (`naflex_batch`'s).
+
+    Args:
+        batch: dict `patches`, `patch_coord`, `patch_valid`.
+
+    Returns:
+        dict `pixel_values` float32 `(B, N, P * P * C)`, `pixel_attention_mask` int32
+        `(B, N)`, `spatial_shapes` int64 `(B, 2)` (each image's largest coordinate + 1).
+
+    Raises:
+        ValueError: a batch transformers cannot express (tokens out of row-major order or
+            valid tokens after padding), naming the first such image.
+
+    Example:
+
+    >>> batch = naflex_batch([np.ones((8, 24, 3)), np.ones((16, 8, 3))], 8, 4)
+    >>> naflex_to_siglip2(batch)["spatial_shapes"].tolist()
+    [[1, 3], [2, 1]]
+    """
+    valid = np.asarray(batch["patch_valid"]).astype(bool)
+    coords = np.where(valid[..., None], np.asarray(batch["patch_coord"]).astype("int64"), 0)
+    grids = coords.max(axis=1) + 1
+    n = np.arange(valid.shape[1])[None, :]
+    expected_valid = n < grids.prod(axis=1, keepdims=True)
+    out = naflex_from_siglip2(batch["patches"], expected_valid, grids)
+    same = (out["patch_coord"] == coords).all(axis=(1, 2)) & (expected_valid == valid).all(axis=1)
+    bad = np.flatnonzero(~same)
+    if len(bad):
+        raise ValueError(
+            "transformers' SigLIP 2 inputs need each image's valid tokens first, in row-major "
+            f"order of its grid. Received: image {int(bad[0])} is not (grid "
+            f"{grids[bad[0]].tolist()})"
+        )
+    return {
+        "pixel_values": out["patches"],
+        "pixel_attention_mask": valid.astype("int32"),
+        "spatial_shapes": grids,
+    }

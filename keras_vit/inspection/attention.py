@@ -65,8 +65,11 @@ def attention_maps(model, images, batch_size=32):
             f"must be called exactly once in a functional model. Received error: {error}"
         ) from error
     # A rotary model's blocks also take the table of the input's grid (`model.rotary_embedding`).
+    # Mixed RoPE gives each block its own table (a list, one per block).
     rotary = getattr(model, "rotary_embedding", None)
-    outputs = block_inputs + ([rotary.output] if rotary is not None else [])
+    tables = [] if rotary is None else rotary.output
+    tables = list(tables) if isinstance(tables, (list, tuple)) else [tables] * bool(len(blocks))
+    outputs = block_inputs + tables
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     extractor = keras.Model(inputs, outputs)
     batch_size = int(batch_size)
@@ -79,9 +82,11 @@ def attention_maps(model, images, batch_size=32):
         if not isinstance(features, (list, tuple)):
             features = [features]
         features = list(features)
-        options = {"rotary_embedding": features.pop()} if rotary is not None else {}
+        tables = features[len(blocks) :]
+        tables = tables * len(blocks) if len(tables) == 1 else tables
         per_layer = []
-        for block, tokens in zip(blocks, features, strict=True):
+        for i, (block, tokens) in enumerate(zip(blocks, features[: len(blocks)], strict=True)):
+            options = {"rotary_embedding": tables[i]} if tables else {}
             _, scores = block(tokens, training=False, return_attention_scores=True, **options)
             per_layer.append(np.asarray(keras.ops.convert_to_numpy(scores), dtype="float32"))
         results.append(np.stack(per_layer, axis=1))

@@ -27,6 +27,7 @@ from keras_vit.layers.rotary import (
     apply_rotary_embedding,
     rotary_embedding_2d,
 )
+from keras_vit.layers.rotary_mixed import MixedRotaryEmbedding, mixed_rotary_embedding
 from keras_vit.layers.std_conv import StdConv2D
 from keras_vit.layers.swiglu import SwiGLU
 from keras_vit.layers.token_grid import TokenGrid
@@ -35,6 +36,7 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "DropPath",
     "MAPHead",
+    "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",
     "NaFlexPatchEncoder",
     "PatchCorruption",
@@ -50,6 +52,7 @@ __all__ = [
     "TokenPooling",
     "TransformerBlock",
     "apply_rotary_embedding",
+    "mixed_rotary_embedding",
     "quick_gelu",
     "relative_position_index",
     "resample_patch_embedding",

@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.rotary import apply_rotary_embedding
 
 # On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
@@ -120,12 +121,15 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         inner_norm: bool. A LayerNorm (epsilon `layer_norm_epsilon`) over the concatenated
             heads `(heads, D / heads)` before the output projection (`inner_norm`, timm's
             `attn.norm`: EVA-CLIP's `scale_attn_inner`). Defaults to False.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of the QK and inner norms
+            (`keras_vit.layers.norms`). Defaults to `"layernorm"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether attention dropout is active.
         rotary_embedding: optional `(N, 2 * head_dim)` sines and cosines (N <= T) rotating
-            the last N queries and keys. Defaults to None.
+            the last N queries and keys, or `(N, heads, 2 * head_dim)`: one table per head
+            (`keras_vit.layers.MixedRotaryEmbedding`). Defaults to None.
         attention_bias: optional additive bias of the attention logits, broadcastable to
             `(B, heads, T, T)`. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
@@ -159,10 +163,12 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         layer_norm_epsilon=1e-6,
         key_bias=True,
         inner_norm=False,
+        norm="layernorm",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.inner_norm = check_bool(inner_norm, "inner_norm")
+        self.norm = check_norm(norm)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
@@ -207,17 +213,13 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         self.output_dense.build(head_shape)
         if self.qk_norm:
             eps = self.layer_norm_epsilon
-            self.query_norm = keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name="query_norm"
-            )
-            self.key_norm = keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name="key_norm"
-            )
+            self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
+            self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
             self.query_norm.build(head_shape)
             self.key_norm.build(head_shape)
         if self.inner_norm:
-            self.output_norm = keras.layers.LayerNormalization(
-                axis=(-2, -1), epsilon=self.layer_norm_epsilon, dtype=dtype, name="inner_norm"
+            self.output_norm = make_norm(
+                self.norm, self.layer_norm_epsilon, "inner_norm", dtype, axis=(-2, -1)
             )
             self.output_norm.build(tuple(input_shape)[:-1] + (self.num_heads, head_dim))
         self.dropout = keras.layers.Dropout(
@@ -243,14 +245,23 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         return query, key, value
 
     def _rotate(self, x, embedding):
-        """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)`."""
-        if embedding.shape[-1] is not None and embedding.shape[-1] != 2 * self.head_dim:
+        """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)` (one
+        table for every head) or `(N, heads, 2 * head_dim)` (one per head: mixed RoPE)."""
+        rank = len(embedding.shape)
+        heads = self.num_heads if rank == 3 else None
+        if (
+            rank not in (2, 3)
+            or embedding.shape[-1] not in (None, 2 * self.head_dim)
+            or (rank == 3 and embedding.shape[1] not in (None, heads))
+        ):
             raise ValueError(
                 f"{self.name}: rotary_embedding must be (tokens, 2 * head_dim = "
-                f"{2 * self.head_dim}). Received: shape={tuple(embedding.shape)}"
+                f"{2 * self.head_dim}) or (tokens, heads = {self.num_heads}, 2 * head_dim). "
+                f"Received: shape={tuple(embedding.shape)}"
             )
         prefix = ops.shape(x)[1] - ops.shape(embedding)[0]
-        rotated = apply_rotary_embedding(x[:, prefix:], embedding[:, None, :])
+        table = embedding[:, None, :] if rank == 2 else embedding
+        rotated = apply_rotary_embedding(x[:, prefix:], table)
         return ops.concatenate([x[:, :prefix], rotated], axis=1)
 
     def call(
@@ -263,7 +274,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         attention_mask=None,
     ):
         dropout = bool(training) and self.attention_dropout_rate > 0
-        plain = rotary_embedding is None
+        # The fast path's QK-norm is a LayerNorm: RMS QK-norms take the keras.ops path.
+        plain = rotary_embedding is None and not (self.qk_norm and self.norm != "layernorm")
         mask = attention_mask_4d(attention_mask, inputs)
         if _FAST_PATH["torch"] and plain and not return_attention_scores and not dropout:
             from keras_vit.layers import _torch_kernels
@@ -309,6 +321,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "key_bias": self.key_bias,
                 "inner_norm": self.inner_norm,
+                "norm": self.norm,
             }
         )
         return config

@@ -9,6 +9,7 @@ from keras_vit.layers._checks import check_non_negative_int, check_positive_int,
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
+from keras_vit.layers.norms import check_norm, make_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -35,6 +36,7 @@ class MAPHead(RecordsQuantizedSublayers):
             Defaults to True.
         num_prefix_tokens: int. Leading tokens (class, distillation, register)
             left out of the pooling, as timm does. Defaults to 0.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of `norm`. Defaults to `"layernorm"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -65,9 +67,11 @@ class MAPHead(RecordsQuantizedSublayers):
         activation="gelu",
         approximate_gelu=True,
         num_prefix_tokens=0,
+        norm="layernorm",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.norm_kind = check_norm(norm)  # `norm` is the norm layer (saved files)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
@@ -97,9 +101,7 @@ class MAPHead(RecordsQuantizedSublayers):
         self.q = dense(hidden_dim, "q")
         self.kv = dense(2 * hidden_dim, "kv")
         self.proj = dense(hidden_dim, "proj")
-        self.norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=dtype, name="norm"
-        )
+        self.norm = make_norm(self.norm_kind, self.layer_norm_epsilon, "norm", dtype)
         self.mlp_fc1 = dense(self.mlp_dim, "mlp_fc1")
         self.mlp_fc2 = dense(hidden_dim, "mlp_fc2")
         token = (None, 1, hidden_dim)
@@ -145,6 +147,7 @@ class MAPHead(RecordsQuantizedSublayers):
                 "activation": self.activation,
                 "approximate_gelu": self.approximate_gelu,
                 "num_prefix_tokens": self.num_prefix_tokens,
+                "norm": self.norm_kind,
             }
         )
         return config

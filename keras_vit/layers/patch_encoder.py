@@ -14,6 +14,8 @@ from keras_vit.layers._checks import (
     check_positive_int_pair,
     check_rate,
 )
+from keras_vit.layers.attention import check_epsilon
+from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.patch_resize import resample_patch_embedding_ops
 
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
@@ -113,6 +115,11 @@ class PatchEncoder(keras.layers.Layer):
             embedding table. None takes the grid of the input the layer is built
             on; required with `dynamic_image_size` when that input has no static
             height and width. Defaults to None.
+        patch_norm: None, `"layernorm"` or `"rmsnorm"`: a norm (sublayer
+            `patch_norm`) on the patch embeddings right after the projection,
+            before the position embedding and the prefix tokens (timm's
+            `patch_embed.norm`, `embed_norm_layer`: AIMv2). Defaults to None.
+        patch_norm_epsilon: float. Epsilon of `patch_norm`. Defaults to 1e-6.
 
     Call arguments:
         images: `(B, H, W, C)`, H and W the sizes the layer was built for (any
@@ -159,9 +166,13 @@ class PatchEncoder(keras.layers.Layer):
         prefix_position_embedding=True,
         dynamic_image_size=False,
         position_embedding_grid=None,
+        patch_norm=None,
+        patch_norm_epsilon=1e-6,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.patch_norm = None if patch_norm is None else check_norm(patch_norm)
+        self.patch_norm_epsilon = check_epsilon(patch_norm_epsilon, "patch_norm_epsilon")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
         self.class_token = bool(class_token)
@@ -275,6 +286,11 @@ class PatchEncoder(keras.layers.Layer):
             )
         elif self.position_embedding == "sincos2d":
             self._sincos_table = pe.sincos_2d_position_embedding(self.grid_size, self.hidden_dim)
+        if self.patch_norm is not None:
+            self.embedding_norm = make_norm(
+                self.patch_norm, self.patch_norm_epsilon, "patch_norm", self.dtype_policy
+            )
+            self.embedding_norm.build((None, None, self.hidden_dim))
         num_tokens = None if self.dynamic_image_size else self.num_patches + self.num_prefix_tokens
         self.dropout.build((None, num_tokens, self.hidden_dim))
         self.built = True
@@ -376,6 +392,8 @@ class PatchEncoder(keras.layers.Layer):
         else:
             x = self.project(images)
             grid = None
+        if self.patch_norm is not None:
+            x = self.embedding_norm(x)
         if patch_source is not None:
             self._check_per_patch(patch_source, "patch_source")
             index = ops.expand_dims(ops.cast(patch_source, "int32"), -1)
@@ -478,6 +496,8 @@ class PatchEncoder(keras.layers.Layer):
                 "prefix_position_embedding": self.prefix_position_embedding,
                 "dynamic_image_size": self.dynamic_image_size,
                 "position_embedding_grid": self.position_embedding_grid,
+                "patch_norm": self.patch_norm,
+                "patch_norm_epsilon": self.patch_norm_epsilon,
             }
         )
         return config

@@ -1,4 +1,9 @@
-"""2-D rotary position embeddings (RoPE) as EVA-02 defines them (timm's `RotaryEmbeddingCat`)."""
+"""2-D axial rotary position embeddings (RoPE) of EVA-02 and RoPE-ViT (timm's `RotaryEmbeddingCat`).
+
+The two differ only in the order of the axes in each token's angles: EVA-02's rows then columns
+(timm's `grid_indexing="ij"`), RoPE-ViT's columns then rows (`"xy"`, with temperature 100).
+`keras_vit.layers.rotary_mixed` shares the grid positions for RoPE-ViT's mixed variant.
+"""
 
 import keras
 from keras import ops
@@ -16,8 +21,41 @@ def _check_head_dim(head_dim):
     return head_dim
 
 
+GRID_INDEXINGS = ("ij", "xy")
+
+
+def check_grid_indexing(grid_indexing):
+    if grid_indexing not in GRID_INDEXINGS:
+        raise ValueError(
+            f"grid_indexing must be one of {GRID_INDEXINGS}. "
+            f"Received: grid_indexing={grid_indexing!r}"
+        )
+    return grid_indexing
+
+
+def grid_positions(grid_size, reference_grid_size=None, grid_offset=0.0):
+    """The float32 row and column positions `(H,)`, `(W,)` of a grid (timm's `_build_grid`).
+
+    `arange(H) + grid_offset` and `arange(W) + grid_offset`, rescaled by `reference / size`
+    per axis when `reference_grid_size` is set. `grid_size` holds ints or scalar tensors.
+    """
+    height, width = grid_size
+    rows = ops.cast(ops.arange(height), "float32") + grid_offset
+    cols = ops.cast(ops.arange(width), "float32") + grid_offset
+    if reference_grid_size is not None:
+        ref_h, ref_w = reference_grid_size
+        rows = rows / ops.cast(height, "float32") * float(ref_h)
+        cols = cols / ops.cast(width, "float32") * float(ref_w)
+    return rows, cols
+
+
 def rotary_embedding_2d(
-    grid_size, head_dim, temperature=10000.0, reference_grid_size=None, grid_offset=0.0
+    grid_size,
+    head_dim,
+    temperature=10000.0,
+    reference_grid_size=None,
+    grid_offset=0.0,
+    grid_indexing="ij",
 ):
     """The `(H * W, 2 * head_dim)` sines then cosines of EVA-02's axial 2-D RoPE on a grid.
 
@@ -27,7 +65,9 @@ def rotary_embedding_2d(
     `reference_grid_size` is set (EVA-02 fine-tuned at another size keeps its pre-training
     positions); each token's angles are its row angles then its column angles, each repeated
     twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
-    rotates). Row-major tokens, as the patch encoder flattens them.
+    rotates). With `grid_indexing="xy"` (RoPE-ViT, timm's `rope_grid_indexing='xy'`) the
+    column angles come first, then the row angles. Row-major tokens, as the patch encoder
+    flattens them.
 
     Args:
         grid_size: `(H, W)`: ints, or scalar tensors (a grid known only at run time).
@@ -35,6 +75,7 @@ def rotary_embedding_2d(
         temperature: float. Defaults to 10000.
         reference_grid_size: optional `(H, W)` the positions are rescaled to. Defaults to None.
         grid_offset: float added to the integer positions. Defaults to 0.
+        grid_indexing: `"ij"` (rows first) or `"xy"` (columns first). Defaults to `"ij"`.
 
     Returns:
         float32 tensor `(H * W, 2 * head_dim)`: `concat([sin, cos], -1)`.
@@ -45,21 +86,18 @@ def rotary_embedding_2d(
     (6, 16)
     """
     _check_head_dim(head_dim)
+    check_grid_indexing(grid_indexing)
     num_bands = head_dim // 4
     exponent = ops.arange(num_bands, dtype="float32") / float(num_bands)
     bands = 1.0 / ops.power(float(temperature), exponent)
     height, width = grid_size
-    rows = ops.cast(ops.arange(height), "float32") + grid_offset
-    cols = ops.cast(ops.arange(width), "float32") + grid_offset
-    if reference_grid_size is not None:
-        ref_h, ref_w = reference_grid_size
-        rows = rows / ops.cast(height, "float32") * float(ref_h)
-        cols = cols / ops.cast(width, "float32") * float(ref_w)
+    rows, cols = grid_positions(grid_size, reference_grid_size, grid_offset)
     row_angles = rows[:, None, None] * bands  # (H, 1, bands)
     col_angles = cols[None, :, None] * bands  # (1, W, bands)
     row_angles = ops.broadcast_to(row_angles, (height, width, num_bands))
     col_angles = ops.broadcast_to(col_angles, (height, width, num_bands))
-    angles = ops.reshape(ops.concatenate([row_angles, col_angles], -1), (-1, 2 * num_bands))
+    axes = [row_angles, col_angles] if grid_indexing == "ij" else [col_angles, row_angles]
+    angles = ops.reshape(ops.concatenate(axes, -1), (-1, 2 * num_bands))
     angles = ops.repeat(angles, 2, axis=-1)  # (N, head_dim): f0 f0 f1 f1 ...
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
 
@@ -89,7 +127,7 @@ def apply_rotary_embedding(x, embedding):
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RotaryEmbedding2D(keras.layers.Layer):
-    """EVA-02's 2-D RoPE for the grid of a patch feature map, recomputed for every input.
+    """EVA-02's (or RoPE-ViT's axial) 2-D RoPE for the grid of a feature map, per input.
 
     No weights: the sines and cosines (`rotary_embedding_2d`) follow the grid `(H, W)` of the
     `(B, H, W, C)` feature map it is called on, so one model serves every image size
@@ -106,6 +144,8 @@ class RotaryEmbedding2D(keras.layers.Layer):
         patch_size: int or `(height, width)`: the grid is `(H / ph, W / pw)` of the input, so
             the layer can read the images (or a hybrid stem's map) the patch encoder embeds.
             Defaults to 1 (the input is the patch grid).
+        grid_indexing: `"ij"` (EVA-02: row angles, then column angles) or `"xy"` (RoPE-ViT:
+            columns first; timm's `rope_grid_indexing`). Defaults to `"ij"`.
 
     Call arguments:
         inputs: `(B, H, W, C)` feature map (only its shape is read).
@@ -121,7 +161,8 @@ class RotaryEmbedding2D(keras.layers.Layer):
     (16, 16)
 
     Reference:
-        Su et al., 2021 (RoFormer), Sec. 3.4; Fang et al., 2023 (EVA-02), Sec. 2.
+        Su et al., 2021 (RoFormer), Sec. 3.4; Fang et al., 2023 (EVA-02), Sec. 2;
+        Heo et al., 2024 (RoPE-ViT, arXiv 2403.13298), Sec. 3.2 (RoPE-Axial).
     """
 
     def __init__(
@@ -131,10 +172,12 @@ class RotaryEmbedding2D(keras.layers.Layer):
         reference_grid_size=None,
         grid_offset=0.0,
         patch_size=1,
+        grid_indexing="ij",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.head_dim = _check_head_dim(head_dim)
+        self.grid_indexing = check_grid_indexing(grid_indexing)
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, (int, float))
@@ -165,6 +208,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
             self.temperature,
             self.reference_grid_size,
             self.grid_offset,
+            self.grid_indexing,
         )
 
     def compute_output_shape(self, input_shape):
@@ -183,6 +227,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 "reference_grid_size": self.reference_grid_size,
                 "grid_offset": self.grid_offset,
                 "patch_size": self.patch_size,
+                "grid_indexing": self.grid_indexing,
             }
         )
         return config

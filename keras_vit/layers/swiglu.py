@@ -6,6 +6,7 @@ from keras import ops
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.attention import check_epsilon
+from keras_vit.layers.norms import check_norm, make_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -25,6 +26,8 @@ class SwiGLU(RecordsQuantizedSublayers):
         layer_norm_epsilon: float. Epsilon of `inner_norm`. Defaults to 1e-6.
         dropout_rate: float in [0, 1). Dropout after the gating and after `down_dense`.
             Defaults to 0.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of `inner_norm`. Defaults to
+            `"layernorm"`.
 
     Call arguments:
         inputs: `(..., D)`.
@@ -45,9 +48,16 @@ class SwiGLU(RecordsQuantizedSublayers):
     """
 
     def __init__(
-        self, hidden_units, inner_norm=False, layer_norm_epsilon=1e-6, dropout_rate=0.0, **kwargs
+        self,
+        hidden_units,
+        inner_norm=False,
+        layer_norm_epsilon=1e-6,
+        dropout_rate=0.0,
+        norm="layernorm",
+        **kwargs,
     ):
         super().__init__(**kwargs)
+        self.norm_kind = check_norm(norm)  # `norm` is the inner norm layer (saved files)
         self.hidden_units = check_positive_int(hidden_units, "hidden_units")
         self.inner_norm = check_bool(inner_norm, "inner_norm")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
@@ -75,8 +85,8 @@ class SwiGLU(RecordsQuantizedSublayers):
         self.gate_dense.build(shape)
         self.up_dense.build(shape)
         if self.inner_norm:
-            self.norm = keras.layers.LayerNormalization(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="inner_norm"
+            self.norm = make_norm(
+                self.norm_kind, self.layer_norm_epsilon, "inner_norm", self.dtype_policy
             )
             self.norm.build(hidden_shape)
         self.down_dense.build(hidden_shape)
@@ -100,6 +110,7 @@ class SwiGLU(RecordsQuantizedSublayers):
                 "inner_norm": self.inner_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "dropout_rate": self.dropout_rate,
+                "norm": self.norm_kind,
             }
         )
         return config

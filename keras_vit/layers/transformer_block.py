@@ -18,6 +18,7 @@ from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_d
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
 from keras_vit.layers.swiglu import SwiGLU
 
@@ -111,12 +112,17 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `mlp_dense_1_{j}`, `mlp_dense_2_{j}` (and `attention_scale_{j}`, `mlp_scale_{j}`).
             Computed by the portable path; no attention scores, RoPE or SwiGLU with it.
             Defaults to 1.
+        norm: `"layernorm"` or `"rmsnorm"` (`keras.layers.RMSNormalization`, timm's
+            `RmsNorm`: AIMv2): the kind of every norm of the block (`attention_norm`,
+            `mlp_norm`, the QK, attention inner and SwiGLU inner norms). RMSNorm blocks take
+            the portable path on PyTorch. Defaults to `"layernorm"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether dropout and drop path are active.
         rotary_embedding: optional `(N, 2 * head_dim)` rotary embedding
-            (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys.
+            (`keras_vit.layers.RotaryEmbedding2D`) for the last N tokens' queries and keys,
+            or `(N, heads, 2 * head_dim)` (one per head, `MixedRotaryEmbedding`).
         attention_bias: optional additive attention bias broadcastable to
             `(B, heads, T, T)` (a shared `keras_vit.layers.RelativePositionBias` output),
             added to the block's own relative position bias if it has one.
@@ -160,9 +166,11 @@ class TransformerBlock(RecordsQuantizedSublayers):
         relative_position_grid=None,
         relative_position_mlp_dim=None,
         num_parallel=1,
+        norm="layernorm",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.norm = check_norm(norm)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
@@ -223,9 +231,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         hidden_dim = check_token_shape(input_shape, self.num_heads, self.name)
         dtype = self.dtype_policy
         eps = self.layer_norm_epsilon
-        self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=eps, dtype=dtype, name="attention_norm"
-        )
+        self.attention_norm = make_norm(self.norm, eps, "attention_norm", dtype)
         self.attention = MultiHeadSelfAttention(
             num_heads=self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
@@ -233,6 +239,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             layer_norm_epsilon=eps,
             key_bias=self.key_bias,
             inner_norm=self.attention_inner_norm,
+            norm=self.norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
         )
@@ -252,7 +259,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             )
 
         self.attention_dropout = dropout(name="attention_dropout")
-        self.mlp_norm = keras.layers.LayerNormalization(epsilon=eps, dtype=dtype, name="mlp_norm")
+        self.mlp_norm = make_norm(self.norm, eps, "mlp_norm", dtype)
         self.parallel_branches = [
             self._build_branch(j, tuple(input_shape), hidden_dim, dense)
             for j in range(1, self.num_parallel)
@@ -264,6 +271,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 inner_norm=self.mlp_inner_norm,
                 layer_norm_epsilon=eps,
                 dropout_rate=self.dropout_rate,
+                norm=self.norm,
                 dtype=sublayer_dtype(self, "mlp"),
                 name="mlp",
             )
@@ -393,21 +401,18 @@ class TransformerBlock(RecordsQuantizedSublayers):
         """Branch j > 0 of a parallel block: its norms, attention, MLP and LayerScale."""
         eps, dtype = self.layer_norm_epsilon, self.dtype_policy
         branch = {
-            "attention_norm": keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name=f"attention_norm_{j}"
-            ),
+            "attention_norm": make_norm(self.norm, eps, f"attention_norm_{j}", dtype),
             "attention": MultiHeadSelfAttention(
                 num_heads=self.num_heads,
                 attention_dropout_rate=self.attention_dropout_rate,
                 qk_norm=self.qk_norm,
                 layer_norm_epsilon=eps,
                 key_bias=self.key_bias,
+                norm=self.norm,
                 dtype=sublayer_dtype(self, f"attention_{j}"),
                 name=f"attention_{j}",
             ),
-            "mlp_norm": keras.layers.LayerNormalization(
-                epsilon=eps, dtype=dtype, name=f"mlp_norm_{j}"
-            ),
+            "mlp_norm": make_norm(self.norm, eps, f"mlp_norm_{j}", dtype),
             "mlp_dense_1": dense(self.mlp_dim, f"mlp_dense_1_{j}"),
             "mlp_dense_2": dense(hidden_dim, f"mlp_dense_2_{j}"),
         }
@@ -472,9 +477,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
                     "no attention scores and takes no rotary embedding."
                 )
             return self._parallel_forward(inputs, training, bias)
-        # The fast path computes the original block (q/v-only biases, attention biases); RoPE
-        # and SwiGLU take the portable keras.ops path.
-        plain = rotary is None and self.mlp == "mlp"
+        # The fast path computes the original block (q/v-only biases, attention biases); RoPE,
+        # SwiGLU and RMSNorm take the portable keras.ops path.
+        plain = rotary is None and self.mlp == "mlp" and self.norm == "layernorm"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
@@ -540,6 +545,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "relative_position_grid": self.relative_position_grid,
                 "relative_position_mlp_dim": self.relative_position_mlp_dim,
                 "num_parallel": self.num_parallel,
+                "norm": self.norm,
             }
         )
         return config

@@ -17,7 +17,7 @@ arguments" reads one list instead of writing its own:
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`;
+  `rotary_reference_grid`, `rotary_grid_offset`, and the norms `norm`, `patch_norm`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -55,6 +55,7 @@ BOOLS = (
     "key_bias",
     "mlp_inner_norm",
     "attention_inner_norm",
+    "patch_norm",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -129,14 +130,27 @@ class ViTConfig:
             activations. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None or `"eva02"`: 2-D rotary position embeddings on the patch
-            queries and keys of every block, computed for the token grid of each input
-            (`keras_vit.layers.RotaryEmbedding2D`; class and register tokens not rotated).
-            Works with or without `position_embedding`. Defaults to None.
-        rotary_temperature: float. Defaults to 10000.
+        rotary_embedding: None, `"eva02"`, `"axial"` or `"mixed"`: 2-D rotary position
+            embeddings on the patch queries and keys of every block, computed for the token
+            grid of each input (class and register tokens not rotated): EVA-02's
+            (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial (the same with the
+            column angles first: timm's `rope_grid_indexing='xy'`), or RoPE-ViT's mixed
+            (`keras_vit.layers.MixedRotaryEmbedding`: trainable frequencies per block and
+            head; no reference grid or offset). Works with or without
+            `position_embedding`. Defaults to None.
+        rotary_temperature: float. Defaults to 10000 (`"mixed"`: of the initial
+            frequencies).
         rotary_reference_grid: optional int or (rows, columns): every grid's positions are
             rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
         rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
+            QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
+            `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
+            epsilon `layer_norm_epsilon` inside the square root, no bias). Defaults to
+            `"layernorm"`.
+        patch_norm: bool. A norm (kind `norm`) on the patch embeddings right after the
+            projection, before the position embedding (timm's `embed_norm_layer`, AIMv2;
+            layer `patch_encoder/patch_norm`). Defaults to False.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -220,6 +234,10 @@ class ViTConfig:
     rotary_temperature: float = _field("encoder", 10000.0)
     rotary_reference_grid: object = _field("encoder", None)
     rotary_grid_offset: float = _field("encoder", 0.0)
+    # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
+    # every norm of the model, and a norm right after the patch projection.
+    norm: str = _field("encoder", "layernorm")
+    patch_norm: bool = _field("encoder", False)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -283,6 +301,7 @@ class ViTConfig:
             )
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
+        checks.check_norms(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)
         checks.check_stem(self, normalize)

@@ -9,6 +9,7 @@ live here too, and config.py imports them.
 import keras
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+from keras_vit.layers.norms import check_norm
 from keras_vit.layers.resnet import GROUP_NORM_EPSILON
 from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
 from keras_vit.models import variants
@@ -22,8 +23,10 @@ NAFLEX_RESIZE = {
 }
 RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 MLPS = ("mlp", "swiglu")
-# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`).
-ROTARY_EMBEDDINGS = (None, "eva02")
+# Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`),
+# "axial" RoPE-ViT's (the same with column angles first: timm's grid_indexing='xy'), "mixed"
+# RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`).
+ROTARY_EMBEDDINGS = (None, "eva02", "axial", "mixed")
 # The ResNet stem's numerics: None means these official values (vit_jax).
 _RESNET_EPSILONS = {
     "resnet_conv_epsilon": STD_CONV_EPSILON,
@@ -99,6 +102,17 @@ def check_families(config, normalize):
                 f"Received: rotary_embedding=None, {', '.join(changed)}"
             )
         return
+    if config.rotary_embedding == "mixed":
+        changed = [
+            f"{name}={getattr(config, name)!r}"
+            for name in ("rotary_reference_grid", "rotary_grid_offset")
+            if getattr(config, name) != _ROTARY_DEFAULTS[name]
+        ]
+        if changed:
+            raise ValueError(
+                "rotary_embedding='mixed' (learned frequencies on integer positions) takes no "
+                f"reference grid or grid offset. Received: {', '.join(changed)}"
+            )
     if getattr(config, "naflex", False):
         raise ValueError(
             "rotary_embedding is not implemented for NaFlex models (their per-image grids "
@@ -111,6 +125,16 @@ def check_families(config, normalize):
             "2-D rotary embeddings need a head width (hidden_dim / num_heads) divisible by "
             f"4. Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads} "
             f"(head width {head_dim})"
+        )
+
+
+def check_norms(config):
+    """`norm` (the kind of every norm) and `patch_norm` (a norm after the patch projection)."""
+    check_norm(config.norm)
+    if config.patch_norm and config.naflex:
+        raise ValueError(
+            "patch_norm is not implemented for NaFlex models (their patch encoder has no "
+            "patch norm). Received: patch_norm=True, naflex=True"
         )
 
 

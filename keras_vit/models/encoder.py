@@ -15,7 +15,8 @@ the parts by role, properties of the model:
   feature map (sharing the stem's layers);
 - `patch_encoder`: the `PatchEncoder`;
 - `rotary_embedding`: the `RotaryEmbedding2D` whose table every block's attention rotates
-  by (computed from the grid of each input), or None;
+  by (computed from the grid of each input), the `MixedRotaryEmbedding` giving each block
+  its own, or None;
 - `pre_norm`: the LayerNorm before the blocks, or None;
 - `blocks`: the `TransformerBlock`s in depth order;
 - `final_norm`: the LayerNorm after the blocks, or None with `fc_norm`;
@@ -41,6 +42,7 @@ import keras
 
 from keras_vit.layers import (
     MAPHead,
+    MixedRotaryEmbedding,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
@@ -50,6 +52,7 @@ from keras_vit.layers import (
 )
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
+from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.stems import stem_features
@@ -114,6 +117,9 @@ def encoder_options(config):
     options = {k: v for k, v in options.items() if v != defaults[k]}
     if config.dynamic_image_size:
         options["position_embedding_grid"] = config.grid_size
+    if config.patch_norm:  # AIMv2's norm on the patch embeddings (timm's embed_norm_layer)
+        options["patch_norm"] = config.norm
+        options["patch_norm_epsilon"] = config.layer_norm_epsilon
     return options
 
 
@@ -123,27 +129,40 @@ def num_prefix_tokens(config):
 
 
 def _layer_norm(config, name, dtype_of):
-    return keras.layers.LayerNormalization(
-        epsilon=config.layer_norm_epsilon, name=name, dtype=dtype_of(name)
-    )
+    """The model's norm `name` (`pre_norm`, `encoder_norm`, `fc_norm`) of kind `config.norm`."""
+    return make_norm(config.norm, config.layer_norm_epsilon, name, dtype_of(name))
 
 
 def rotary_table(features, config, dtype_of=_default_dtype):
     """The `rotary_embedding` layer's `(N, 2 * head_dim)` table for the grid of `features`.
 
     `features` is what the patch encoder embeds (images, or a stem's map); None without
-    `config.rotary_embedding`.
+    `config.rotary_embedding`; with `"mixed"`, a list of one `(N, heads, 2 * head_dim)` table
+    per block.
     """
     if config.rotary_embedding is None:
         return None
+    head_dim = config.hidden_dim // config.num_heads
+    if config.rotary_embedding == "mixed":
+        return MixedRotaryEmbedding(
+            config.num_layers,
+            config.num_heads,
+            head_dim,
+            temperature=config.rotary_temperature,
+            patch_size=config.patch_size,
+            name=ROTARY_EMBEDDING,
+            dtype=dtype_of(ROTARY_EMBEDDING),
+        )(features)
+    options = {"grid_indexing": "xy"} if config.rotary_embedding == "axial" else {}
     return RotaryEmbedding2D(
-        config.hidden_dim // config.num_heads,
+        head_dim,
         temperature=config.rotary_temperature,
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
         patch_size=config.patch_size,
         name=ROTARY_EMBEDDING,
         dtype=dtype_of(ROTARY_EMBEDDING),
+        **options,
     )(features)
 
 
@@ -163,7 +182,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
             "features=None"
         )
     rotary = rotary_table(features, config, dtype_of)
-    call_options = {} if rotary is None else {"rotary_embedding": rotary}
+    per_block = isinstance(rotary, (list, tuple))  # mixed RoPE: one table per block
     mask = {} if attention_mask is None else {"attention_mask": attention_mask}
     x = tokens
     if config.pre_norm:
@@ -200,10 +219,17 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
             **_block_options(config),
             name=name,
             dtype=dtype_of(name),
-        )(x, **shared, **call_options, **mask)
+        )(x, **shared, **_rotary_option(rotary, i if per_block else None), **mask)
     if config.fc_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
+
+
+def _rotary_option(rotary, index):
+    """Block call arguments: the rotary table (block `index`'s of a per-block list), if any."""
+    if rotary is None:
+        return {}
+    return {"rotary_embedding": rotary if index is None else rotary[index]}
 
 
 # TransformerBlock arguments passed only when they differ from these defaults, so that the
@@ -215,6 +241,7 @@ _BLOCK_DEFAULTS = dict(
     mlp_inner_norm=False,
     key_bias=True,
     attention_inner_norm=False,
+    norm="layernorm",
 )
 
 
@@ -247,6 +274,7 @@ def _pool(x, config, dtype_of, patch_valid=None):
             activation=config.activation,
             approximate_gelu=config.approximate_gelu,
             num_prefix_tokens=prefix,
+            **({} if config.norm == "layernorm" else {"norm": config.norm}),
             name=POOLING,
             dtype=dtype_of(POOLING),
         )(x, **valid)

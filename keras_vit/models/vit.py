@@ -59,6 +59,9 @@ def ViT(
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
+    # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
+    norm="layernorm",
+    patch_norm=False,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -162,13 +165,23 @@ def ViT(
             Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None or `"eva02"`: EVA-02's 2-D rotary position
-            embeddings on the patch queries and keys, computed for the grid of
-            each input (`keras_vit.layers.RotaryEmbedding2D`, `model.rotary_embedding`).
-            Defaults to None.
+        rotary_embedding: None, `"eva02"`, `"axial"` or `"mixed"`: 2-D rotary
+            position embeddings on the patch queries and keys, computed for the grid
+            of each input (`model.rotary_embedding`): EVA-02's
+            (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial one (the same
+            with column angles first, timm's `rope_grid_indexing='xy'`) or RoPE-ViT's
+            mixed one (learned frequencies per block and head,
+            `keras_vit.layers.MixedRotaryEmbedding`). Defaults to None.
         rotary_temperature, rotary_reference_grid, rotary_grid_offset: its
             settings (timm's `rope_temperature`, `ref_feat_shape`,
-            `rope_grid_offset`). Default to 10000, None, 0.
+            `rope_grid_offset`; `"mixed"`: the temperature of the initial
+            frequencies only). Default to 10000, None, 0.
+        norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
+            (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
+            to `"layernorm"`.
+        patch_norm: bool. A norm (kind `norm`) on the patch embeddings before
+            the position embedding (timm's `embed_norm_layer`: AIMv2). Defaults
+            to False.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every

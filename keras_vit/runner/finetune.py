@@ -19,10 +19,14 @@ TPUv3-8 or 8 GPUs, hours):
 Expected: the digits preset reaches >= 98% test accuracy (30% of digits held out); the paper
 preset 98.1-99.0% on CIFAR-10 (Table 2/5, ViT-B/16 ImageNet-21k).
 
-`--init MODEL.keras` takes one of our saved models (e.g. the pretrain recipe's): the model is
-rebuilt at the new image size with the same architecture, every layer copied by name, the
-position embedding resampled (`PatchEncoder.load_position_embedding`), `pre_logits` dropped and
-the head re-created with zeros. `--weights FILE.npz` loads an official checkpoint through
+`--init` takes any checkpoint keras_vit reads (`keras_vit.runner.init_checkpoint`): one of our
+saved models or a converted one (`MODEL.keras`, e.g. the pretrain recipe's), a Hugging Face
+`save_pretrained` folder, or a timm checkpoint file with `--timm-name NAME`, on every family
+keras_vit reads. The model is rebuilt at the new image size with the same architecture, every
+layer copied by name, the position embedding resampled (`PatchEncoder.load_position_embedding`;
+timm and Hugging Face checkpoints are read at the new size by their own loader), relative
+position tables resized, `pre_logits` dropped and the head re-created with zeros.
+`--weights FILE.npz` loads an official checkpoint through
 `keras_vit.weights.npz.load_npz` (architecture from `--model`).
 
 `--lora-rank N` fine-tunes with LoRA (`keras_vit.enable_lora` on `--lora-targets`, by default
@@ -37,8 +41,8 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import saving
-from keras_vit.layers import PatchEncoder
+from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder
+from keras_vit.layers.relative_position import resize_relative_position_table
 from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.vit import ViT
@@ -46,6 +50,8 @@ from keras_vit.runner import pretrain
 from keras_vit.runner.config import jsonable, make_config
 from keras_vit.runner.flag_names import flag_name
 from keras_vit.runner.flexi import check_patch_sizes, flexi_model
+from keras_vit.runner.init_checkpoint import init_format, load_init_model
+from keras_vit.runner.naflex import check_naflex
 from keras_vit.runner.run import run_training
 from keras_vit.training import distillation, lora, lora_files, multihost
 from keras_vit.training.distribution import without_distribution
@@ -68,7 +74,10 @@ PAPER = dict(
     decay="cosine",
     dropout_rate=0.0,
     representation_size=None,
+    # --init: a .keras model, a Hugging Face folder, or a timm checkpoint file with its
+    # timm model name (timm_name); keras_vit.runner.init_checkpoint.
     init=None,
+    timm_name=None,
     weights=None,
     lora_rank=None,
     lora_targets=("query", "value"),
@@ -78,6 +87,10 @@ PAPER = dict(
     teacher=None,
     distillation=None,
     distillation_tau=1.0,
+    # NaFlex (--naflex): each image at its own aspect ratio, at most max_patches patches
+    # (keras_vit.runner.naflex); a plain --init checkpoint fine-tunes as its NaFlex twin.
+    naflex=False,
+    max_patches=None,
 )
 
 # Offline default: the paper's fine-tuning optimizer (SGD momentum 0.9, cosine, clip 1, no weight
@@ -113,22 +126,35 @@ def get_config(preset="digits", smoke=False):
 def init_kwargs(source, config):
     """Builder arguments of a fine-tuning model that keeps `source`'s architecture.
 
-    The sizes and encoder fields of `ViTConfig.from_model(source)`, its channels, and its pooling:
+    Every field of `ViTConfig.from_model(source)` (sizes, encoder options, stem, `fc_norm`,
+    channels) but the input size and the head: `pre_logits` is dropped, the pooling kept, and
     a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
     class token if it has one, else with global average pooling. The regularisation rates are
     the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
-    at the builder defaults.
+    at the builder defaults. With `config["naflex"]` the model is the source's NaFlex twin
+    (`naflex=True`, position table over the patches only, at the source's grid).
     """
     arch = ViTConfig.from_model(source)
-    kwargs = arch.to_kwargs("size", "encoder")
+    if arch.backbone is not None:
+        raise ValueError(
+            "Fine-tuning rebuilds the --init model from its config; a model with a custom "
+            "backbone stem cannot be rebuilt. Received: a backbone "
+            f"{type(arch.backbone).__name__!r}"
+        )
+    kwargs = arch.to_kwargs("size", "encoder", "hybrid")
     for rate in RATES:
         kwargs.pop(rate)
+    kwargs.pop("backbone")
     kwargs.update(
         num_channels=arch.num_channels,
+        fc_norm=arch.fc_norm,
         pooling=arch.pooling or ("token" if arch.class_token else "gap"),
         dropout_rate=config["dropout_rate"],
         remat=config["remat"],
     )
+    if arch.naflex or config.get("naflex"):
+        # NaFlex: the table keeps the source's grid (each image resamples it to its own).
+        kwargs.update(naflex=True, prefix_position_embedding=False, image_size=arch.image_size)
     return kwargs
 
 
@@ -142,13 +168,50 @@ PATCH_ENCODER_WEIGHTS = (
 )
 
 
+def _copy_patch_encoder(src, layer):
+    # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
+    for attr in PATCH_ENCODER_WEIGHTS:
+        if hasattr(layer, attr) and hasattr(src, attr):  # a new token stays as built
+            getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
+    if isinstance(layer, NaFlexPatchEncoder):
+        if isinstance(src, NaFlexPatchEncoder):
+            for w, v in zip(layer.weights, src.weights, strict=True):
+                w.assign(keras.ops.convert_to_numpy(v))
+        elif layer.position_embedding == "learned":  # a plain model's NaFlex twin
+            posemb = keras.ops.convert_to_numpy(src.position_embeddings)
+            layer.position_embeddings.assign(posemb[:, src.num_prefix_positions:])
+        return
+    if layer.position_embedding == "learned":
+        posemb = keras.ops.convert_to_numpy(src.position_embeddings)
+        extra = layer.num_prefix_positions - src.num_prefix_positions
+        if extra > 0:  # a new distillation token: its position starts as the class's
+            posemb = np.concatenate(
+                [posemb[:, :1], np.repeat(posemb[:, :1], extra, 1), posemb[:, 1:]], 1
+            )
+        layer.load_position_embedding(posemb, source_grid=src.grid_size)
+
+
+def _resized(weight, value, source, target):
+    """`value` of `weight` for `target`'s grid: relative position tables are resized."""
+    shape = tuple(weight.shape)
+    if tuple(np.shape(value)) == shape or not weight.path.endswith("relative_position_bias_table"):
+        return value
+    arch = ViTConfig.from_model(target)
+    return resize_relative_position_table(
+        value,
+        arch.grid_size,
+        ViTConfig.from_model(source).grid_size,
+        class_token=bool(arch.class_token),
+    )
+
+
 def transfer_weights(source, target):
     """Copies `source`'s weights into `target` layer by layer (matched by name).
 
-    The position embedding is resampled to `target`'s grid; `head` (new, zero-initialised) and
-    `pre_logits` (dropped for fine-tuning) are not copied, nor `head_dist`; a distillation token
-    `source` lacks starts as built, its position as the class token's. Returns the copied
-    layer names.
+    The position embedding and relative position bias tables are resampled to `target`'s
+    grid; `head` (new, zero-initialised) and `pre_logits` (dropped for fine-tuning) are not
+    copied, nor `head_dist`; a distillation token `source` lacks starts as built, its
+    position as the class token's. Returns the copied layer names.
     """
     copied = []
     for layer in target.layers:
@@ -158,26 +221,19 @@ def transfer_weights(source, target):
             src = source.get_layer(layer.name)
         except ValueError:
             raise ValueError(f"The --init model has no layer {layer.name!r} to copy.") from None
-        if isinstance(layer, PatchEncoder):
-            # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
-            for attr in PATCH_ENCODER_WEIGHTS:
-                if hasattr(layer, attr) and hasattr(src, attr):  # a new token stays as built
-                    getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
-            if layer.position_embedding == "learned":
-                posemb = keras.ops.convert_to_numpy(src.position_embeddings)
-                extra = layer.num_prefix_positions - src.num_prefix_positions
-                if extra > 0:  # a new distillation token: its position starts as the class's
-                    posemb = np.concatenate(
-                        [posemb[:, :1], np.repeat(posemb[:, :1], extra, 1), posemb[:, 1:]], 1
-                    )
-                layer.load_position_embedding(posemb, source_grid=src.grid_size)
+        if isinstance(layer, (PatchEncoder, NaFlexPatchEncoder)):
+            _copy_patch_encoder(src, layer)
         else:
-            values = src.get_weights()
+            values = [
+                _resized(w, v, source, target)
+                for w, v in zip(layer.weights, src.get_weights(), strict=False)
+            ]
             shapes = [tuple(w.shape) for w in layer.weights]
             if [tuple(np.shape(v)) for v in values] != shapes:
                 raise ValueError(
                     f"Layer {layer.name!r}: weight shapes differ between the --init model and "
-                    f"the fine-tuning model. Received: {[np.shape(v) for v in values]} vs {shapes}"
+                    f"the fine-tuning model. Received: {[np.shape(v) for v in src.get_weights()]}"
+                    f" vs {shapes}"
                 )
             layer.set_weights(values)
         copied.append(layer.name)
@@ -190,29 +246,37 @@ def zero_head(model):
 
 
 def build_model(num_classes, config):
-    """Builds the fine-tuning model: from `init` (.keras), `weights` (.npz) or from scratch."""
+    """Builds the fine-tuning model: from `init` (any `--init` checkpoint), `weights` (.npz)
+    or from scratch."""
     if config["init"] and config["weights"]:
-        raise ValueError("Give either --init (a .keras model) or --weights (an .npz), not both.")
+        raise ValueError("Give either --init (a checkpoint) or --weights (an .npz), not both.")
+    if config.get("timm_name") and not config["init"]:
+        raise ValueError(
+            "--timm-name names the architecture of a timm checkpoint given with --init FILE. "
+            f"Received: timm_name={config['timm_name']!r}, init=None"
+        )
     if config["init"]:
         # A local copy, read only to copy from: under ModelParallel over several processes its
         # weights would be sharded over processes and unreadable here.
         with without_distribution():
-            source = saving.load_model(config["init"])
+            source, kind = load_init_model(config)
         if isinstance(source, FlexiViT):  # a FlexiViT run's model.keras: its backbone
             source = source.backbone
         arch = init_kwargs(source, config)
         if config.get("distillation_token"):
             arch["distillation_token"] = True
-        model = ViT(
-            config["model"], image_size=config["image_size"], num_classes=num_classes, **arch
-        )
+        arch.setdefault("image_size", config["image_size"])
+        model = ViT(config["model"], num_classes=num_classes, **arch)
         copied = transfer_weights(source, model)
         info = {
             "init": config["init"],
+            "init_format": kind,
             "architecture": jsonable(arch),
-            "source_image_size": list(source.patch_encoder.image_size),
+            "source_image_size": list(ViTConfig.from_model(source).image_size),
             "copied_layers": len(copied),
         }
+        if config.get("timm_name"):
+            info["timm_name"] = config["timm_name"]
         return model, info
     model, info = pretrain.build_model(num_classes, config)
     if config["weights"]:
@@ -326,6 +390,9 @@ def run(config, callbacks=()):
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
     check_patch_sizes(config)
     check_distillation(config)
+    check_naflex(config)
+    if config["init"]:
+        init_format(config["init"], config.get("timm_name"))
     return run_training(
         config, build_distilled_model, "finetune", callbacks=callbacks, finish=save_adapters
     )

@@ -14,8 +14,8 @@ CONFIG_FILE = "run_config.json"
 # Settings that shape the weights in the backup: a resume cannot change them.
 ARCHITECTURE = (
     "model", "model_overrides", "image_size", "num_channels", "representation_size", "pooling",
-    "dataset", "init", "weights", "lora_rank", "lora_targets", "lora_alpha", "patch_sizes",
-    "target", "mixed_precision",
+    "dataset", "init", "timm_name", "weights", "naflex", "max_patches", "lora_rank",
+    "lora_targets", "lora_alpha", "patch_sizes", "target", "mixed_precision",
 )  # fmt: skip
 # Settings of where and how verbosely a run writes: never reported.
 IGNORED = ("out", "overwrite", "verbose", "download", "data_dir", "init_timeout")

@@ -4,6 +4,7 @@ import os
 import shutil
 import time
 
+from keras_vit.runner import naflex
 from keras_vit.runner.backup import atomic_write, write_json
 from keras_vit.runner.callbacks import training_callbacks
 from keras_vit.runner.compile import compile_classifier, evaluate_classifier
@@ -73,6 +74,9 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
     with distribution_scope(config["distribution"]):
         devices = num_devices(config["distribution"])
         model, model_info = build_model(setup.train_source.num_classes, config)
+        patch_size = naflex.check_model(getattr(model, "saved_model", model), config)
+        if patch_size is not None:
+            setup.use_naflex(config, patch_size)
         extra = compile(model, config, setup) or {}
         history = model.fit(
             setup.train_ds,

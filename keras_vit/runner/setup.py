@@ -67,6 +67,29 @@ class RunSetup:
     eval_steps: int | None = None
     num_processes: int = 1
 
+    def use_naflex(self, config, patch_size):
+        """NaFlex pipelines (`--naflex`) at the model's `patch_size` replace the square ones."""
+        from keras_vit.data.naflex_pipelines import naflex_eval_pipeline, naflex_train_pipeline
+
+        common = dict(
+            patch_size=patch_size,
+            max_patches=config["max_patches"],
+            num_channels=config["num_channels"],
+        )
+        self.train_ds = naflex_train_pipeline(
+            self.train_source,
+            batch_size=config["batch_size"],
+            epochs=self.epochs,
+            steps_per_epoch=self.steps_per_epoch,
+            start_epoch=min(self.start_epoch, self.epochs - 1),
+            seed=config["seed"],
+            flip=config["flip"],
+            **common,
+        )
+        self.eval_ds = naflex_eval_pipeline(
+            self.eval_source, batch_size=config["eval_batch_size"], **common
+        )
+
     def base_metrics(self, recipe, config):
         """The metrics.json fields every recipe writes (run, data and step plan)."""
         return {
@@ -134,7 +157,11 @@ def _prepare(config, out, num_processes, chief, parts):
         print(resume_line(backup_dir, start_epoch, epochs))
     if chief:
         trim_csv_log(os.path.join(out, "log.csv"), start_epoch)
-    train_ds = data.train_pipeline(
+    naflex = config.get("naflex")
+    if naflex and num_processes > 1:
+        raise ValueError("--naflex runs in one process. Received: num_processes="
+                         f"{num_processes}")
+    train_ds = None if naflex else data.train_pipeline(
         train_source,
         image_size=config["image_size"],
         batch_size=config["batch_size"],
@@ -158,6 +185,8 @@ def _prepare(config, out, num_processes, chief, parts):
             eval_source, image_size=config["image_size"], batch_size=eval_batch, pad=True
         ).repeat()  # Keras' sharded dataset has no known length: evaluate `eval_steps` batches
         eval_steps = math.ceil(eval_source.num_examples / eval_batch)
+    elif naflex:  # made once the model gives the patch size (`RunSetup.use_naflex`)
+        eval_ds = None
     else:
         eval_ds = data.eval_pipeline(
             eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]

@@ -55,6 +55,8 @@ _PLAIN = (
     ("distillation_token", False, "DeiT's distillation token is another model type (deit)"),
     ("layer_scale_init_value", None, "its blocks have no LayerScale"),
     ("qk_norm", False, "its attention has no qk-norm"),
+    ("norm", "layernorm", "its norms are LayerNorms"),
+    ("patch_norm", False, "it has no norm on the patch embeddings"),
     ("pre_norm", False, "it has no LayerNorm before the blocks"),
     ("fc_norm", False, "its final LayerNorm is on the tokens, not the pooled vector"),
     ("dynamic_image_size", False, "it resamples positions without antialiasing "

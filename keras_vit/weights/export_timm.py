@@ -200,6 +200,14 @@ def check_timm_expressible(config):
                 "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
                 "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
             )
+    if config.norm != "layernorm" or config.patch_norm:
+        option = "norm" if config.norm != "layernorm" else "patch_norm"
+        raise _refuse(
+            option,
+            getattr(config, option),
+            "export_timm writes timm's LayerNorm ViTs; the RMSNorm / patch-norm models (AIMv2) "
+            "load through from_timm but are not exported",
+        )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",

@@ -23,6 +23,7 @@ default). Another `image_size` than the checkpoint's resamples the position embe
 antialiasing: `keras_vit.layers.bicubic`); here it is done once, at load time.
 """
 
+import importlib
 import json
 import logging
 import os
@@ -56,6 +57,12 @@ _RENAMES = (
     (r"^layers\.(\d+)\.(layernorm_before|layernorm_after)\.", r"encoder.layer.\1.\2."),
 )
 _QKV = {"q": "query", "k": "key", "v": "value"}
+# Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
+# **kwargs)` reads them (imported when used: they build on this module).
+FAMILY_MODULES = {
+    "siglip2": "keras_vit.weights.huggingface_siglip2",
+    "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
+}
 
 
 def _legacy_name(key):
@@ -120,9 +127,7 @@ def _weights_file(folder):
         candidate = os.path.join(folder, name)
         if os.path.isfile(candidate):
             return candidate
-    raise FileNotFoundError(
-        f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}."
-    )
+    raise FileNotFoundError(f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}.")
 
 
 def _pair(value, name, config_path):
@@ -131,9 +136,7 @@ def _pair(value, name, config_path):
     pair = isinstance(value, (list, tuple)) and len(value) == 2
     if pair and all(isinstance(v, int) for v in value):
         return tuple(value)
-    raise ValueError(
-        f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}"
-    )
+    raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
 
 
 def vit_arguments(config, source="config.json"):
@@ -162,8 +165,8 @@ def vit_arguments(config, source="config.json"):
     if model_type != "vit":
         raise ValueError(
             f"{source}: model_type {model_type!r} is not a ViT. keras_vit.from_huggingface reads "
-            "model_type 'vit' (ViTModel, ViTForImageClassification); for timm models use "
-            "keras_vit.from_timm."
+            f"model_type 'vit' (ViTModel, ViTForImageClassification) and {sorted(FAMILY_MODULES)}; "
+            "for timm models use keras_vit.from_timm."
         )
     architectures = config.get("architectures") or ["ViTModel"]
     unknown = [a for a in architectures if a not in ARCHITECTURES]
@@ -294,6 +297,9 @@ def _skips(arrays, config):
 def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
+    Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
+    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model).
+
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or
             `model.safetensors.index.json` with its shards, or `pytorch_model.bin`, which
@@ -323,6 +329,13 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """
     folder = _folder(path)
     hf = read_config(folder)
+    family = FAMILY_MODULES.get(hf.get("model_type"))
+    if family is not None:
+        module = importlib.import_module(family)
+        loader = getattr(module, "from_huggingface_" + family.rpartition("_")[2])
+        if image_size is not None:
+            kwargs["image_size"] = image_size
+        return loader(folder, hf, num_classes=num_classes, **kwargs)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
     qkv_bias = arguments.pop("_qkv_bias")
     weights_path = _weights_file(folder)

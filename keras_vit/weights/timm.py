@@ -25,7 +25,13 @@ from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_beit import beit_name_table
-from keras_vit.weights.timm_eva import PACKED_BIAS, PACKED_WEIGHT, eva_block_table, eva_fills
+from keras_vit.weights.timm_eva import (
+    PACKED_BIAS,
+    PACKED_WEIGHT,
+    eva_block_table,
+    eva_fills,
+    eva_model_table,
+)
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 
@@ -213,6 +219,8 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     table["patch_embed.proj.weight"] = (p["patch_kernel"], L.CONV)
     if patch_bias:
         table["patch_embed.proj.bias"] = (p["patch_bias"], L.IDENTITY)
+    if eva:
+        table.update(eva_model_table(config))
     if getattr(config, "pre_norm", False):
         table.update(_norm("norm_pre", p["pre_norm"]))
     if getattr(config, "relative_position_bias", None) == "mlp_shared":  # vit_srelpos

@@ -10,7 +10,7 @@ embedding, norms, head) is shared with the ViT table.
 
 import numpy as np
 
-from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.models.encoder import BLOCK_NAME, ROTARY_EMBEDDING
 from keras_vit.weights import loading as L
 
 _norm, _linear = L.torch_norm, L.torch_linear
@@ -33,7 +33,20 @@ PACKED_WEIGHT = _halves(L.LINEAR)
 PACKED_BIAS = _halves(L.IDENTITY)
 
 
+def _attention_rope(key, attention):
+    """timm's `AttentionRope` (RoPE-ViT): one `qkv` with its full bias, `proj`."""
+    qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
+    return {
+        f"{key}.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
+        f"{key}.qkv.bias": (tuple(f"{p}/bias" for p in qkv), L.QKV_BIAS),
+        f"{key}.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
+        f"{key}.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
+    }
+
+
 def _attention(key, attention, config, spec):
+    if spec.extras.get("attention") == "rope":
+        return _attention_rope(key, attention)
     if spec.extras.get("qkv_fused", True):
         qkv = tuple(f"{attention}/{name}/kernel" for name in ("query", "key", "value"))
         table = {f"{key}.qkv.weight": (qkv, L.QKV_WEIGHT)}
@@ -88,6 +101,13 @@ def eva_block_table(i, config, spec):
     table.update(_norm(f"{key}.norm2", f"{path}/mlp_norm"))
     table.update(_mlp(f"{key}.mlp", path, config, spec))
     return table
+
+
+def eva_model_table(config):
+    """The model-level `Eva` weights besides the ViT's: mixed RoPE's `rope.freqs`."""
+    if config.rotary_embedding != "mixed":
+        return {}
+    return {"rope.freqs": (f"{ROTARY_EMBEDDING}/frequencies", L.IDENTITY)}
 
 
 def eva_fills(config, spec):

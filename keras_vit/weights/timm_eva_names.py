@@ -11,10 +11,12 @@ say what the checkpoint's layout is, for the loader (`keras_vit.weights.timm_eva
   gate first) rather than `mlp.fc1_g`, `mlp.fc1_x`;
 - `_mlp_ratio`: timm's `mlp_ratio`: the MLP width is `int(hidden_dim * ratio)` (also for a
   `hidden_dim` override);
-- `_qkv_bias`: whether the checkpoint has query and value biases.
+- `_qkv_bias`: whether the checkpoint has query and value biases;
+- `_attention`: `"rope"` for timm's `AttentionRope` (RoPE-ViT: one `attn.qkv` with its full
+  `(3D,)` bias, so a key bias too), else `EvaAttention`.
 
-Every EVA block here has no key bias (timm's `EvaAttention`: a zero `k_bias` buffer, or a
-`k_proj` without bias), so `key_bias=False`.
+Every `EvaAttention` block here has no key bias (a zero `k_bias` buffer, or a `k_proj` without
+bias), so `key_bias=False`.
 """
 
 __all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS", "UNSUPPORTED"]
@@ -91,6 +93,28 @@ def _rope_registers(g):
     }
 
 
+def _rope_vit(g):
+    """RoPE-ViT (naver-ai/rope-vit): DeiT-III-like blocks with timm's AttentionRope."""
+    mixed = bool(g["mixed"])
+    args = {
+        "variant": f"{_EVA_SIZES[g['size']]}/16",
+        "approximate_gelu": False,
+        "layer_scale_init_value": 1e-5,
+        "pooling": "token",
+        "class_token": True,
+        "position_embedding": "learned" if g["ape"] else None,
+        "rotary_embedding": "mixed" if mixed else "axial",
+        "rotary_temperature": 10.0 if mixed else 100.0,
+        "_layout": "eva",
+        "_attention": "rope",
+        "_qkv_fused": True,
+        "_mlp_ratio": 4.0,
+    }
+    if g["ape"]:  # no_embed_class=True: the table covers the patches only
+        args["prefix_position_embedding"] = False
+    return args
+
+
 # (name, pattern, example, description, arguments): `timm_names.Family` fields.
 FAMILY_SPECS = (
     (
@@ -121,6 +145,14 @@ FAMILY_SPECS = (
         "timm's SBB ViTs with EVA-02's RoPE and registers (no absolute position embedding)",
         _rope_registers,
     ),
+    (
+        "rope_vit",
+        r"vit_(?P<size>small|base|large)_patch16_rope(?P<mixed>_mixed)?(?P<ape>_ape)?_(?P<res>224)",
+        "vit_base_patch16_rope_mixed_ape_224.naver_in1k",
+        "RoPE-ViT: axial RoPE ('xy' grid, temperature 100) or mixed RoPE (learned frequencies "
+        "per block and head), with or without an absolute position embedding",
+        _rope_vit,
+    ),
 )
 
 # Class counts of timm's default pretrained tags (where not 1000; 0: no head).
@@ -138,10 +170,4 @@ DEFAULT_CLASSES = {
 # Names of eva.py keras_vit refuses, and what they need (checked before the families).
 UNSUPPORTED = (
     (r"eva02_enormous_.*", "residual post-norm blocks (timm's EvaBlockPostNorm)"),
-    (r".*_rope_mixed(_ape)?_224", "timm's mixed rotary embeddings (learned per-head frequencies)"),
-    (
-        r"vit_(small|base|large)_patch16_rope(_ape)?_224",
-        "RoPE-ViT's axial rotary embeddings (timm's AttentionRope, 'xy' grid indexing, "
-        "temperature 100), not EVA-02's",
-    ),
 )

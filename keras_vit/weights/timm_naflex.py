@@ -12,7 +12,7 @@ C-RADIO NaFlex backbones (`naflexvit_*_radio_*`) have no final norm and are refu
 from keras_vit.weights import loading as L
 
 # timm's `embeds.proj` Linear `(D, ph * pw * C)` -> our kernel `(ph, pw, C, D)`.
-_PATCH_KERNEL = L.Transform(
+PATCH_KERNEL = L.Transform(
     "naflex_patch",
     lambda shapes: (shapes[0][3], shapes[0][0] * shapes[0][1] * shapes[0][2]),
     lambda a, shapes: (a.T.reshape(shapes[0]),),
@@ -51,7 +51,7 @@ def naflex_name_table(config, table):
         out["embeds.cls_token"] = ("patch_encoder/class_embedding", L.IDENTITY)
     if config.num_register_tokens:
         out["embeds.reg_token"] = ("patch_encoder/register_embeddings", L.IDENTITY)
-    out["embeds.proj.weight"] = ("patch_encoder/kernel", _PATCH_KERNEL)
+    out["embeds.proj.weight"] = ("patch_encoder/kernel", PATCH_KERNEL)
     out["embeds.proj.bias"] = ("patch_encoder/bias", L.IDENTITY)
     if config.position_embedding == "learned":
         out["embeds.pos_embed"] = ("patch_encoder/position_embeddings", _GRID)

@@ -15,8 +15,8 @@ from tests.helpers import check_config_complete, np_softmax, to_numpy
 from tests.weights.references import import_timm, import_torch
 
 
-def np_rotary(grid, head_dim, temperature=10000.0, reference=None, offset=0.0):
-    """EVA-02's RoPE written per token and per frequency (no broadcasting tricks)."""
+def np_rotary(grid, head_dim, temperature=10000.0, reference=None, offset=0.0, xy=False):
+    """EVA-02's RoPE (RoPE-ViT's axial one with `xy`: columns first) per token and frequency."""
     bands = head_dim // 4
     freqs = [temperature ** (-i / bands) for i in range(bands)]
     rows, cols = grid
@@ -26,7 +26,8 @@ def np_rotary(grid, head_dim, temperature=10000.0, reference=None, offset=0.0):
             y, x = r + offset, c + offset
             if reference is not None:
                 y, x = y / rows * reference[0], x / cols * reference[1]
-            angles = [y * f for f in freqs] + [x * f for f in freqs]
+            first, second = (x, y) if xy else (y, x)
+            angles = [first * f for f in freqs] + [second * f for f in freqs]
             pairs = np.repeat(np.array(angles), 2)
             sin.append(np.sin(pairs))
             cos.append(np.cos(pairs))
@@ -69,6 +70,32 @@ def test_embedding_matches_timm(reference):
     x = np.random.default_rng(1).normal(size=(2, 2, 15, 16)).astype("float32")
     want = apply_rot_embed_cat(torch.from_numpy(x), torch.from_numpy(expected)).numpy()
     np.testing.assert_allclose(to_numpy(apply_rotary_embedding(x, got)), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("grid,reference,offset", [((3, 5), None, 0.0), ((4, 2), (7, 9), 1.0)])
+def test_axial_xy_matches_numpy_and_timm(grid, reference, offset):
+    """RoPE-ViT's axial RoPE: timm's RotaryEmbeddingCat(grid_indexing='xy', temperature=100)."""
+    torch = import_torch()
+    import_timm()
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingCat
+
+    del torch
+    sin, cos = np_rotary(grid, 16, 100.0, reference, offset, xy=True)
+    layer = RotaryEmbedding2D(16, 100.0, reference, offset, grid_indexing="xy")
+    got = to_numpy(layer(np.zeros((1, *grid, 8), "float32")))
+    np.testing.assert_allclose(got, np.concatenate([sin, cos], -1), atol=1e-5)
+    rope = RotaryEmbeddingCat(
+        dim=16,
+        temperature=100.0,
+        in_pixels=False,
+        feat_shape=list(grid),
+        ref_feat_shape=reference,
+        grid_offset=offset,
+        grid_indexing="xy",
+    )
+    np.testing.assert_allclose(got, rope.get_embed().numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="grid_indexing must be one of"):
+        RotaryEmbedding2D(16, grid_indexing="yx")
 
 
 def test_layer_config_and_shapes():

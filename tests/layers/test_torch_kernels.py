@@ -117,6 +117,8 @@ OPTIONS = {
     "remat": dict(remat=True),
     "zero_rates": dict(dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0),
     "all": dict(qk_norm=True, layer_scale_init_value=0.1, remat=True, activation="quick_gelu"),
+    # RMSNorm blocks (AIMv2) and RMS QK-norms fall back to the portable path.
+    "rmsnorm_qk_norm": dict(norm="rmsnorm", qk_norm=True, layer_norm_epsilon=1e-5),
 }
 
 

@@ -171,6 +171,39 @@ def test_weight_paths_for_converters():
     assert not any(name.startswith("encoder_norm") for name in names)
 
 
+def test_rmsnorm_everywhere_and_keras_file(tmp_path):
+    """norm='rmsnorm' makes every norm an RMSNormalization (patch norm, QK, inner, MAP, ...)."""
+    options = dict(
+        norm="rmsnorm",
+        patch_norm=True,
+        pre_norm=True,
+        qk_norm=True,
+        attention_inner_norm=True,
+        mlp="swiglu",
+        mlp_inner_norm=True,
+        pooling="map",
+        fc_norm=True,
+    )
+    model, _ = _build(options)
+    norms = [w.path for w in model.weights if "norm" in w.path.split("/")[-2]]
+    assert len(norms) == 10 and all(path.endswith("/scale") for path in norms)
+    assert "patch_encoder/patch_norm/scale" in norms and "pooling/norm/scale" in norms
+    assert not any("gamma" in w.path or "beta" in w.path for w in model.weights)
+    x = _images()
+    # The patch norm comes before the position embedding: patch tokens of equal pixels agree
+    # up to their positions only when the norm sees the projection alone.
+    encoder = model.patch_encoder
+    tokens = to_numpy(encoder(x))
+    projected = to_numpy(encoder.embedding_norm(encoder.project(x)))
+    positions = to_numpy(encoder.patch_position_embedding())
+    np.testing.assert_allclose(tokens, projected + positions, rtol=1e-5, atol=1e-6)
+    path = str(tmp_path / "rms.keras")
+    model.save(path)
+    loaded = keras_vit.load_model(path)
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    assert loaded.config == model.config and loaded.config.norm == "rmsnorm"
+
+
 def test_distilled_head_averages_both_classifiers():
     model, kwargs = _build(dict(distillation_token=True, classifier_activation="softmax"))
     x = _images()

@@ -88,6 +88,9 @@ def test_hybrid_config():
         (dict(resnet_units=(1,), resnet_width=12, resnet_groups=8), "resnet_width=12"),
         (dict(resnet_units=(1, 1), image_size=(40, 32)), r"total stride.*\(40, 32\)"),
         (dict(backbone="resnet50"), "backbone must be a Keras model or layer"),
+        (dict(norm="batchnorm"), r"norm must be one of \('layernorm', 'rmsnorm'\)\. .*'batchnorm'"),
+        (dict(patch_norm=1), "patch_norm must be a bool. Received: patch_norm=1"),
+        (dict(patch_norm=True, naflex=True, pooling="gap"), "patch_norm is not implemented for Na"),
     ],
 )
 def test_validation_errors_name_expected_and_received(kwargs, match):
@@ -123,9 +126,10 @@ def test_to_kwargs_and_field_groups():
     # position rows, pre-norm, qk-norm, activation, key bias, relative position bias and MLP,
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
-    # attention_inner_norm, rotary_embedding and its 3 settings).
+    # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
+    # patch_norm).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 35
+    assert len(mpp.ENCODER_KEYS) == 37
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

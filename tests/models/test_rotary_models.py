@@ -187,7 +187,7 @@ def test_dynamic_size_fit_step():
     [
         (dict(mlp="glu"), "mlp must be one of"),
         (dict(mlp_inner_norm=True), "mlp_inner_norm needs mlp='swiglu'"),
-        (dict(rotary_embedding="mixed"), "rotary_embedding must be one of"),
+        (dict(rotary_embedding="rope"), "rotary_embedding must be one of"),
         (dict(rotary_reference_grid=16), "Rotary settings need rotary_embedding"),
         (dict(rotary_embedding="eva02", num_heads=16), "head width .* divisible by 4"),
         (dict(rotary_embedding="eva02", rotary_temperature=0), "must be positive"),

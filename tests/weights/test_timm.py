@@ -418,5 +418,5 @@ def test_supported_count_over_all_timm_names():
         reads += 1
     # timm 1.0.31: 144 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2),
     # BEiT 7, relpos 9,
-    # eva.py 19, NaFlexVit 8, FlexiViT 3 (of 1371 names)
-    assert reads == 190
+    # eva.py 31 (19 + RoPE-ViT's 12 axial / mixed), NaFlexVit 8, FlexiViT 3 (of 1371 names)
+    assert reads == 202

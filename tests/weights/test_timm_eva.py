@@ -8,9 +8,11 @@ forward pass; other sizes, `dynamic_image_size` and `feature_extractor` against 
 state dict on the meta device.
 """
 
+import numpy as np
 import pytest
 
 from keras_vit import feature_extractor, from_timm
+from keras_vit.inspection import attention_maps
 from keras_vit.weights import timm as T
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
@@ -31,6 +33,10 @@ CASES = {
     "eva02_clip": ("eva02_base_patch16_clip_224.merged2b", 32),  # + attention inner norm
     "eva": ("eva_giant_patch14_224.clip_ft_in1k", 28),  # no RoPE, GELU MLP
     "vit_rope_registers": ("vit_mediumd_patch16_rope_reg1_gap_256", 32),  # no q/v biases
+    # RoPE-ViT: AttentionRope (full qkv bias), axial 'xy' RoPE at temperature 100 ...
+    "rope_vit": ("vit_small_patch16_rope_224.naver_in1k", 32),
+    # ... and mixed RoPE (learned rope.freqs) with a patches-only absolute position embedding.
+    "rope_vit_mixed_ape": ("vit_base_patch16_rope_mixed_ape_224.naver_in1k", 32),
 }
 
 
@@ -79,7 +85,7 @@ def test_other_image_size_resamples_and_rescales_like_timm(references):
     assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
 
 
-@pytest.mark.parametrize("case", ["eva02", "vit_rope_registers"])
+@pytest.mark.parametrize("case", ["eva02", "vit_rope_registers", "rope_vit_mixed_ape"])
 def test_dynamic_image_size_and_features_match_timm(case, references):
     """timm's dynamic_img_size=True at two sizes; its intermediates at a third (non-square)."""
     ref = references[case]
@@ -121,12 +127,40 @@ def test_feature_extractor_matches_forward_intermediates(references, models):
 def test_refused_names_say_why():
     for name, why in (
         ("eva02_enormous_patch14_clip_224.laion2b", "residual post-norm blocks"),
-        ("vit_base_patch16_rope_mixed_224.naver_in1k", "mixed rotary embeddings"),
-        ("vit_base_patch16_rope_ape_224.naver_in1k", "AttentionRope, 'xy' grid indexing"),
         ("vit_base_patch16_dinov3.lvd1689m", "blocks or embeddings other than the ViT's"),
     ):
         with pytest.raises(ValueError, match=f"not supported by keras_vit: it needs .*{why}"):
             from_timm(name)
+
+
+def test_rope_vit_depth_override_and_attention_maps(references, models):
+    """A RoPE-ViT of another depth (timm's `depth=1`), and mixed RoPE's per-block tables in
+    the attention maps: block l's scores are timm's `attn` softmax with rope[l]."""
+    model = from_timm("vit_large_patch16_rope_mixed_224", num_layers=1, hidden_dim=32,
+                      num_heads=2, image_size=32)  # fmt: skip
+    assert tuple(model.rotary_embedding.frequencies.shape) == (2, 1, 2, 8)
+    ref = references["rope_vit_mixed_ape"]
+    maps = attention_maps(models["rope_vit_mixed_ape"], ref["images"])
+    reference = ref["model"]
+    captured = []
+    hook = timm.models.eva.AttentionRope.forward
+
+    def forward(self, x, rope=None, **kwargs):
+        b, n, _ = x.shape
+        q, k, _ = self.qkv(x).reshape(b, n, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+        rotate = timm.layers.apply_rot_embed_cat
+        q = torch.cat([q[:, :, :1], rotate(q[:, :, 1:], rope)], 2)
+        k = torch.cat([k[:, :, :1], rotate(k[:, :, 1:], rope)], 2)
+        captured.append((q * self.scale @ k.transpose(-2, -1)).softmax(-1).numpy())
+        return hook(self, x, rope=rope, **kwargs)
+
+    timm.models.eva.AttentionRope.forward = forward
+    try:
+        timm_run(torch, reference, ref["images"])
+    finally:
+        timm.models.eva.AttentionRope.forward = hook
+    assert maps.shape == (2, 2, 2, 5, 5)
+    assert_close(maps, np.stack(captured, axis=1))
 
 
 def test_without_checkpoint_the_architecture_at_random():
@@ -187,5 +221,6 @@ def test_every_eva_name_we_read_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
-    # timm 1.0.31: 19 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 3, EVA 4, rope registers 4)
-    assert len(checked) == 19, checked
+    # timm 1.0.31: 31 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 3, EVA 4, rope registers 4,
+    # RoPE-ViT 12: axial and mixed, with and without the absolute position embedding)
+    assert len(checked) == 31, checked

@@ -1,0 +1,229 @@
+"""`keras-vit finetune --init` from a timm file, a Hugging Face folder or a converted `.keras`
+model, on the families keras_vit reads (rotary + SwiGLU, relative position, NaFlex), and
+`--naflex` fine-tuning on a folder of images of mixed sizes."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from keras_vit.cli import main  # noqa: E402
+from keras_vit.runner import finetune  # noqa: E402
+from keras_vit.runner.init_checkpoint import init_format  # noqa: E402
+from tests.helpers import backend_independent, to_numpy  # noqa: E402
+from tests.weights.timm_cases import perturb  # noqa: E402
+
+TINY = dict(num_layers=1, hidden_dim=32, num_heads=2)
+# id: (timm name, timm.create_model overrides, our overrides, fine-tuning image size).
+FAMILIES = {
+    "vit": ("vit_base_patch16_224", dict(img_size=32), dict(mlp_dim=128), 48),
+    "eva02": ("eva02_tiny_patch14_224", dict(img_size=28), {}, 42),  # rotary + SwiGLU
+    "beit": ("beitv2_base_patch16_224", dict(img_size=32), dict(mlp_dim=128), 48),  # relpos
+    "naflex": ("naflexvit_base_patch16_gap", {}, dict(mlp_dim=128), 48),
+}
+
+
+@pytest.fixture(scope="module")
+def timm_files(tmp_path_factory):
+    """Tiny perturbed timm models of each family saved with safetensors (and as .keras)."""
+    from keras_vit import from_timm
+    from keras_vit.weights.state_dict import write_safetensors
+    from tests.weights.references import import_timm, import_torch
+
+    torch, timm = import_torch(), import_timm()
+    root = tmp_path_factory.mktemp("timm")
+    files = {}
+    for case, (name, create, ours, _) in FAMILIES.items():
+        model = timm.create_model(
+            name, pretrained=False, depth=1, embed_dim=32, num_heads=2, num_classes=3, **create
+        )
+        perturb(torch, model.eval())
+        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+        path = write_safetensors(state, str(root / f"{case}.safetensors"))
+        keras_path = str(root / f"{case}.keras")
+        from_timm(name, path, **TINY, **ours).save(keras_path)
+        files[case] = (path, keras_path)
+    return files
+
+
+def _config(**overrides):
+    config = finetune.get_config(smoke=True)
+    config.update(overrides)
+    return config
+
+
+def _check_transferred(model, reference):
+    """Every weight but the head equals `reference`'s (same layer names); the head is zero."""
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        if layer.name == "head":
+            assert not any(np.any(to_numpy(w)) for w in layer.weights)
+            continue
+        ref = reference.get_layer(layer.name)
+        for w, v in zip(layer.weights, ref.weights, strict=True):
+            np.testing.assert_allclose(to_numpy(w), to_numpy(v), rtol=1e-6, err_msg=w.path)
+
+
+@pytest.mark.parametrize("case", list(FAMILIES))
+def test_init_from_timm_and_converted_keras(case, timm_files):
+    from keras_vit import from_timm
+
+    name, _, ours, size = FAMILIES[case]
+    path, keras_path = timm_files[case]
+    overrides = dict(TINY, **ours)
+    naflex = case == "naflex"
+    common = dict(image_size=size, model_overrides=overrides, naflex=naflex)
+    model, info = finetune.build_model(5, _config(init=path, timm_name=name, **common))
+    assert info["init_format"] == "timm" and model.output_shape == (None, 5)
+    # The timm file at the new size, through timm's own loader (the head aside).
+    reference = from_timm(name, path, image_size=None if naflex else size, **overrides)
+    _check_transferred(model, reference)
+    # The converted .keras file: the same architecture, resized by the recipe.
+    from_keras, info = finetune.build_model(5, _config(init=keras_path, **common))
+    assert info["init_format"] == "keras" and from_keras.output_shape == (None, 5)
+    assert ViTConfig_of(from_keras) == ViTConfig_of(model)
+
+
+def ViTConfig_of(model):  # noqa: N802
+    from keras_vit.models.config import ViTConfig
+
+    return ViTConfig.from_model(model).to_kwargs("size", "encoder", "input")
+
+
+def test_init_from_huggingface_folder(tmp_path):
+    from keras_vit import from_huggingface
+    from tests.weights.references import import_torch, import_transformers
+
+    import_torch()
+    transformers = import_transformers()
+    hf = transformers.ViTConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=8, num_labels=4,
+    )  # fmt: skip
+    transformers.ViTForImageClassification(hf).eval().save_pretrained(tmp_path / "hf")
+    folder = str(tmp_path / "hf")
+    model, info = finetune.build_model(7, _config(init=folder, image_size=48))
+    assert info["init_format"] == "huggingface" and model.input_shape == (None, 48, 48, 3)
+    _check_transferred(model, from_huggingface(folder, image_size=48))
+    # A SigLIP 2 NaFlex tower: a NaFlex model, its position table at its own grid.
+    vision = transformers.Siglip2VisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        patch_size=4, num_patches=16,
+    )  # fmt: skip
+    transformers.Siglip2VisionModel(vision).eval().save_pretrained(tmp_path / "siglip2")
+    folder = str(tmp_path / "siglip2")
+    model, info = finetune.build_model(7, _config(init=folder, naflex=True))
+    assert set(model.input) == {"patches", "patch_coord", "patch_valid"}
+    _check_transferred(model, from_huggingface(folder))
+
+
+@backend_independent  # file-format and argument checks: no Keras computation
+def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    for name in ("m.keras", "w.safetensors", "w.npz", "w.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    assert init_format(str(tmp_path / "hf")) == "huggingface"
+    assert init_format(str(tmp_path / "m.keras")) == "keras"
+    assert init_format(str(tmp_path / "w.safetensors"), "vit_tiny_patch16_224") == "timm"
+    cases = [
+        ("w.safetensors", None, "needs its timm model name: add --timm-name"),
+        ("m.keras", "vit_tiny_patch16_224", "init is a keras checkpoint. Received"),
+        ("w.npz", None, "goes to --weights"),
+        ("w.txt", None, "init (--init) must be a .keras model"),
+        ("empty", None, "Received: a folder without config.json"),
+    ]
+    for path, name, message in cases:
+        with pytest.raises(ValueError, match="Received") as error:
+            init_format(str(tmp_path / path), name)
+        assert message in str(error.value), str(error.value)
+    with pytest.raises(FileNotFoundError, match="Expected a .keras model"):
+        init_format(str(tmp_path / "missing.keras"))
+    # Through the CLI, before any data is loaded.
+    out = str(tmp_path / "out")
+    assert main(["finetune", "--smoke", "--init", str(tmp_path / "w.txt"), "--out", out]) == 2
+    assert "Received: " in capsys.readouterr().err
+    assert main(["finetune", "--smoke", "--max-patches", "16", "--out", out]) == 2
+    assert "add --naflex" in capsys.readouterr().err
+
+
+def test_timm_name_that_does_not_fit_the_file(timm_files):
+    path = timm_files["vit"][0]
+    config = _config(init=path, timm_name="vit_base_patch16_224", image_size=32,
+                     model_overrides=dict(TINY, mlp_dim=64))  # fmt: skip
+    with pytest.raises(ValueError, match="does not fit the timm model 'vit_base_patch16_224'"):
+        finetune.build_model(3, config)
+
+
+SIZES = ((12, 20), (20, 12), (16, 16), (9, 30))  # (height, width): four aspect ratios
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(tmp_path_factory):
+    """`folder:` data of 2 classes, PNG files of four sizes (no two classes alike)."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("mixed")
+    rng = np.random.default_rng(0)
+    for label in range(2):
+        os.makedirs(root / f"c{label}")
+        for i in range(8):
+            h, w = SIZES[i % len(SIZES)]
+            base = np.full((h, w, 3), 40 + 170 * label, "float64")
+            pixels = np.clip(base + rng.normal(0, 30, (h, w, 3)), 0, 255).astype("uint8")
+            Image.fromarray(pixels).save(root / f"c{label}" / f"{i}.png")
+    return str(root)
+
+
+@backend_independent  # tf.data and NumPy only
+def test_naflex_pipeline_batches_are_the_numpy_batching(mixed_folder):
+    from keras_vit.data import load_source, naflex_batch
+    from keras_vit.data.naflex_pipelines import naflex_eval_pipeline, naflex_train_pipeline
+
+    source = load_source(f"folder:{mixed_folder}", "test")
+    batch, _ = next(iter(naflex_eval_pipeline(source, patch_size=4, max_patches=16,
+                                              batch_size=64).as_numpy_iterator()))  # fmt: skip
+    images = [image / 127.5 - 1.0 for image, _ in source.dataset.as_numpy_iterator()]
+    assert len({image.shape for image in images}) > 1  # mixed sizes, no square resize
+    expected = naflex_batch(images, 4, 16)
+    for key, value in expected.items():
+        np.testing.assert_allclose(batch[key], value, rtol=1e-6, atol=1e-6, err_msg=key)
+    train = naflex_train_pipeline(source, patch_size=4, max_patches=16, batch_size=2, epochs=2,
+                                  steps_per_epoch=1, flip=False)  # fmt: skip
+    batches = list(train.as_numpy_iterator())
+    assert len(batches) == 2 and batches[0][0]["patches"].shape == (2, 16, 48)
+
+
+def test_naflex_finetune_on_mixed_sizes_from_a_timm_file(tmp_path, mixed_folder, timm_files,
+                                                          capsys):
+    """A recipe file: `naflexvit` from its timm file, `--naflex` batches of a folder of
+    mixed-size images (each at its aspect ratio, at most 16 patches) through `model.fit`."""
+    name, _, ours, _ = FAMILIES["naflex"]
+    recipe = tmp_path / "recipe.py"
+    recipe.write_text(
+        'RECIPE = "finetune"\n'
+        f"CONFIG = dict(init={timm_files['naflex'][0]!r}, timm_name={name!r}, "
+        f"model_overrides={dict(TINY, **ours)!r}, dataset='folder:{mixed_folder}', "
+        "naflex=True, max_patches=16, epochs=1, steps_per_epoch=2, batch_size=4, "
+        "warmup_steps=1, eval_batch_size=16)\n"
+    )
+    out = str(tmp_path / "run")
+    assert main(["finetune", "--config", str(recipe), "--out", out, "--verbose", "0"]) == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["model"]["init_format"] == "timm" and metrics["model"]["timm_name"] == name
+    assert all(np.isfinite(metrics["history"]["loss"])) and 0 <= metrics["test_accuracy"] <= 1
+    model = keras.saving.load_model(os.path.join(out, "model.keras"))
+    assert set(model.input) == {"patches", "patch_coord", "patch_valid"}
+    assert model.output_shape == (None, 2)
+    # A NaFlex --init without --naflex: a clear error naming the flags.
+    argv = ["--init", os.path.join(out, "model.keras"), "--dataset", f"folder:{mixed_folder}",
+            "--out", str(tmp_path / "again"), "--verbose", "0", "--batch-size", "4"]  # fmt: skip
+    assert main(["finetune", *argv]) == 2
+    assert "fine-tune it with --naflex --max-patches N" in capsys.readouterr().err
