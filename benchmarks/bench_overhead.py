@@ -573,25 +573,19 @@ def main(argv=None):
         print(format_table(rows))
         return rows
     steps = keras_steps("keras_vit", model, args)
-    if args.compare_portable:
+    # PyTorch twins of the model (same weights) whose steps run wrapped: (flag, name, wrapper).
+    twins = (("compare_portable", "keras_vit_portable", on_portable_path),
+             ("compare_layer_calls", "keras_vit_layer_calls", with_keras_layer_calls))
+    for flag, lib, wrap in twins:
+        if not getattr(args, flag):
+            continue
         if backend != "torch":
-            raise SystemExit("--compare-portable needs KERAS_BACKEND=torch")
-        portable = compile_keras(build_keras_vit(args), args, args.optimizer)
-        portable.set_weights(model.get_weights())
-        with_portable = keras_steps("keras_vit_portable", portable, args, fit=False)
-        steps.update({
-            name: (task, on_portable_path(step), n)
-            for name, (task, step, n) in with_portable.items()
-        })
-    if args.compare_layer_calls:
-        if backend != "torch":
-            raise SystemExit("--compare-layer-calls needs KERAS_BACKEND=torch")
+            raise SystemExit(f"--{flag.replace('_', '-')} needs KERAS_BACKEND=torch")
         twin = compile_keras(build_keras_vit(args), args, args.optimizer)
         twin.set_weights(model.get_weights())
-        with_calls = keras_steps("keras_vit_layer_calls", twin, args, fit=False)
         steps.update({
-            name: (task, with_keras_layer_calls(step), n)
-            for name, (task, step, n) in with_calls.items()
+            name: (task, wrap(step), n)
+            for name, (task, step, n) in keras_steps(lib, twin, args, fit=False).items()
         })
     if args.compare_optimizer:
         other = "keras" if args.optimizer == "fused" else "fused"
