@@ -62,6 +62,8 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 FAMILY_MODULES = {
     "siglip2": "keras_vit.weights.huggingface_siglip2",
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
+    "aimv2": "keras_vit.weights.huggingface_aimv2",
+    "aimv2_vision_model": "keras_vit.weights.huggingface_aimv2",
 }
 
 

@@ -9,7 +9,7 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 import dataclasses
 import re
 
-from keras_vit.weights import timm_eva_names
+from keras_vit.weights import timm_aimv2_names, timm_eva_names
 
 __all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
 
@@ -79,6 +79,7 @@ DEFAULT_CLASSES = {
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
+    **timm_aimv2_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap")
@@ -473,6 +474,8 @@ FAMILIES = (
     ),
     # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
+    # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
+    *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
