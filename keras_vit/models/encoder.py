@@ -50,6 +50,7 @@ from keras_vit.layers import (
     TokenPooling,
     TransformerBlock,
 )
+from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
@@ -159,6 +160,8 @@ def rotary_table(features, config, dtype_of=_default_dtype):
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
         patch_size=config.patch_size,
+        kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
+        normalize_coords=config.rotary_normalize_coords,
         name=ROTARY_EMBEDDING,
         dtype=dtype_of(ROTARY_EMBEDDING),
         **options,
@@ -463,6 +466,17 @@ class VisionTransformer(keras.Model):
         kwargs.setdefault("name", config.name)
         super().__init__(inputs=inputs, outputs=outputs, dtype=default, **kwargs)
         self._vit_config = config
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # PyTorch fast path: the same graph walk, each layer's `call` without Keras'
+        # per-layer `__call__` machinery (keras_vit/layers/_torch_kernels.py `run_graph`).
+        if mask is None and not kwargs and attention_module.torch_fast_path():
+            from keras_vit.layers import _torch_kernels
+
+            outputs = _torch_kernels.run_graph(self, inputs, training)
+            if outputs is not None:
+                return outputs
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @property
     def config(self):

@@ -16,7 +16,7 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_eva_names
+from keras_vit.weights import timm_aimv2_names, timm_eva_names
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -249,7 +249,8 @@ def test_every_family_has_a_case():
     tested = {N.parse_timm_name(name).family.name for name, _, _ in CASES.values()}
     tested.add("naflexvit")  # dict inputs: tests/weights/test_timm_naflex.py
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
-    assert tested == {family.name for family in N.FAMILIES} - eva
+    aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
+    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2
 
 
 def _activation(block):
@@ -268,7 +269,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
     identity = torch.nn.Identity
     pools = {"token": "token", "avg": "gap", "map": "map"}
     checked = 0
-    for name in timm.list_models("vit_*") + timm.list_models("deit*"):
+    names = timm.list_models("vit_*") + timm.list_models("deit*") + timm.list_models("eva_large*")
+    for name in names:
         try:
             spec = N.parse_timm_name(name)
         except ValueError:
@@ -336,7 +338,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 144  # timm 1.0.31: 144 of its 230 vit_* and deit* names
+    assert checked >= 146  # timm 1.0.31: 144 of its 230 vit_* and deit* names, EVA-01's 2
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
@@ -416,7 +418,8 @@ def test_supported_count_over_all_timm_names():
         except ValueError:
             continue
         reads += 1
-    # timm 1.0.31: 144 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2),
-    # BEiT 7, relpos 9,
-    # eva.py 31 (19 + RoPE-ViT's 12 axial / mixed), NaFlexVit 8, FlexiViT 3 (of 1371 names)
-    assert reads == 202
+    # timm 1.0.31: 146 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
+    # EVA-01 large 2), BEiT 7, relpos 9,
+    # eva.py 43 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12), NaFlexVit 8, FlexiViT 3,
+    # AIMv2 12 (of 1371 names)
+    assert reads == 228
