@@ -38,6 +38,11 @@ CASES = {
     # ... and mixed RoPE (learned rope.freqs) with a patches-only absolute position embedding.
     "rope_vit_mixed_ape": ("vit_base_patch16_rope_mixed_ape_224.naver_in1k", 32),
     "eva02_enormous": ("eva02_enormous_patch14_clip_224.laion2b", 28),  # EvaBlockPostNorm
+    # DINOv3: its RoPE, 4 registers, fused qkv + q/v biases, GELU MLP (the loader reorders each
+    # head's q/k channels for DINOv3's half-split rotation) ...
+    "dinov3_qkvb": ("vit_small_patch16_dinov3_qkvb.lvd1689m", 32),
+    # ... and no biases, SwiGLU (timm's swiglu_align_to); non-square grids: the dynamic test.
+    "dinov3_swiglu": ("vit_huge_plus_patch16_dinov3.lvd1689m", 32),
 }
 
 
@@ -86,7 +91,9 @@ def test_other_image_size_resamples_and_rescales_like_timm(references):
     assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
 
 
-@pytest.mark.parametrize("case", ["eva02", "vit_rope_registers", "rope_vit_mixed_ape"])
+@pytest.mark.parametrize(
+    "case", ["eva02", "vit_rope_registers", "rope_vit_mixed_ape", "dinov3_qkvb"]
+)
 def test_dynamic_image_size_and_features_match_timm(case, references):
     """timm's dynamic_img_size=True at two sizes; its intermediates at a third (non-square)."""
     ref = references[case]
