@@ -60,6 +60,7 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
+    "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
     "siglip2": "keras_vit.weights.huggingface_siglip2",
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
     "aimv2": "keras_vit.weights.huggingface_aimv2",
@@ -141,6 +142,16 @@ def _pair(value, name, config_path):
     raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
 
 
+def check_architectures(config, supported, source="config.json"):
+    """Raises a ValueError naming the first of `config["architectures"]` not in `supported`."""
+    unknown = [a for a in config.get("architectures") or () if a not in supported]
+    if unknown:
+        raise ValueError(
+            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
+            f"{supported}."
+        )
+
+
 def vit_arguments(config, source="config.json"):
     """`keras_vit.ViT` arguments of a transformers `ViTConfig` dict.
 
@@ -170,13 +181,7 @@ def vit_arguments(config, source="config.json"):
             f"model_type 'vit' (ViTModel, ViTForImageClassification) and {sorted(FAMILY_MODULES)}; "
             "for timm models use keras_vit.from_timm."
         )
-    architectures = config.get("architectures") or ["ViTModel"]
-    unknown = [a for a in architectures if a not in ARCHITECTURES]
-    if unknown:
-        raise ValueError(
-            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
-            f"{ARCHITECTURES}."
-        )
+    check_architectures(config, ARCHITECTURES, source)
     activation = config.get("hidden_act", "gelu")
     arguments = {}
     if activation == "quick_gelu":
@@ -300,7 +305,8 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
-    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model).
+    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
+    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`).
 
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or

@@ -1,4 +1,4 @@
-"""timm's `eva.py` model names keras_vit reads: EVA-02, EVA and timm's rotary ViTs.
+"""timm's `eva.py` model names keras_vit reads: EVA-02, EVA, timm's rotary ViTs and DINOv3.
 
 Pure data, as `keras_vit.weights.timm_names` (which turns `FAMILY_SPECS` into its `Family`
 entries): each family's name pattern, example, description and the `keras_vit.ViT` arguments it
@@ -11,6 +11,7 @@ say what the checkpoint's layout is, for the loader (`keras_vit.weights.timm_eva
   gate first) rather than `mlp.fc1_g`, `mlp.fc1_x`;
 - `_mlp_ratio`: timm's `mlp_ratio`: the MLP width is `int(hidden_dim * ratio)` (also for a
   `hidden_dim` override);
+- `_mlp_align`: timm's `swiglu_align_to`: the SwiGLU width rounded up to a multiple of it;
 - `_qkv_bias`: whether the checkpoint has query and value biases;
 - `_attention`: `"rope"` for timm's `AttentionRope` (RoPE-ViT: one `attn.qkv` with its full
   `(3D,)` bias, so a key bias too), else `EvaAttention`.
@@ -75,6 +76,21 @@ def _eva_giant(g):
     return args
 
 
+def _eva02_enormous(g):
+    """EVA-02-CLIP-E: EvaBlockPostNorm (residual post-norm), fused qkv + q/v biases, GELU MLP."""
+    del g
+    return {
+        **_eva_common(),
+        "variant": "g/14",
+        "hidden_dim": 1792,
+        "num_layers": 64,
+        "num_heads": 16,
+        "block_norm": "post",
+        "_qkv_fused": True,
+        "_mlp_ratio": 15360 / 1792,
+    }
+
+
 def _rope_registers(g):
     return {
         **_eva_common(),
@@ -115,6 +131,45 @@ def _rope_vit(g):
     return args
 
 
+# DINOv3 sizes (timm's vit_*_patch16_dinov3*): our size code and what differs from its row.
+_DINOV3_SIZES = {
+    "tiny": ("Ti", {}),
+    "small": ("S", {}),
+    "small_plus": ("S", {}),
+    "base": ("B", {}),
+    "large": ("L", {}),
+    "huge_plus": ("H", dict(num_heads=20)),
+    "7b": ("H", dict(num_layers=40, hidden_dim=4096, num_heads=32)),
+}
+# SwiGLU MLPs (unpacked fc1_g / fc1_x) and timm's swiglu_align_to; 7b: mlp_ratio=2.
+_DINOV3_SWIGLU = {"small_plus": 8, "huge_plus": 8, "7b": 64}
+
+
+def _dinov3(g):
+    size = g["size"]
+    code, overrides = _DINOV3_SIZES[size]
+    args = {
+        **_eva_common(),
+        "variant": f"{code}/16",
+        **overrides,
+        "image_size": 256,  # timm's pretrained input size (any size works: no pos_embed)
+        "pooling": "gap",  # timm's Eva default global_pool='avg' (upstream: the class token)
+        "class_token": True,
+        "num_register_tokens": 4,
+        "position_embedding": None,  # use_abs_pos_emb=False
+        "layer_scale_init_value": 1e-5,
+        "layer_norm_epsilon": 1e-5,
+        "rotary_embedding": "dinov3",
+        "rotary_temperature": 100.0,
+        "_qkv_fused": True,
+        "_qkv_bias": bool(g["qkvb"]),
+        "_mlp_ratio": 2.0 if size == "7b" else 4.0,
+    }
+    if size in _DINOV3_SWIGLU:
+        args.update(mlp="swiglu", _mlp_packed=False, _mlp_align=_DINOV3_SWIGLU[size])
+    return args
+
+
 # (name, pattern, example, description, arguments): `timm_names.Family` fields.
 FAMILY_SPECS = (
     (
@@ -146,12 +201,28 @@ FAMILY_SPECS = (
         _rope_registers,
     ),
     (
+        "eva02_enormous",
+        r"eva02_enormous_patch14_clip_(?P<res>224)",
+        "eva02_enormous_patch14_clip_224.laion2b",
+        "EVA-02-CLIP-E image tower (residual post-norm blocks, GELU MLP, class-token head)",
+        _eva02_enormous,
+    ),
+    (
         "rope_vit",
         r"vit_(?P<size>small|base|large)_patch16_rope(?P<mixed>_mixed)?(?P<ape>_ape)?_(?P<res>224)",
         "vit_base_patch16_rope_mixed_ape_224.naver_in1k",
         "RoPE-ViT: axial RoPE ('xy' grid, temperature 100) or mixed RoPE (learned frequencies "
         "per block and head), with or without an absolute position embedding",
         _rope_vit,
+    ),
+    (
+        "dinov3",
+        r"vit_(?P<size>tiny|small|small_plus|base|large|huge_plus|7b)_patch16_dinov3"
+        r"(?P<qkvb>_qkvb)?",
+        "vit_base_patch16_dinov3.lvd1689m",
+        "DINOv3 (DINOv3's RoPE, 4 registers, LayerScale, SwiGLU for small_plus / huge_plus / "
+        "7b, q/v biases in *_qkvb; no position embedding; average pooling as timm's default)",
+        _dinov3,
     ),
 )
 
@@ -165,9 +236,8 @@ DEFAULT_CLASSES = {
     "eva02_large_patch14_clip_224": 768,
     "eva02_large_patch14_clip_336": 768,
     "eva_giant_patch14_clip_224": 1024,
+    "eva02_enormous_patch14_clip_224": 1024,
 }
 
 # Names of eva.py keras_vit refuses, and what they need (checked before the families).
-UNSUPPORTED = (
-    (r"eva02_enormous_.*", "residual post-norm blocks (timm's EvaBlockPostNorm)"),
-)
+UNSUPPORTED = ()

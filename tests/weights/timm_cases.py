@@ -31,6 +31,7 @@ CASES = {
     # SwiGLUPacked: fc1 int(32 * 5.33334) = 170 = 2 x 85.
     "dinov2_giant": ("vit_giant_patch14_dinov2.lvd142m", dict(img_size=28, num_classes=0),
                      dict(image_size=28, mlp_dim=85)),
+    "eva_large": ("eva_large_patch14_196.in22k_ft_in1k", dict(img_size=28), dict(image_size=28)),
     "dinov2_registers": ("vit_small_patch14_reg4_dinov2.lvd142m",
                          dict(img_size=28, num_classes=0), dict(image_size=28)),
     "clip": ("vit_base_patch16_clip_224.openai", {}, {}),
@@ -42,6 +43,8 @@ CASES = {
     "flexivit": ("flexivit_small.1200ep_in1k", {}, {}),
     "beit": ("beitv2_base_patch16_224.in1k_ft_in22k_in1k", {}, {}),
     "relpos": ("vit_relpos_medium_patch16_224.sw_in1k", {}, {}),
+    "vit_rpn": ("vit_base_patch16_rpn_224.sw_in1k", {}, {}),  # residual post-norm blocks
+    "relpos_rpn": ("vit_relpos_medium_patch16_rpn_224.sw_in1k", {}, {}),
     "srelpos": ("vit_srelpos_small_patch16_224.sw_in1k", {}, {}),
     "hybrid": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", dict(depth=1),
                dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
