@@ -89,6 +89,21 @@ def test_init_from_timm_and_converted_keras(case, timm_files):
     assert ViTConfig_of(from_keras) == ViTConfig_of(model)
 
 
+def test_naflex_twin_of_a_plain_checkpoint_gives_its_outputs(timm_files):
+    """`--naflex` from a plain ViT: on one unpadded image at the table's grid the NaFlex twin
+    computes the plain model's features (the class token's position row folded into it)."""
+    from keras_vit import load_model
+    from keras_vit.data import naflex_batch
+
+    plain = load_model(timm_files["vit"][1])  # vit_base layout, 224 px: a 14 x 14 table
+    twin, _ = finetune.build_model(3, _config(init=timm_files["vit"][1], naflex=True))
+    image = np.random.default_rng(0).uniform(-1, 1, (224, 224, 3)).astype("float32")
+    features = [keras.Model(m.input, m.head.input) for m in (plain, twin)]
+    expected = to_numpy(features[0](image[None]))
+    actual = to_numpy(features[1](naflex_batch([image], 16, 196)))
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
 def ViTConfig_of(model):  # noqa: N802
     from keras_vit.models.config import ViTConfig
 
