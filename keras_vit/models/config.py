@@ -17,7 +17,7 @@ arguments" reads one list instead of writing its own:
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`, and the norms `norm`, `patch_norm`;
+  `rotary_reference_grid`, `rotary_grid_offset`, and the norms `norm`, `patch_norm`, `final_norm`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -56,6 +56,7 @@ BOOLS = (
     "mlp_inner_norm",
     "attention_inner_norm",
     "patch_norm",
+    "final_norm",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -151,6 +152,9 @@ class ViTConfig:
         patch_norm: bool. A norm (kind `norm`) on the patch embeddings right after the
             projection, before the position embedding (timm's `embed_norm_layer`, AIMv2;
             layer `patch_encoder/patch_norm`). Defaults to False.
+        final_norm: bool. With `fc_norm=False`, whether a norm (`encoder_norm`) follows the
+            blocks; False: none at all (timm's `Eva` with `use_post_transformer_norm=False`,
+            `use_fc_norm=False`: Perception Encoder's lang and spatial towers). Defaults to True.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -238,6 +242,8 @@ class ViTConfig:
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
     patch_norm: bool = _field("encoder", False)
+    # Perception Encoder's lang / spatial towers: no norm after the blocks (nor after pooling).
+    final_norm: bool = _field("encoder", True)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)

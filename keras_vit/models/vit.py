@@ -62,6 +62,7 @@ def ViT(
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
+    final_norm=True,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -182,6 +183,8 @@ def ViT(
         patch_norm: bool. A norm (kind `norm`) on the patch embeddings before
             the position embedding (timm's `embed_norm_layer`: AIMv2). Defaults
             to False.
+        final_norm: bool. Whether a norm follows the blocks (without `fc_norm`);
+            False: none (Perception Encoder's lang / spatial towers). Defaults to True.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every

@@ -200,13 +200,15 @@ def check_timm_expressible(config):
                 "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
                 "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
             )
-    if config.norm != "layernorm" or config.patch_norm:
+    if config.norm != "layernorm" or config.patch_norm or not config.final_norm:
         option = "norm" if config.norm != "layernorm" else "patch_norm"
+        option = option if config.norm != "layernorm" or config.patch_norm else "final_norm"
         raise _refuse(
             option,
             getattr(config, option),
-            "export_timm writes timm's LayerNorm ViTs; the RMSNorm / patch-norm models (AIMv2) "
-            "load through from_timm but are not exported",
+            "export_timm writes timm's LayerNorm ViTs with a final norm; AIMv2 (RMSNorm, patch "
+            "norm) and Perception Encoder (no final norm) load through from_timm but are not "
+            "exported",
         )
     if config.representation_size is not None:
         raise _refuse(

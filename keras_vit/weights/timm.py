@@ -230,7 +230,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         table.update(eva_block_table(i, config, spec) if eva else _block(i, config, qkv_bias))
     if getattr(config, "fc_norm", False):
         table.update(_norm("fc_norm", p["fc_norm"]))
-    else:
+    elif getattr(config, "final_norm", True):
         table.update(_norm("norm", p["encoder_norm"]))
     if config.pooling == "map":
         table.update(_map_head(p["map_head"]))

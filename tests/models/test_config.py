@@ -127,9 +127,9 @@ def test_to_kwargs_and_field_groups():
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
-    # patch_norm).
+    # patch_norm; Perception Encoder's final_norm).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 37
+    assert len(mpp.ENCODER_KEYS) == 38
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

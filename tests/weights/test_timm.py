@@ -16,7 +16,7 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_aimv2_names, timm_eva_names
+from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -250,7 +250,8 @@ def test_every_family_has_a_case():
     tested.add("naflexvit")  # dict inputs: tests/weights/test_timm_naflex.py
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
-    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2
+    pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
+    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2 - pe
 
 
 def _activation(block):
@@ -419,6 +420,6 @@ def test_supported_count_over_all_timm_names():
         reads += 1
     # timm 1.0.31: 144 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2),
     # BEiT 7, relpos 9,
-    # eva.py 31 (19 + RoPE-ViT's 12 axial / mixed), NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371
-    # names)
-    assert reads == 214
+    # eva.py 38 (19 + RoPE-ViT's 12 axial / mixed + Perception Encoder's 7 lang / spatial),
+    # NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371 names)
+    assert reads == 221

@@ -1,0 +1,132 @@
+"""timm's Perception Encoder lang / spatial towers through `keras_vit.from_timm`.
+
+Two tiny perturbed timm models on non-square grids (a spatial tower: class token, RoPE with
+'xy' indexing and grid offset 1, `norm_pre`, no patch bias, no final norm; the lang gigantic
+tower: no class token, offset 0, LayerScale) against timm's forward pass, `dynamic_image_size`
+and `feature_extractor` against `forward_intermediates`; every `vit_pe_*` name we read against
+timm's state dict on the meta device, and the core towers refused with their reason.
+"""
+
+import dataclasses
+
+import pytest
+
+from keras_vit import feature_extractor, from_timm
+from keras_vit.weights import timm as T
+from keras_vit.weights import timm_names as N
+from tests.helpers import to_numpy
+from tests.weights.references import import_timm, import_torch
+from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
+
+torch = import_torch()  # before timm, whatever the backend
+timm = import_timm()
+
+DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
+SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
+OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
+# id: (timm name, a non-square image size: 3 x 2 patches).
+CASES = {
+    "spatial": ("vit_pe_spatial_base_patch16_512.fb", (48, 32)),
+    "lang_gigantic": ("vit_pe_lang_gigantic_patch14_448.fb", (42, 28)),
+}
+
+
+def _timm_model(case, **overrides):
+    name, size = CASES[case]
+    kwargs = {**SMALL, "img_size": size, **overrides}
+    return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("timm_pe")
+    found = {}
+    for case, (_, size) in CASES.items():
+        model = perturb(torch, _timm_model(case), seed=len(case))
+        path = folder / f"{case}.safetensors"
+        found[case] = timm_reference(torch, model, random_images(size), path)
+    return found
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_timm(case, references):
+    ref = references[case]
+    model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **OURS)
+    assert model.final_norm is None and model.pre_norm is not None
+    assert model.config.rotary_embedding == "axial"
+    assert_close(to_numpy(model(ref["images"], training=False)), ref["expected"])
+
+
+@pytest.mark.slow  # about 17 s on JAX (one compile per grid), 2 s elsewhere
+def test_dynamic_image_size_and_features_match_timm(references):
+    """timm's dynamic_img_size=True on a 2 x 4 grid; its intermediates on the 3 x 2 one."""
+    ref = references["spatial"]
+    theirs_model = _timm_model("spatial", dynamic_img_size=True)
+    theirs_model.load_state_dict(ref["model"].state_dict())
+    ours = from_timm(CASES["spatial"][0], ref["path"], image_size=CASES["spatial"][1],
+                     dynamic_image_size=True, **OURS)  # fmt: skip
+    images = random_images((32, 64), seed=2)
+    assert_close(to_numpy(ours(images, training=False)),
+                 timm_run(torch, theirs_model, images), DYNAMIC_RTOL)  # fmt: skip
+    features = feature_extractor(ours, [0, 1])(ref["images"], training=False)
+    theirs = timm_run(torch, theirs_model, ref["images"], theirs_model.forward_intermediates,
+                      indices=[0, 1], norm=False, output_fmt="NCHW",
+                      intermediates_only=True)  # fmt: skip
+    assert [tuple(f.shape) for f in features] == [(2, 3, 2, 32)] * 2
+    for a, b in zip(features, theirs, strict=True):
+        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+
+
+def test_core_towers_refused_and_export_refused():
+    with pytest.raises(ValueError, match="not supported by keras_vit: it needs Perception Enc"):
+        from_timm("vit_pe_core_base_patch16_224.fb")
+    from keras_vit.weights.export_timm import check_timm_expressible
+
+    config = T.timm_config("vit_pe_spatial_tiny_patch16_512", num_layers=1)
+    plain = dataclasses.replace(config, rotary_embedding=None, rotary_reference_grid=None,
+                                rotary_grid_offset=0.0)  # fmt: skip
+    with pytest.raises(ValueError, match="timm cannot express final_norm=False"):
+        check_timm_expressible(plain)
+
+
+def test_every_pe_name_we_read_is_timms_architecture():
+    """Every `vit_pe_*` name we parse, against timm's model on the meta device (one block)."""
+    checked = []
+    for name in timm.list_models("vit_pe_*"):
+        try:
+            spec = N.parse_timm_name(name)
+        except ValueError:
+            assert name.startswith("vit_pe_core_"), name
+            continue
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        config = T.timm_config(spec, num_layers=1)
+        block = model.blocks[0]
+        got = dict(
+            hidden_dim=model.embed_dim,
+            mlp_dim=block.mlp.fc2.in_features,
+            num_classes=model.num_classes,
+            image_size=tuple(model.patch_embed.img_size),
+            class_token=model.cls_token is not None,
+            layer_scale=block.gamma_1 is not None,
+            final_norm=not isinstance(model.norm, torch.nn.Identity),
+            pre_norm=not isinstance(model.norm_pre, torch.nn.Identity),
+            layer_norm_epsilon=block.norm1.eps,
+        )
+        ours = dict(
+            hidden_dim=config.hidden_dim,
+            mlp_dim=config.mlp_dim,
+            num_classes=spec.num_classes,
+            image_size=config.image_size,
+            class_token=config.class_token,
+            layer_scale=config.layer_scale_init_value is not None,
+            final_norm=config.final_norm,
+            pre_norm=config.pre_norm,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+        )
+        assert ours == got, f"{name}: ours {ours}, timm's {got}"
+        table = T.timm_name_table(config, spec=spec)
+        state = set(model.state_dict())
+        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
+        checked.append(name)
+    assert len(checked) == 7, checked  # timm 1.0.31: 2 lang + 5 spatial of 12 vit_pe_*
