@@ -39,6 +39,9 @@ portable `keras.ops` path on PyTorch (`KERAS_VIT_TORCH_KERNELS=0`) instead of it
 `keras_vit_portable`, two models with the same weights). keras_vit trains with
 `keras_vit.training.FusedAdamW` (what `build_optimizer` returns; `--optimizer keras` for
 `keras.optimizers.AdamW`), `--compare-optimizer` adds the other as `keras_vit_<name>`.
+`--compare-layer-calls` adds `keras_vit_layer_calls`: the model's graph walk calling every
+layer through Keras' `Layer.__call__` (as before `VisionTransformer.call`'s PyTorch walk),
+the blocks on their fast path (the A/B of that walk).
 """
 
 import argparse
@@ -95,6 +98,10 @@ def parse_args(argv=None):
                         help="keras_vit's portable keras.ops path on PyTorch")
     parser.add_argument("--compare-portable", action="store_true",
                         help="PyTorch: fast path and portable path side by side")
+    parser.add_argument("--compare-layer-calls", action="store_true",
+                        help="PyTorch: also keras_vit with Keras' own per-layer calls in the "
+                        "model's graph walk (keras_vit_layer_calls: the blocks' fast path "
+                        "without run_graph), same weights, alternated")
     parser.add_argument("--profile", choices=("cprofile", "torch"),
                         help="profile keras_vit's train_on_batch and predict_on_batch after timing")
     parser.add_argument("--profile-top", type=int, default=25)
@@ -317,6 +324,20 @@ def on_portable_path(step):
     return run
 
 
+def with_keras_layer_calls(step):
+    """`step` run with the model's graph walk calling each layer through Keras' `__call__`
+    (what `keras.Model` does), the blocks still on the fast path: the walk's A/B."""
+    from unittest import mock
+
+    from keras_vit.layers import _torch_kernels
+
+    def run():
+        with mock.patch.object(_torch_kernels, "run_graph", lambda *args: None):
+            return step()
+
+    return run
+
+
 def optimizer_apply_steps(model):
     """`optimizer.apply` alone on `model`'s variables: FusedAdamW and Keras' AdamW, with and
     without EMA, each on its own copy of the variables, fixed random gradients."""
@@ -409,7 +430,9 @@ def ratios(rows):
                      (f"{lib} train_on_batch", "keras_vit_portable train_on_batch"),
                      (f"{lib} train_on_batch", "keras_vit_keras train_on_batch"),
                      (f"{lib} direct step", "keras_vit_keras direct step"),
-                     (f"{lib} predict_on_batch", "keras_vit_portable predict_on_batch")):
+                     (f"{lib} predict_on_batch", "keras_vit_portable predict_on_batch"),
+                     (f"{lib} train_on_batch", "keras_vit_layer_calls train_on_batch"),
+                     (f"{lib} predict_on_batch", "keras_vit_layer_calls predict_on_batch")):
             if a in by_name and b in by_name and a != b:
                 out.append((a, b, by_name[a] / by_name[b]))
     return out
@@ -550,15 +573,19 @@ def main(argv=None):
         print(format_table(rows))
         return rows
     steps = keras_steps("keras_vit", model, args)
-    if args.compare_portable:
+    # PyTorch twins of the model (same weights) whose steps run wrapped: (flag, name, wrapper).
+    twins = (("compare_portable", "keras_vit_portable", on_portable_path),
+             ("compare_layer_calls", "keras_vit_layer_calls", with_keras_layer_calls))
+    for flag, lib, wrap in twins:
+        if not getattr(args, flag):
+            continue
         if backend != "torch":
-            raise SystemExit("--compare-portable needs KERAS_BACKEND=torch")
-        portable = compile_keras(build_keras_vit(args), args, args.optimizer)
-        portable.set_weights(model.get_weights())
-        with_portable = keras_steps("keras_vit_portable", portable, args, fit=False)
+            raise SystemExit(f"--{flag.replace('_', '-')} needs KERAS_BACKEND=torch")
+        twin = compile_keras(build_keras_vit(args), args, args.optimizer)
+        twin.set_weights(model.get_weights())
         steps.update({
-            name: (task, on_portable_path(step), n)
-            for name, (task, step, n) in with_portable.items()
+            name: (task, wrap(step), n)
+            for name, (task, step, n) in keras_steps(lib, twin, args, fit=False).items()
         })
     if args.compare_optimizer:
         other = "keras" if args.optimizer == "fused" else "fused"

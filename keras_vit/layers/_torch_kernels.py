@@ -34,9 +34,15 @@ The switch: `KERAS_VIT_TORCH_KERNELS=0` (read at import) or
 
 import torch
 import torch.nn.functional as F
+from keras.src import backend
+from keras.src.backend.common import global_state
 from keras.src.backend.common.stateless_scope import in_stateless_scope
-from keras.src.backend.common.variables import get_autocast_scope
+from keras.src.backend.common.variables import get_autocast_scope, standardize_dtype
 from keras.src.backend.torch.core import get_device
+from keras.src.distribution import distribution_lib
+from keras.src.models.functional import unpack_singleton
+from keras.src.utils.python_utils import is_default
+from torch.nn.modules import module as torch_module
 
 from keras_vit.layers.activations import mlp_activation
 
@@ -181,3 +187,165 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     if block.layer_scale_init_value is not None:
         y = y * _cast(read(block.mlp_scale), y.dtype)
     return x + _dropout(block.drop_path, y, training)
+
+
+def patch_projection(encoder, images):
+    """`PatchEncoder.project`: `(B, H, W, C)` images -> `(B, N, D)` patch embeddings.
+
+    The strided convolution `keras.ops.conv` runs on PyTorch (`F.conv2d` on channels-last
+    memory, the `(ph, pw, C, D)` kernel as `(D, C, ph, pw)` in channels-last memory), without
+    its dispatch and the two layout copies of the images (NHWC -> NCHW -> channels-last).
+    """
+    if not isinstance(images, torch.Tensor):  # NumPy, as ops.conv takes
+        images = backend.convert_to_tensor(images)
+    kernel = encoder.kernel.value.permute(3, 2, 0, 1)
+    kernel = kernel.contiguous(memory_format=torch.channels_last)
+    images = images.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    x = F.conv2d(images, kernel, stride=encoder.patch_size)
+    x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1, encoder.hidden_dim)
+    return x + encoder.bias.value
+
+
+# --- the model's graph walk --------------------------------------------------------------------
+# A functional model calls each of its layers through Keras' `Layer.__call__` (input
+# conversion through `tree.map_structure`, signature binding, call context, name and autocast
+# scopes, mask bookkeeping): in the ViT-B/16-deep skeleton of benchmarks/bench_overhead.py
+# about a third of `predict_on_batch`. `run_graph` walks the same graph with Keras' own
+# `_run_through_graph` and calls each layer's `call` with what `Layer.__call__` would have
+# done for it in that case (the same training value, input casts and autocast scope), so
+# outputs and gradients are the same tensors. A layer whose call needs more takes the full
+# Keras call: unbuilt, quantized (`quantized_call`), under `keras.RematScope`, with
+# PyTorch module hooks, an activity regularizer, its own `compute_mask` or input spec, other
+# call-context arguments than `training`, a `training` default other than None, or masked
+# inputs; and the whole model does outside a Keras call (no call context), under a
+# distribution, or on symbolic inputs.
+
+_KERAS_CALL = "keras"
+
+
+def _torch_hooks():
+    return (
+        torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
+    )
+
+
+def _lean_kind(layer):
+    """How `run_graph` calls `layer`: `_KERAS_CALL`, or None (the lean call)."""
+    if (
+        not layer.built
+        or getattr(layer, "quantization_mode", None) is not None
+        or layer._remat_mode is not None
+        or layer._forward_hooks
+        or layer._forward_pre_hooks
+        or layer._backward_hooks
+        or layer._backward_pre_hooks
+        or layer.activity_regularizer is not None
+        or layer.input_spec is not None
+        or not is_default(type(layer).compute_mask)
+        or set(layer._call_context_args) != {"training"}
+    ):
+        return _KERAS_CALL
+    parameter = layer._call_signature.parameters.get("training")
+    if parameter is not None and parameter.default not in (None, parameter.empty):
+        return _KERAS_CALL
+    return None
+
+
+def _keras_call(layer, training):
+    """What `keras.src.models.functional.operation_fn` calls: the layer's Keras call."""
+
+    def call(*args, **kwargs):
+        if training is not None and "training" in layer._call_context_args:
+            kwargs["training"] = training
+        return layer(*args, **kwargs)
+
+    return call
+
+
+def _leaves_plain(values):
+    """Whether every leaf is a tensor without a Keras mask, or None / a Python scalar."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if getattr(value, "_keras_mask", None) is not None:
+                return False
+        elif isinstance(value, (tuple, list)):
+            if not _leaves_plain(value):
+                return False
+        elif value is not None and not isinstance(value, (bool, int, float, str)):
+            return False
+    return True
+
+
+def _lean_call(layer, training, context):
+    """`layer.__call__` as Keras runs it on built layers and plain eager tensors."""
+    if _lean_kind(layer) is _KERAS_CALL:
+        return _keras_call(layer, training)
+
+    def convert(x):  # DTypePolicy.convert_input on a tensor
+        if (
+            isinstance(x, torch.Tensor)
+            and layer.autocast
+            and x.is_floating_point()
+            and standardize_dtype(x.dtype) != dtype
+        ):
+            return backend.cast(x, dtype)
+        if isinstance(x, (tuple, list)):
+            return type(x)(convert(item) for item in x)
+        return x
+
+    def call(*args, **kwargs):
+        if not (_leaves_plain(args) and _leaves_plain(kwargs.values())):
+            return _keras_call(layer, training)(*args, **kwargs)
+        # Layer._resolve_and_populate_arg("training"): passed, else the call context's value,
+        # else the signature's default (None here).
+        value = training if training is not None else context.get_value("training")
+        context.set_value("training", value)
+        if value is not None and layer._call_has_context_arg.get("training", False):
+            kwargs["training"] = value
+        if layer._convert_input_args:
+            args = tuple(convert(x) for x in args)
+            kwargs = {name: convert(x) for name, x in kwargs.items()}
+        if not layer._called:  # (Layer.__setattr__ tracks every assignment: set it once)
+            layer._called = True
+        # Layer.__call__'s autocast scope.
+        scope, compute = backend.get_autocast_scope(), layer.compute_dtype
+        new_scope = None
+        if scope is not None:
+            if not layer.autocast or not backend.is_float_dtype(compute):
+                new_scope = backend.AutocastScope(None)
+            elif scope.dtype != compute:
+                new_scope = backend.AutocastScope(compute)
+        elif compute != layer.variable_dtype:
+            new_scope = backend.AutocastScope(compute)
+        if new_scope is None:
+            return layer.call(*args, **kwargs)
+        with new_scope:
+            return layer.call(*args, **kwargs)
+
+    dtype = standardize_dtype(layer.input_dtype)
+    return call
+
+
+def run_graph(model, inputs, training):
+    """`Functional.call(inputs, training)` with each layer called as in `_lean_call`.
+
+    Returns None where the model must take Keras' own call (see above).
+    """
+    context = global_state.get_global_attribute("current_call_ctx")
+    flat = inputs.values() if isinstance(inputs, dict) else (inputs,)
+    if (
+        context is None
+        or distribution_lib.distribution() is not None
+        or not all(isinstance(x, torch.Tensor) for x in flat)
+        or not _leaves_plain(tuple(flat))
+        or _torch_hooks()
+    ):
+        return None
+    inputs = model._standardize_inputs(inputs)
+    outputs = model._run_through_graph(
+        inputs, operation_fn=lambda layer: _lean_call(layer, training, context)
+    )
+    return unpack_singleton(outputs)

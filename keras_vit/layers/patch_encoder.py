@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.layers import attention as attention_module
 from keras_vit.layers import bicubic
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import (
@@ -305,6 +306,10 @@ class PatchEncoder(keras.layers.Layer):
 
     def project(self, images):
         """The linear patch projection alone: `(B, H, W, C)` -> `(B, N, D)`."""
+        if attention_module.torch_fast_path():  # the same convolution without ops.conv's copies
+            from keras_vit.layers import _torch_kernels
+
+            return _torch_kernels.patch_projection(self, images)
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
         if self.dynamic_image_size:
             x = ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_dim))
@@ -408,6 +413,8 @@ class PatchEncoder(keras.layers.Layer):
             x = x + ops.cast(positions, x.dtype)
         if self.num_prefix_tokens:
             x = ops.concatenate([self._prefix_tokens(x, x.dtype), x], axis=1)
+        if attention_module.torch_fast_path() and not (training and self.dropout.rate > 0):
+            return x  # the identity, without a Keras layer call
         return self.dropout(x, training=training)
 
     def compute_output_shape(self, input_shape):

@@ -50,6 +50,7 @@ from keras_vit.layers import (
     TokenPooling,
     TransformerBlock,
 )
+from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
@@ -463,6 +464,17 @@ class VisionTransformer(keras.Model):
         kwargs.setdefault("name", config.name)
         super().__init__(inputs=inputs, outputs=outputs, dtype=default, **kwargs)
         self._vit_config = config
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # PyTorch fast path: the same graph walk, each layer's `call` without Keras'
+        # per-layer `__call__` machinery (keras_vit/layers/_torch_kernels.py `run_graph`).
+        if mask is None and not kwargs and attention_module.torch_fast_path():
+            from keras_vit.layers import _torch_kernels
+
+            outputs = _torch_kernels.run_graph(self, inputs, training)
+            if outputs is not None:
+                return outputs
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @property
     def config(self):

@@ -19,7 +19,7 @@ def test_tiny_run_reports_every_contestant(bench):
             "--threads", "2", "--runner-callbacks", "--peers"]
     torch = keras.backend.backend() == "torch"
     if torch:
-        argv += ["--compare-portable", "--compare-optimizer"]
+        argv += ["--compare-portable", "--compare-optimizer", "--compare-layer-calls"]
     rows = bench.main(argv)
     names = {row["name"] for row in rows}
     expected = {"keras_vit train_on_batch", "keras_vit fit", "keras_vit fit (1 step)",
@@ -27,7 +27,8 @@ def test_tiny_run_reports_every_contestant(bench):
                 "keras_vit fit+callbacks", "keras_vit fit+callbacks (1 step)"}
     if torch:
         expected |= {"keras_vit direct step", "keras_vit_portable train_on_batch",
-                     "keras_vit_portable predict_on_batch", "keras_vit_keras train_on_batch"}
+                     "keras_vit_portable predict_on_batch", "keras_vit_keras train_on_batch",
+                     "keras_vit_layer_calls predict_on_batch"}
     assert expected <= names
     assert all(row["median"] > 0 and row["runs"] == 2 for row in rows)
 

@@ -312,3 +312,171 @@ def test_attention_mask_fast_path_equals_portable(training):
     mask = np.array([[True, True, False, True, False], [True] * 4 + [False]])
     wrapped = keras.Model(tokens, model([tokens, keras.ops.convert_to_tensor(mask)]))
     _assert_same(*_both_paths(wrapped, _tokens(tokens=6), training=training))
+
+
+# --- the model's graph walk (`run_graph`): each layer's `call` without Keras' `__call__` ----
+
+GRAPHS = {
+    "plain": dict(pooling="token"),
+    "map_qk_norm": dict(pooling="map", qk_norm=True, layer_scale_init_value=0.1),
+    "distilled": dict(distillation_token=True, classifier_activation="softmax"),
+    "gap_fc_norm_pre_logits": dict(
+        pooling="gap", fc_norm=True, class_token=True, representation_size=8, pre_norm=True
+    ),
+    "relpos_shared_tokens": dict(
+        position_embedding=None, relative_position_bias="shared", pooling=None,
+        include_top=False,
+    ),
+    "rotary_swiglu": dict(
+        rotary_embedding="eva02", mlp="swiglu", pooling="gap", class_token=True,
+        num_register_tokens=1,
+    ),
+    "dropout_remat": dict(dropout_rate=0.2, drop_path_rate=0.3, remat=True),
+}
+
+
+def _vit(options, seed=0):
+    import keras_vit
+
+    model = keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=2, **options)
+    _randomize(model, seed)
+    return model
+
+
+def _images(seed=2, size=16):
+    return np.random.default_rng(seed).uniform(-1, 1, (2, size, size, 3)).astype("float32")
+
+
+def _lean_and_keras(model, x, training, monkeypatch):
+    """`_run` with the lean graph walk, then (same random state) with Keras' own layer calls;
+    both on the fast path of the blocks. Also checks that the lean walk was taken."""
+    from keras_vit.layers import _torch_kernels
+
+    walks = []
+    original = _torch_kernels.run_graph
+
+    def counting(*args):
+        walks.append(args[0].name)
+        return original(*args)
+
+    state = _random_state(model)
+    with portable_path(False), monkeypatch.context() as patch:
+        patch.setattr(_torch_kernels, "run_graph", counting)
+        lean = _run(model, x, training)
+    assert walks == [model.name]
+    _set_random_state(model, state)
+    with portable_path(False), monkeypatch.context() as patch:
+        patch.setattr(_torch_kernels, "run_graph", lambda *args: None)
+        keras_calls = _run(model, x, training)
+    return lean, keras_calls
+
+
+def _assert_identical(a, b):
+    """The same computation: bitwise equal outputs and gradients."""
+    for x, y in zip(a[0] + a[1], b[0] + b[1], strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert len(a[1]) == len(b[1]) > 0
+
+
+# (graph, training): each graph once, the ones with training-only behaviour in training.
+WALKS = [("plain", False), ("plain", True), ("map_qk_norm", True), ("distilled", False),
+         ("gap_fc_norm_pre_logits", False), ("relpos_shared_tokens", False),
+         ("rotary_swiglu", True), ("dropout_remat", True)]
+
+
+@torch_only
+@pytest.mark.parametrize(("name", "training"), WALKS)
+def test_graph_walk_equals_keras_layer_calls(name, training, monkeypatch):
+    model = _vit(GRAPHS[name])
+    _assert_identical(*_lean_and_keras(model, _images(), training, monkeypatch))
+
+
+@torch_only
+def test_graph_walk_mixed_precision(monkeypatch):
+    """The same casts and autocast scopes (float32 head under a mixed policy)."""
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = _vit(dict(pooling="gap", class_token=True, layer_scale_init_value=0.5))
+    lean, keras_calls = _lean_and_keras(model, _images(), True, monkeypatch)
+    assert lean[0][0].dtype == np.float32  # the head's
+    _assert_identical(lean, keras_calls)
+
+
+@torch_only
+def test_graph_walk_lora_quantized_and_portable(monkeypatch):
+    """A LoRA head, then an int8 head and MLP layer (their Keras calls, `quantized_call`);
+    and the whole walk against the portable path."""
+    model = _vit(dict(pooling="map"))
+    model.head.enable_lora(2)
+    model.head.lora_kernel_b.assign(np.full(tuple(model.head.lora_kernel_b.shape), 0.1))
+    _assert_identical(*_lean_and_keras(model, _images(), True, monkeypatch))
+    _assert_same(*_both_paths(model, _images(), training=True))
+    model = _vit(dict(pooling="map"))
+    model.head.quantize("int8")
+    model.blocks[0].mlp_dense_1.quantize("int8")
+    x = _images()
+    with portable_path(False):
+        lean = to_numpy(model(x))
+        with monkeypatch.context() as patch:
+            from keras_vit.layers import _torch_kernels
+
+            patch.setattr(_torch_kernels, "run_graph", lambda *args: None)
+            np.testing.assert_array_equal(lean, to_numpy(model(x)))
+    with portable_path():
+        _close(lean, to_numpy(model(x)))
+
+
+@torch_only
+def test_graph_walk_leaves_hooks_and_predict_equal(monkeypatch):
+    """A PyTorch forward hook on a layer is honoured (that layer takes its Keras call);
+    `predict_on_batch` and `model(x)` agree with Keras' layer calls."""
+    model = _vit(GRAPHS["plain"])
+    x = _images()
+    with portable_path(False):
+        reference = to_numpy(model.predict_on_batch(x))
+        seen = []
+        handle = model.blocks[1].register_forward_hook(lambda *args: seen.append(1))
+        np.testing.assert_array_equal(to_numpy(model(x, training=False)), reference)
+        handle.remove()
+        assert seen == [1]
+        from keras_vit.layers import _torch_kernels
+
+        with monkeypatch.context() as patch:
+            patch.setattr(_torch_kernels, "run_graph", lambda *args: None)
+            np.testing.assert_array_equal(to_numpy(model.predict_on_batch(x)), reference)
+
+
+@torch_only
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_patch_projection_equals_ops_conv(policy):
+    """`PatchEncoder.project` by F.conv2d (through the layer's call: its autocast scope under
+    mixed precision): the same numbers as keras.ops.conv, and gradients."""
+    import torch
+
+    from keras_vit.layers import PatchEncoder
+
+    keras.config.set_dtype_policy(policy)
+    encoder = PatchEncoder(16, 4)
+    encoder.build((None, 8, 12, 3))
+    _randomize(encoder)
+    images = np.random.default_rng(3).normal(size=(2, 8, 12, 3)).astype("float32")
+    results = []
+    for portable in (False, True):
+        for variable in encoder.trainable_variables:
+            variable.value.grad = None
+        x = torch.tensor(images, requires_grad=True)
+        with portable_path(portable):
+            out = encoder(x)
+        (out.float() ** 2).sum().backward()
+        grads = [to_numpy(encoder.kernel.value.grad), to_numpy(encoder.bias.value.grad)]
+        results.append([to_numpy(out.float()), to_numpy(x.grad)] + grads)
+    assert results[0][0].shape == (2, 7, 16)
+    for fast, reference in zip(*results, strict=True):
+        _close(fast, reference, 0 if policy == "float32" else 1e-2)
+
+
+@torch_only
+def test_patch_encoder_dropout_fast_path_equals_portable():
+    """Embedding dropout: skipped in inference, the same draws in training."""
+    model = _vit(dict(dropout_rate=0.3, pooling="gap", class_token=True))
+    for training in (False, True):
+        _assert_same(*_both_paths(model, _images(), training=training))
