@@ -268,12 +268,12 @@ def _pool(x, config, dtype_of, patch_valid=None):
     valid = {} if patch_valid is None else {"patch_valid": patch_valid}
     if config.pooling == "map":
         x = MAPHead(
-            num_heads=config.num_heads,
-            mlp_dim=config.mlp_dim,
+            num_heads=config.map_num_heads or config.num_heads,
+            mlp_dim=config.map_mlp_dim or config.mlp_dim,
             layer_norm_epsilon=config.layer_norm_epsilon,
             activation=config.activation,
             approximate_gelu=config.approximate_gelu,
-            num_prefix_tokens=prefix,
+            num_prefix_tokens=0 if config.map_prefix_tokens else prefix,
             **({} if config.norm == "layernorm" else {"norm": config.norm}),
             name=POOLING,
             dtype=dtype_of(POOLING),

@@ -210,6 +210,15 @@ def check_timm_expressible(config):
             "norm) and Perception Encoder (no final norm) load through from_timm but are not "
             "exported",
         )
+    for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
+                            ("map_prefix_tokens", False)):  # fmt: skip
+        if getattr(config, option) != default:
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "timm's VisionTransformer MAP head has the blocks' heads and MLP width and pools "
+                "the patch tokens only (Perception Encoder core loads through from_timm)",
+            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",

@@ -423,10 +423,13 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
     ratio = spec.extras.get("mlp_ratio")
+    hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
+    hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
+    map_ratio = spec.extras.get("map_mlp_ratio")  # Perception Encoder core's attention pool
+    if map_ratio is not None and kwargs.get("map_mlp_dim") is None:
+        arguments["map_mlp_dim"] = int(hidden * map_ratio)
     if ratio is not None and kwargs.get("mlp_dim") is None:
         # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
-        hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
-        hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
         # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
         halves = 2 if spec.extras.get("mlp_ratio_packed") else 1
         arguments["mlp_dim"] = int(hidden * ratio) // halves

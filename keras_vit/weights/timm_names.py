@@ -484,7 +484,6 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    *timm_pe_names.UNSUPPORTED,
     (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (
         r".*_xp_.*|vit_(d)?pwee_.*",

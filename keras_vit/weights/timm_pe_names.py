@@ -1,4 +1,4 @@
-"""timm's Perception Encoder names keras_vit reads (`vit_pe_lang_*`, `vit_pe_spatial_*`).
+"""timm's Perception Encoder names keras_vit reads (`vit_pe_core_*`, `_lang_*`, `_spatial_*`).
 
 Pure data, as `keras_vit.weights.timm_eva_names`: `FAMILY_SPECS`, the class counts and
 `UNSUPPORTED`. From timm 1.0.31's `vit_pe_*` model functions (`timm/models/eva.py`): an `Eva`
@@ -9,10 +9,13 @@ rotary table (`RotaryEmbeddingCat`) with `rope_grid_indexing='xy'` (our
 token row, `norm_pre` (our `pre_norm`) and no patch-embedding bias
 (`bias=not use_pre_transformer_norm`), LayerNorm epsilon 1e-5, a GELU MLP, and neither a norm
 after the blocks nor after the pooling (`use_post_transformer_norm=False`, `use_fc_norm=False`:
-our `final_norm=False`); timm's default `global_pool='avg'` averages the patch tokens.
+our `final_norm=False`); timm's default `global_pool='avg'` averages the patch tokens. The
+core towers keep the final norm and pool with timm's `AttentionPoolLatent` (`global_pool='map'`):
+8 heads of its own, MLP ratio 4, over all tokens, the class token included (our MAP head with
+`map_num_heads=8`, `map_mlp_dim`, `map_prefix_tokens=True`).
 """
 
-__all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS", "UNSUPPORTED"]
+__all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS"]
 
 # size: (width, depth, heads, patch, mlp_ratio); lang towers have their own depths.
 _SIZES = {
@@ -23,6 +26,8 @@ _SIZES = {
     "gigantic": (1536, 50, 16, 14, 8960 / 1536),
 }
 _LANG_DEPTHS = {"large": 23, "gigantic": 47}
+# Core towers: timm's ref_feat_shape (the pre-training grid) per size.
+_CORE_REFERENCE = {"tiny": 24, "small": 24, "base": 14, "large": 24, "gigantic": 32}
 
 
 def _pe(g):
@@ -42,7 +47,7 @@ def _pe(g):
         "pre_norm": True,
         "final_norm": False,
         "rotary_embedding": "axial",  # RotaryEmbeddingCat with rope_grid_indexing='xy'
-        "rotary_reference_grid": (32, 32),
+        "rotary_reference_grid": (32, 32) if kind != "core" else (_CORE_REFERENCE[size],) * 2,
         "rotary_grid_offset": 0.0 if gigantic else 1.0,
         "_layout": "eva",
         "_attention": "rope",
@@ -50,7 +55,15 @@ def _pe(g):
         "_patch_bias": False,
         "_mlp_ratio": ratio,
     }
-    if kind == "lang" or gigantic:
+    if kind == "core":  # final norm, then timm's AttentionPoolLatent over every token
+        args.update(
+            final_norm=True,
+            pooling="map",
+            map_num_heads=8,
+            map_prefix_tokens=True,
+            _map_mlp_ratio=4.0,
+        )
+    elif kind == "lang" or gigantic:
         args["layer_scale_init_value"] = 0.1
     return args
 
@@ -59,27 +72,24 @@ def _pe(g):
 FAMILY_SPECS = (
     (
         "pe",
-        r"vit_pe_(?P<kind>lang|spatial)_(?P<size>tiny|small|base|large|gigantic)"
-        r"_patch(?P<patch>14|16)_(?P<res>448|512)",
+        r"vit_pe_(?P<kind>core|lang|spatial)_(?P<size>tiny|small|base|large|gigantic)"
+        r"_patch(?P<patch>14|16)_(?P<res>224|336|384|448|512)",
         "vit_pe_spatial_base_patch16_512.fb",
-        "Meta's Perception Encoder lang and spatial towers (RoPE with 'xy' indexing, pre-norm, "
-        "no final norm, average pooling)",
+        "Meta's Perception Encoder (RoPE with 'xy' indexing, pre-norm; core: attention-pool "
+        "head; lang, spatial: no final norm, average pooling)",
         _pe,
     ),
 )
 
-# timm's PE checkpoints have no classifier (num_classes=0).
+# timm's PE lang / spatial checkpoints have no head (num_classes=0); the core towers' `head` is
+# their output projection into the CLIP embedding (timm's num_classes: its width).
 DEFAULT_CLASSES = {
     **{f"vit_pe_spatial_{s}_patch16_512": 0 for s in ("tiny", "small", "base")},
     **{f"vit_pe_{k}_{s}_patch14_448": 0
        for k in ("lang", "spatial") for s in ("large", "gigantic")},  # fmt: skip
+    "vit_pe_core_tiny_patch16_384": 512,
+    "vit_pe_core_small_patch16_384": 512,
+    "vit_pe_core_base_patch16_224": 1024,
+    "vit_pe_core_large_patch14_336": 1024,
+    "vit_pe_core_gigantic_patch14_448": 1280,
 }
-
-# Checked before the families.
-UNSUPPORTED = (
-    (
-        r"vit_pe_core_.*",
-        "Perception Encoder core's attention-pool head (timm's AttentionPoolLatent with 8 heads "
-        "of its own, over all tokens, the class token included), not keras_vit's MAP head",
-    ),
-)

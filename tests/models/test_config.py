@@ -91,6 +91,9 @@ def test_hybrid_config():
         (dict(norm="batchnorm"), r"norm must be one of \('layernorm', 'rmsnorm'\)\. .*'batchnorm'"),
         (dict(patch_norm=1), "patch_norm must be a bool. Received: patch_norm=1"),
         (dict(patch_norm=True, naflex=True, pooling="gap"), "patch_norm is not implemented for Na"),
+        (dict(map_prefix_tokens=True), "map_prefix_tokens=True need pooling='map'"),
+        (dict(pooling="map", map_num_heads=3), "map_num_heads must divide hidden_dim"),
+        (dict(final_norm=0), "final_norm must be a bool"),
     ],
 )
 def test_validation_errors_name_expected_and_received(kwargs, match):

@@ -1,10 +1,11 @@
-"""timm's Perception Encoder lang / spatial towers through `keras_vit.from_timm`.
+"""timm's Perception Encoder (`vit_pe_*`) through `keras_vit.from_timm`.
 
-Two tiny perturbed timm models on non-square grids (a spatial tower: class token, RoPE with
+Three tiny perturbed timm models on non-square grids (a spatial tower: class token, RoPE with
 'xy' indexing and grid offset 1, `norm_pre`, no patch bias, no final norm; the lang gigantic
-tower: no class token, offset 0, LayerScale) against timm's forward pass, `dynamic_image_size`
-and `feature_extractor` against `forward_intermediates`; every `vit_pe_*` name we read against
-timm's state dict on the meta device, and the core towers refused with their reason.
+tower: no class token, offset 0, LayerScale; a core tower: final norm, timm's attention pool of
+8 heads over every token, the class token included, and its output projection) against timm's
+forward pass, `dynamic_image_size` and `feature_extractor` against `forward_intermediates`;
+every `vit_pe_*` name against timm's state dict on the meta device.
 """
 
 import dataclasses
@@ -28,6 +29,7 @@ OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
 CASES = {
     "spatial": ("vit_pe_spatial_base_patch16_512.fb", (48, 32)),
     "lang_gigantic": ("vit_pe_lang_gigantic_patch14_448.fb", (42, 28)),
+    "core": ("vit_pe_core_base_patch16_224.fb", (48, 32)),
 }
 
 
@@ -52,7 +54,7 @@ def references(tmp_path_factory):
 def test_matches_timm(case, references):
     ref = references[case]
     model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **OURS)
-    assert model.final_norm is None and model.pre_norm is not None
+    assert (model.final_norm is None) == (case != "core") and model.pre_norm is not None
     assert model.config.rotary_embedding == "axial"
     assert_close(to_numpy(model(ref["images"], training=False)), ref["expected"])
 
@@ -77,9 +79,7 @@ def test_dynamic_image_size_and_features_match_timm(references):
         assert_close(to_numpy(a), b, DYNAMIC_RTOL)
 
 
-def test_core_towers_refused_and_export_refused():
-    with pytest.raises(ValueError, match="not supported by keras_vit: it needs Perception Enc"):
-        from_timm("vit_pe_core_base_patch16_224.fb")
+def test_export_timm_refuses_no_final_norm():
     from keras_vit.weights.export_timm import check_timm_expressible
 
     config = T.timm_config("vit_pe_spatial_tiny_patch16_512", num_layers=1)
@@ -93,11 +93,7 @@ def test_every_pe_name_we_read_is_timms_architecture():
     """Every `vit_pe_*` name we parse, against timm's model on the meta device (one block)."""
     checked = []
     for name in timm.list_models("vit_pe_*"):
-        try:
-            spec = N.parse_timm_name(name)
-        except ValueError:
-            assert name.startswith("vit_pe_core_"), name
-            continue
+        spec = N.parse_timm_name(name)
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         config = T.timm_config(spec, num_layers=1)
@@ -112,6 +108,8 @@ def test_every_pe_name_we_read_is_timms_architecture():
             final_norm=not isinstance(model.norm, torch.nn.Identity),
             pre_norm=not isinstance(model.norm_pre, torch.nn.Identity),
             layer_norm_epsilon=block.norm1.eps,
+            map_num_heads=model.attn_pool.num_heads if model.attn_pool else None,
+            map_mlp_dim=model.attn_pool.mlp.fc1.out_features if model.attn_pool else None,
         )
         ours = dict(
             hidden_dim=config.hidden_dim,
@@ -123,10 +121,13 @@ def test_every_pe_name_we_read_is_timms_architecture():
             final_norm=config.final_norm,
             pre_norm=config.pre_norm,
             layer_norm_epsilon=config.layer_norm_epsilon,
+            map_num_heads=config.map_num_heads,
+            map_mlp_dim=config.map_mlp_dim,
         )
+        assert config.map_prefix_tokens == (config.pooling == "map")
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
         table = T.timm_name_table(config, spec=spec)
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
-    assert len(checked) == 7, checked  # timm 1.0.31: 2 lang + 5 spatial of 12 vit_pe_*
+    assert len(checked) == 12, checked  # timm 1.0.31: core 5, lang 2, spatial 5
