@@ -46,7 +46,8 @@ Modules: `specs` (spec parsing), `source` (`Source`), `load` (`load_source`), th
 offline check before a download), `corrupt` (corrupt-image scanning), `crop` (the training crop)
 and `pipelines` (training and evaluation pipelines); `naflex` (NumPy only: images of any sizes
 as a NaFlex batch, `naflex_batch`, as timm's NaFlex pipeline; to and from transformers' SigLIP 2
-inputs, `naflex_to_siglip2` / `naflex_from_siglip2`).
+inputs, `naflex_to_siglip2` / `naflex_from_siglip2`) and `naflex_tf` (the same batches in `tf.data`:
+`naflex_dataset`, `naflex_example`).
 """
 
 from keras_vit.data.corrupt import find_corrupt_images
@@ -58,6 +59,7 @@ from keras_vit.data.naflex import (
     naflex_image_size,
     naflex_to_siglip2,
 )
+from keras_vit.data.naflex_tf import naflex_dataset, naflex_example
 from keras_vit.data.pipelines import (
     epochs_for_steps,
     eval_pipeline,
@@ -82,6 +84,8 @@ __all__ = [
     "find_corrupt_images",
     "load_source",
     "naflex_batch",
+    "naflex_dataset",
+    "naflex_example",
     "naflex_from_siglip2",
     "naflex_image_size",
     "naflex_to_siglip2",

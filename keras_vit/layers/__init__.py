@@ -25,6 +25,7 @@ from keras_vit.layers.resnet import residual_unit, resnet_stem
 from keras_vit.layers.rotary import (
     RotaryEmbedding2D,
     apply_rotary_embedding,
+    dinov3_rotary_embedding_2d,
     rotary_embedding_2d,
 )
 from keras_vit.layers.rotary_mixed import MixedRotaryEmbedding, mixed_rotary_embedding
@@ -52,6 +53,7 @@ __all__ = [
     "TokenPooling",
     "TransformerBlock",
     "apply_rotary_embedding",
+    "dinov3_rotary_embedding_2d",
     "mixed_rotary_embedding",
     "quick_gelu",
     "relative_position_index",

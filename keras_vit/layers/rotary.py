@@ -1,9 +1,15 @@
-"""2-D axial rotary position embeddings (RoPE) of EVA-02 and RoPE-ViT (timm's `RotaryEmbeddingCat`).
+"""2-D axial rotary position embeddings (RoPE) of EVA-02, RoPE-ViT and DINOv3.
 
-The two differ only in the order of the axes in each token's angles: EVA-02's rows then columns
-(timm's `grid_indexing="ij"`), RoPE-ViT's columns then rows (`"xy"`, with temperature 100).
-`keras_vit.layers.rotary_mixed` shares the grid positions for RoPE-ViT's mixed variant.
+EVA-02 and RoPE-ViT (timm's `RotaryEmbeddingCat`) differ only in the order of the axes in each
+token's angles: EVA-02's rows then columns (timm's `grid_indexing="ij"`), RoPE-ViT's columns
+then rows (`"xy"`, with temperature 100). DINOv3 (timm's `RotaryEmbeddingDinoV3`, eval mode)
+puts the patch centres on [-1, 1] and uses angles `2 pi * position / period`. All three are the
+same axial table of per-axis angles (`_axial_table`), rotating interleaved pairs
+(`apply_rotary_embedding`). `keras_vit.layers.rotary_mixed` shares the grid positions for
+RoPE-ViT's mixed variant.
 """
+
+import math
 
 import keras
 from keras import ops
@@ -22,6 +28,10 @@ def _check_head_dim(head_dim):
 
 
 GRID_INDEXINGS = ("ij", "xy")
+# The tables `RotaryEmbedding2D` computes: integer positions (EVA-02, RoPE-ViT) or DINOv3's.
+KINDS = ("eva02", "dinov3")
+# DINOv3's coordinate normalisation: each axis by its own size, or both by the min / max.
+NORMALIZE_COORDS = ("separate", "min", "max")
 
 
 def check_grid_indexing(grid_indexing):
@@ -87,13 +97,80 @@ def rotary_embedding_2d(
     """
     _check_head_dim(head_dim)
     check_grid_indexing(grid_indexing)
+    rows, cols = grid_positions(grid_size, reference_grid_size, grid_offset)
+    return _axial_table(rows, cols, grid_size, head_dim, temperature, grid_indexing)
+
+
+def dinov3_rotary_embedding_2d(
+    grid_size, head_dim, temperature=100.0, normalize_coords="separate", grid_offset=0.0
+):
+    """The `(H * W, 2 * head_dim)` sines then cosines of DINOv3's 2-D RoPE on a grid (eval).
+
+    timm's `RotaryEmbeddingDinoV3` without its training-time augmentations (shift, jitter,
+    rescale: off in eval mode) and transformers' `DINOv3ViTRopePositionEmbedding`: patch
+    centres `(arange(H) + 0.5 + grid_offset) / denominator` mapped to `[-1, 1]` (`2 c - 1`),
+    the denominator being each axis's own size (`"separate"`) or `min(H, W)` / `max(H, W)`;
+    angles `2 pi * c / period` with periods `temperature ** (i / (head_dim / 4))` (the EVA-02
+    frequencies, so `_axial_table` is shared; rows first, timm's `"ij"`). DINOv3 rotates the
+    two halves of a head (`x[:d/2]` with `x[d/2:]`); this table is laid out for the
+    interleaved pairs of `apply_rotary_embedding`, which is the same attention once the query
+    and key channels of each head are reordered `(0, d/2, 1, d/2 + 1, ...)` (what the
+    checkpoint loaders do).
+
+    Args:
+        grid_size: `(H, W)`: ints, or scalar tensors (a grid known only at run time).
+        head_dim: int. The per-head width, divisible by 4.
+        temperature: float. The period base (timm's `rope_temperature`). Defaults to 100.
+        normalize_coords: `"separate"`, `"min"` or `"max"`. Defaults to `"separate"`.
+        grid_offset: float added to the patch centres before normalising. Defaults to 0.
+
+    Returns:
+        float32 tensor `(H * W, 2 * head_dim)`: `concat([sin, cos], -1)`.
+
+    Example:
+
+    >>> tuple(dinov3_rotary_embedding_2d((2, 3), head_dim=8).shape)
+    (6, 16)
+    """
+    _check_head_dim(head_dim)
+    if normalize_coords not in NORMALIZE_COORDS:
+        raise ValueError(
+            f"normalize_coords must be one of {NORMALIZE_COORDS}. "
+            f"Received: normalize_coords={normalize_coords!r}"
+        )
+    height, width = grid_size
+    size_h, size_w = ops.cast(height, "float32"), ops.cast(width, "float32")
+    if normalize_coords == "min":
+        size_h = size_w = ops.minimum(size_h, size_w)
+    elif normalize_coords == "max":
+        size_h = size_w = ops.maximum(size_h, size_w)
+    rows, cols = grid_positions(grid_size, None, 0.5 + grid_offset)
+    rows = 2.0 * math.pi * (2.0 * (rows / size_h) - 1.0)
+    cols = 2.0 * math.pi * (2.0 * (cols / size_w) - 1.0)
+    return _axial_table(rows, cols, grid_size, head_dim, temperature, periods=True)
+
+
+def _axial_table(rows, cols, grid_size, head_dim, temperature, grid_indexing="ij", periods=False):
+    """Sines then cosines of row and column positions times `head_dim / 4` frequencies.
+
+    Frequencies `temperature ** (-i / (head_dim / 4))`: positions times `1 / temperature **
+    (i / (head_dim / 4))` (EVA-02, RoPE-ViT), or divided by the period `temperature ** (...)`
+    with `periods` (DINOv3: the same numbers, rounded as timm rounds them). Each token's
+    angles are its row angles then its column angles (`"xy"`: columns first), each repeated
+    twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
+    rotates). Row-major tokens, as the patch encoder flattens them.
+    """
     num_bands = head_dim // 4
     exponent = ops.arange(num_bands, dtype="float32") / float(num_bands)
-    bands = 1.0 / ops.power(float(temperature), exponent)
     height, width = grid_size
-    rows, cols = grid_positions(grid_size, reference_grid_size, grid_offset)
-    row_angles = rows[:, None, None] * bands  # (H, 1, bands)
-    col_angles = cols[None, :, None] * bands  # (1, W, bands)
+    if periods:
+        period = ops.power(float(temperature), exponent)
+        row_angles = rows[:, None, None] / period  # (H, 1, bands)
+        col_angles = cols[None, :, None] / period  # (1, W, bands)
+    else:
+        bands = 1.0 / ops.power(float(temperature), exponent)
+        row_angles = rows[:, None, None] * bands  # (H, 1, bands)
+        col_angles = cols[None, :, None] * bands  # (1, W, bands)
     row_angles = ops.broadcast_to(row_angles, (height, width, num_bands))
     col_angles = ops.broadcast_to(col_angles, (height, width, num_bands))
     axes = [row_angles, col_angles] if grid_indexing == "ij" else [col_angles, row_angles]
@@ -127,7 +204,7 @@ def apply_rotary_embedding(x, embedding):
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RotaryEmbedding2D(keras.layers.Layer):
-    """EVA-02's (or RoPE-ViT's axial) 2-D RoPE for the grid of a feature map, per input.
+    """EVA-02's (or RoPE-ViT's axial, or DINOv3's) 2-D RoPE for the grid of a feature map.
 
     No weights: the sines and cosines (`rotary_embedding_2d`) follow the grid `(H, W)` of the
     `(B, H, W, C)` feature map it is called on, so one model serves every image size
@@ -146,6 +223,13 @@ class RotaryEmbedding2D(keras.layers.Layer):
             Defaults to 1 (the input is the patch grid).
         grid_indexing: `"ij"` (EVA-02: row angles, then column angles) or `"xy"` (RoPE-ViT:
             columns first; timm's `rope_grid_indexing`). Defaults to `"ij"`.
+        kind: `"eva02"` (integer positions: EVA-02, RoPE-ViT) or `"dinov3"`
+            (`dinov3_rotary_embedding_2d`: patch centres in [-1, 1], angles
+            `2 pi * position / period`; `"ij"`, no `reference_grid_size`). Defaults to
+            `"eva02"`.
+        normalize_coords: DINOv3's denominator of the patch centres: `"separate"` (each
+            axis by its own size), `"min"` or `"max"` (of H and W). Only with
+            `kind="dinov3"`. Defaults to `"separate"`.
 
     Call arguments:
         inputs: `(B, H, W, C)` feature map (only its shape is read).
@@ -173,11 +257,33 @@ class RotaryEmbedding2D(keras.layers.Layer):
         grid_offset=0.0,
         patch_size=1,
         grid_indexing="ij",
+        kind="eva02",
+        normalize_coords="separate",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.head_dim = _check_head_dim(head_dim)
         self.grid_indexing = check_grid_indexing(grid_indexing)
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}. Received: kind={kind!r}")
+        self.kind = kind
+        if normalize_coords not in NORMALIZE_COORDS:
+            raise ValueError(
+                f"normalize_coords must be one of {NORMALIZE_COORDS}. "
+                f"Received: normalize_coords={normalize_coords!r}"
+            )
+        if kind != "dinov3" and normalize_coords != "separate":
+            raise ValueError(
+                "normalize_coords is DINOv3's option and needs kind='dinov3'. "
+                f"Received: kind={kind!r}, normalize_coords={normalize_coords!r}"
+            )
+        self.normalize_coords = normalize_coords
+        if kind == "dinov3" and (reference_grid_size is not None or grid_indexing != "ij"):
+            raise ValueError(
+                "DINOv3's RoPE normalises every grid to [-1, 1], rows first: it takes no "
+                "reference_grid_size and grid_indexing 'ij'. Received: kind='dinov3', "
+                f"reference_grid_size={reference_grid_size!r}, grid_indexing={grid_indexing!r}"
+            )
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, (int, float))
@@ -202,8 +308,13 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 f"{self.name} expects a (batch, height, width, channels) feature map. "
                 f"Received: shape={tuple(shape)}"
             )
+        grid = (shape[1] // self.patch_size[0], shape[2] // self.patch_size[1])
+        if self.kind == "dinov3":
+            return dinov3_rotary_embedding_2d(
+                grid, self.head_dim, self.temperature, self.normalize_coords, self.grid_offset
+            )
         return rotary_embedding_2d(
-            (shape[1] // self.patch_size[0], shape[2] // self.patch_size[1]),
+            grid,
             self.head_dim,
             self.temperature,
             self.reference_grid_size,
@@ -228,6 +339,8 @@ class RotaryEmbedding2D(keras.layers.Layer):
                 "grid_offset": self.grid_offset,
                 "patch_size": self.patch_size,
                 "grid_indexing": self.grid_indexing,
+                "kind": self.kind,
+                "normalize_coords": self.normalize_coords,
             }
         )
         return config

@@ -17,7 +17,8 @@ arguments" reads one list instead of writing its own:
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`, and the norms `norm`, `patch_norm`, `final_norm`;
+  `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, and the norms
+  `norm`, `patch_norm`, `final_norm`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -132,19 +133,23 @@ class ViTConfig:
             activations. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None, `"eva02"`, `"axial"` or `"mixed"`: 2-D rotary position
-            embeddings on the patch queries and keys of every block, computed for the token
-            grid of each input (class and register tokens not rotated): EVA-02's
+        rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D rotary
+            position embeddings on the patch queries and keys of every block, computed for the
+            token grid of each input (class and register tokens not rotated): EVA-02's
             (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial (the same with the
-            column angles first: timm's `rope_grid_indexing='xy'`), or RoPE-ViT's mixed
+            column angles first: timm's `rope_grid_indexing='xy'`), RoPE-ViT's mixed
             (`keras_vit.layers.MixedRotaryEmbedding`: trainable frequencies per block and
-            head; no reference grid or offset). Works with or without
-            `position_embedding`. Defaults to None.
+            head; no reference grid or offset), or DINOv3's (`RotaryEmbedding2D(kind=
+            "dinov3")`: patch centres normalised to [-1, 1], eval mode; no reference grid).
+            Works with or without `position_embedding`. Defaults to None.
         rotary_temperature: float. Defaults to 10000 (`"mixed"`: of the initial
-            frequencies).
+            frequencies; DINOv3's checkpoints: 100).
         rotary_reference_grid: optional int or (rows, columns): every grid's positions are
             rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
-        rotary_grid_offset: float added to the integer grid positions. Defaults to 0.
+        rotary_grid_offset: float added to the grid positions. Defaults to 0.
+        rotary_normalize_coords: `"separate"`, `"min"` or `"max"`: with `"dinov3"`, the
+            patch centres are divided by each axis's size or by the min / max of both.
+            Defaults to `"separate"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
             QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
             `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
@@ -244,6 +249,8 @@ class ViTConfig:
     rotary_temperature: float = _field("encoder", 10000.0)
     rotary_reference_grid: object = _field("encoder", None)
     rotary_grid_offset: float = _field("encoder", 0.0)
+    # DINOv3 (issue 30, `dinov3`): rotary_embedding="dinov3"'s coordinate normalisation.
+    rotary_normalize_coords: str = _field("encoder", "separate")
     # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")

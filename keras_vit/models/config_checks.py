@@ -11,6 +11,7 @@ import keras
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.resnet import GROUP_NORM_EPSILON
+from keras_vit.layers.rotary import NORMALIZE_COORDS
 from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
 from keras_vit.models import variants
 
@@ -25,8 +26,9 @@ RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 MLPS = ("mlp", "swiglu")
 # Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`),
 # "axial" RoPE-ViT's (the same with column angles first: timm's grid_indexing='xy'), "mixed"
-# RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`).
-ROTARY_EMBEDDINGS = (None, "eva02", "axial", "mixed")
+# RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`), "dinov3"
+# DINOv3's (timm's `RotaryEmbeddingDinoV3` in eval mode).
+ROTARY_EMBEDDINGS = (None, "eva02", "axial", "mixed", "dinov3")
 # The ResNet stem's numerics: None means these official values (vit_jax).
 _RESNET_EPSILONS = {
     "resnet_conv_epsilon": STD_CONV_EPSILON,
@@ -37,6 +39,7 @@ _ROTARY_DEFAULTS = {
     "rotary_temperature": 10000.0,
     "rotary_reference_grid": None,
     "rotary_grid_offset": 0.0,
+    "rotary_normalize_coords": "separate",
 }
 _RESNET_ONLY = ("resnet_width", "resnet_groups", *_RESNET_EPSILONS)
 
@@ -90,6 +93,11 @@ def check_families(config, normalize):
             "rotary_reference_grid",
             check_positive_int_pair(config.rotary_reference_grid, "rotary_reference_grid"),
         )
+    if config.rotary_normalize_coords not in NORMALIZE_COORDS:
+        raise ValueError(
+            f"rotary_normalize_coords must be one of {NORMALIZE_COORDS}. "
+            f"Received: rotary_normalize_coords={config.rotary_normalize_coords!r}"
+        )
     if config.rotary_embedding is None:
         changed = [
             f"{name}={getattr(config, name)!r}"
@@ -102,6 +110,18 @@ def check_families(config, normalize):
                 f"Received: rotary_embedding=None, {', '.join(changed)}"
             )
         return
+    if config.rotary_embedding == "dinov3" and config.rotary_reference_grid is not None:
+        raise ValueError(
+            "rotary_embedding='dinov3' normalises every grid to [-1, 1] and takes no "
+            "rotary_reference_grid. Received: rotary_embedding='dinov3', "
+            f"rotary_reference_grid={config.rotary_reference_grid!r}"
+        )
+    if config.rotary_embedding != "dinov3" and config.rotary_normalize_coords != "separate":
+        raise ValueError(
+            "rotary_normalize_coords is DINOv3's option and needs rotary_embedding='dinov3'. "
+            f"Received: rotary_embedding={config.rotary_embedding!r}, "
+            f"rotary_normalize_coords={config.rotary_normalize_coords!r}"
+        )
     if config.rotary_embedding == "mixed":
         changed = [
             f"{name}={getattr(config, name)!r}"

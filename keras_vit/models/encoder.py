@@ -160,6 +160,8 @@ def rotary_table(features, config, dtype_of=_default_dtype):
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
         patch_size=config.patch_size,
+        kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
+        normalize_coords=config.rotary_normalize_coords,
         name=ROTARY_EMBEDDING,
         dtype=dtype_of(ROTARY_EMBEDDING),
         **options,

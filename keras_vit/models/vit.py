@@ -59,6 +59,7 @@ def ViT(
     rotary_temperature=10000.0,
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
+    rotary_normalize_coords="separate",
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -169,17 +170,19 @@ def ViT(
             Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
-        rotary_embedding: None, `"eva02"`, `"axial"` or `"mixed"`: 2-D rotary
-            position embeddings on the patch queries and keys, computed for the grid
-            of each input (`model.rotary_embedding`): EVA-02's
+        rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D
+            rotary position embeddings on the patch queries and keys, computed for the
+            grid of each input (`model.rotary_embedding`): EVA-02's
             (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial one (the same
-            with column angles first, timm's `rope_grid_indexing='xy'`) or RoPE-ViT's
+            with column angles first, timm's `rope_grid_indexing='xy'`), RoPE-ViT's
             mixed one (learned frequencies per block and head,
-            `keras_vit.layers.MixedRotaryEmbedding`). Defaults to None.
-        rotary_temperature, rotary_reference_grid, rotary_grid_offset: its
-            settings (timm's `rope_temperature`, `ref_feat_shape`,
-            `rope_grid_offset`; `"mixed"`: the temperature of the initial
-            frequencies only). Default to 10000, None, 0.
+            `keras_vit.layers.MixedRotaryEmbedding`) or DINOv3's (patch centres
+            normalised to [-1, 1]). Defaults to None.
+        rotary_temperature, rotary_reference_grid, rotary_grid_offset,
+            rotary_normalize_coords: its settings (timm's `rope_temperature`,
+            `ref_feat_shape`, `rope_grid_offset`, DINOv3's `normalize_coords`;
+            `"mixed"`: the temperature of the initial frequencies only). Default to
+            10000, None, 0, `"separate"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.

@@ -60,6 +60,7 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
+    "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
     "siglip2": "keras_vit.weights.huggingface_siglip2",
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
     "aimv2": "keras_vit.weights.huggingface_aimv2",
@@ -300,7 +301,8 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
-    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model).
+    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
+    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`).
 
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or

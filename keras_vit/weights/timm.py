@@ -350,10 +350,11 @@ def from_timm(
     patch sizes), and timm's NaFlex ViTs `naflexvit_*` (not the C-RADIO ones) as NaFlex
     models (`naflex=True`: a dict input of `patches`, `patch_coord`, `patch_valid`, made by
     `keras_vit.data.naflex_batch`); timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
-    (`eva_giant_*`) and rotary register ViTs (`vit_*_rope_reg*_gap_256`); BEiT and relpos
-    ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`, SwiGLU, no biases). Other timm ViTs
-    (DINOv3, Perception Encoder, RoPE-ViT, parallel blocks, ...) raise a `ValueError` saying
-    what they need.
+    (`eva_giant_*`), rotary register ViTs (`vit_*_rope_reg*_gap_256`) and DINOv3
+    (`vit_*_patch16_dinov3*`, DINOv3's RoPE: `rotary_embedding="dinov3"`); EVA-01
+    `eva_large_patch14_*`; BEiT and relpos ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`,
+    SwiGLU, no biases). Other timm ViTs (Perception Encoder, parallel scaling blocks, ...)
+    raise a `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
@@ -433,6 +434,9 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
         # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
         halves = 2 if spec.extras.get("mlp_ratio_packed") else 1
         arguments["mlp_dim"] = int(hidden * ratio) // halves
+        align = spec.extras.get("mlp_align")  # timm's swiglu_align_to: round up to a multiple
+        if align:
+            arguments["mlp_dim"] += -arguments["mlp_dim"] % align
     return ViTConfig.from_variant(
         arguments.pop("variant"),
         **{

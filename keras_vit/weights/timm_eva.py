@@ -1,4 +1,4 @@
-"""The weight names of timm's `Eva` models (EVA-02, EVA, rotary ViTs) -> keras_vit's variables.
+"""The weight names of timm's `Eva` models (EVA-02, EVA, rotary ViTs, DINOv3) -> our variables.
 
 `eva_name_table(config, spec)` is the `{timm key: (path(s), transform)}` table of
 `keras_vit.weights.loading.load_state_dict` for a checkpoint of timm's `timm/models/eva.py`
@@ -33,6 +33,31 @@ PACKED_WEIGHT = _halves(L.LINEAR)
 PACKED_BIAS = _halves(L.IDENTITY)
 
 
+def interleave_halves(transform, rotated):
+    """`transform`, then each head's channels `(0, d/2, 1, d/2 + 1, ...)` in the `rotated` targets.
+
+    DINOv3 (timm's `rope_rotate_half=True`, transformers' `DINOv3ViTModel`) rotates channel
+    `i` of a query / key head with channel `i + d/2`; keras_vit's rotary attention rotates the
+    interleaved pairs `(2i, 2i + 1)`. Reordering the query and key channels of every head alike
+    turns one into the other and leaves `q . k` (the attention) unchanged. `rotated`: one bool
+    per target (the fused q/k/v: query and key yes, value no).
+    """
+
+    def apply(a, shapes):
+        parts = transform.apply(a, shapes)
+        return tuple(_interleave(p) if r else p for p, r in zip(parts, rotated, strict=True))
+
+    return L.Transform(
+        f"interleaved_{transform.name}", transform.source_shape, apply, transform.exact
+    )
+
+
+def _interleave(x):
+    half = x.shape[-1] // 2
+    order = np.arange(2 * half).reshape(2, half).T.reshape(-1)
+    return x[..., order]
+
+
 def _attention_rope(key, attention):
     """timm's `AttentionRope` (RoPE-ViT): one `qkv` with its full bias, `proj`."""
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
@@ -47,19 +72,29 @@ def _attention_rope(key, attention):
 def _attention(key, attention, config, spec):
     if spec.extras.get("attention") == "rope":
         return _attention_rope(key, attention)
+    # DINOv3's half-split rotation -> our interleaved one (query and key channels reordered).
+    half = config.rotary_embedding == "dinov3"
+
+    def heads_in(transform, name):
+        return interleave_halves(transform, (True,)) if half and name != "value" else transform
+
     if spec.extras.get("qkv_fused", True):
         qkv = tuple(f"{attention}/{name}/kernel" for name in ("query", "key", "value"))
-        table = {f"{key}.qkv.weight": (qkv, L.QKV_WEIGHT)}
+        fused = interleave_halves(L.QKV_WEIGHT, (True, True, False)) if half else L.QKV_WEIGHT
+        table = {f"{key}.qkv.weight": (qkv, fused)}
     else:
         table = {
-            f"{key}.{p}_proj.weight": (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
+            f"{key}.{p}_proj.weight": (
+                f"{attention}/{name}/kernel",
+                heads_in(L.HEADS_IN_WEIGHT, name),
+            )
             for p, name in (("q", "query"), ("k", "key"), ("v", "value"))
         }
     if spec.qkv_bias:
         fused = spec.extras.get("qkv_fused", True)
         for p, name in (("q", "query"), ("v", "value")):
             source = f"{key}.{p}_bias" if fused else f"{key}.{p}_proj.bias"
-            table[source] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+            table[source] = (f"{attention}/{name}/bias", heads_in(L.HEADS_IN_BIAS, name))
     if config.attention_inner_norm:
         for suffix, variable in (("weight", "gamma"), ("bias", "beta")):
             table[f"{key}.norm.{suffix}"] = (f"{attention}/inner_norm/{variable}", L.HEADS_IN_BIAS)

@@ -1,4 +1,4 @@
-"""timm's `eva.py` model names keras_vit reads: EVA-02, EVA and timm's rotary ViTs.
+"""timm's `eva.py` model names keras_vit reads: EVA-02, EVA, timm's rotary ViTs and DINOv3.
 
 Pure data, as `keras_vit.weights.timm_names` (which turns `FAMILY_SPECS` into its `Family`
 entries): each family's name pattern, example, description and the `keras_vit.ViT` arguments it
@@ -11,6 +11,7 @@ say what the checkpoint's layout is, for the loader (`keras_vit.weights.timm_eva
   gate first) rather than `mlp.fc1_g`, `mlp.fc1_x`;
 - `_mlp_ratio`: timm's `mlp_ratio`: the MLP width is `int(hidden_dim * ratio)` (also for a
   `hidden_dim` override);
+- `_mlp_align`: timm's `swiglu_align_to`: the SwiGLU width rounded up to a multiple of it;
 - `_qkv_bias`: whether the checkpoint has query and value biases;
 - `_attention`: `"rope"` for timm's `AttentionRope` (RoPE-ViT: one `attn.qkv` with its full
   `(3D,)` bias, so a key bias too), else `EvaAttention`.
@@ -115,6 +116,45 @@ def _rope_vit(g):
     return args
 
 
+# DINOv3 sizes (timm's vit_*_patch16_dinov3*): our size code and what differs from its row.
+_DINOV3_SIZES = {
+    "tiny": ("Ti", {}),
+    "small": ("S", {}),
+    "small_plus": ("S", {}),
+    "base": ("B", {}),
+    "large": ("L", {}),
+    "huge_plus": ("H", dict(num_heads=20)),
+    "7b": ("H", dict(num_layers=40, hidden_dim=4096, num_heads=32)),
+}
+# SwiGLU MLPs (unpacked fc1_g / fc1_x) and timm's swiglu_align_to; 7b: mlp_ratio=2.
+_DINOV3_SWIGLU = {"small_plus": 8, "huge_plus": 8, "7b": 64}
+
+
+def _dinov3(g):
+    size = g["size"]
+    code, overrides = _DINOV3_SIZES[size]
+    args = {
+        **_eva_common(),
+        "variant": f"{code}/16",
+        **overrides,
+        "image_size": 256,  # timm's pretrained input size (any size works: no pos_embed)
+        "pooling": "gap",  # timm's Eva default global_pool='avg' (upstream: the class token)
+        "class_token": True,
+        "num_register_tokens": 4,
+        "position_embedding": None,  # use_abs_pos_emb=False
+        "layer_scale_init_value": 1e-5,
+        "layer_norm_epsilon": 1e-5,
+        "rotary_embedding": "dinov3",
+        "rotary_temperature": 100.0,
+        "_qkv_fused": True,
+        "_qkv_bias": bool(g["qkvb"]),
+        "_mlp_ratio": 2.0 if size == "7b" else 4.0,
+    }
+    if size in _DINOV3_SWIGLU:
+        args.update(mlp="swiglu", _mlp_packed=False, _mlp_align=_DINOV3_SWIGLU[size])
+    return args
+
+
 # (name, pattern, example, description, arguments): `timm_names.Family` fields.
 FAMILY_SPECS = (
     (
@@ -152,6 +192,15 @@ FAMILY_SPECS = (
         "RoPE-ViT: axial RoPE ('xy' grid, temperature 100) or mixed RoPE (learned frequencies "
         "per block and head), with or without an absolute position embedding",
         _rope_vit,
+    ),
+    (
+        "dinov3",
+        r"vit_(?P<size>tiny|small|small_plus|base|large|huge_plus|7b)_patch16_dinov3"
+        r"(?P<qkvb>_qkvb)?",
+        "vit_base_patch16_dinov3.lvd1689m",
+        "DINOv3 (DINOv3's RoPE, 4 registers, LayerScale, SwiGLU for small_plus / huge_plus / "
+        "7b, q/v biases in *_qkvb; no position embedding; average pooling as timm's default)",
+        _dinov3,
     ),
 )
 

@@ -83,7 +83,7 @@ DEFAULT_CLASSES = {
     **timm_pe_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
-_HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap")
+_HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
 
 # SigLIP towers with tanh GELU in timm (SigLIP 2 checkpoints): (size, patch, resolution or None).
 _SIGLIP_TANH = {
@@ -125,6 +125,11 @@ def _sizes(size, patch):
 
 def _vit(g):
     return _sizes(g["size"], g["patch"])
+
+
+def _eva_large(g):
+    # timm's VisionTransformer with global_pool='avg': fc_norm after the pooling, no final norm.
+    return {**_sizes("large", 14), "pooling": "gap", "class_token": True, "fc_norm": True}
 
 
 def _miil(g):
@@ -328,6 +333,13 @@ FAMILIES = (
         _vit,
     ),
     Family(
+        "eva_large",
+        r"eva_large_patch14_(?P<res>196|336)",
+        "eva_large_patch14_336.in22k_ft_in22k_in1k",
+        "EVA-01 large (MIM-pretrained ViT-L/14, average of the patch tokens with fc_norm)",
+        _eva_large,
+    ),
+    Family(
         "vit_miil",
         r"vit_base_patch16_(?P<res>224)_miil",
         "vit_base_patch16_224_miil.in21k_ft_in1k",
@@ -477,7 +489,7 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
-    # timm's Perception Encoder lang / spatial towers (keras_vit.weights.timm_pe_names).
+    # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
 )
 
@@ -497,7 +509,7 @@ UNSUPPORTED = (
         "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
     ),
     (
-        r".*(dinov3|sapiens|radio|lingbot|tipsv2|intern).*",
+        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )

@@ -8,6 +8,7 @@ from keras_vit.layers import (
     MultiHeadSelfAttention,
     RotaryEmbedding2D,
     apply_rotary_embedding,
+    dinov3_rotary_embedding_2d,
     rotary_embedding_2d,
 )
 from keras_vit.layers.attention import portable_path
@@ -32,6 +33,38 @@ def np_rotary(grid, head_dim, temperature=10000.0, reference=None, offset=0.0, x
             sin.append(np.sin(pairs))
             cos.append(np.cos(pairs))
     return np.array(sin), np.array(cos)
+
+
+def np_dinov3_rotary(grid, head_dim, temperature=100.0, normalize="separate", offset=0.0):
+    """DINOv3's RoPE (eval) per token: centres in [-1, 1], angles 2 pi c / period, interleaved."""
+    bands = head_dim // 4
+    periods = [temperature ** (i / bands) for i in range(bands)]
+    rows, cols = grid
+    denominator = {"separate": grid, "min": (min(grid),) * 2, "max": (max(grid),) * 2}[normalize]
+    sin, cos = [], []
+    for r in range(rows):
+        for c in range(cols):
+            y = 2 * (r + 0.5 + offset) / denominator[0] - 1
+            x = 2 * (c + 0.5 + offset) / denominator[1] - 1
+            angles = [2 * np.pi * y / p for p in periods] + [2 * np.pi * x / p for p in periods]
+            pairs = np.repeat(np.array(angles), 2)
+            sin.append(np.sin(pairs))
+            cos.append(np.cos(pairs))
+    return np.array(sin), np.array(cos)
+
+
+@pytest.mark.parametrize(
+    "grid,normalize,offset", [((3, 5), "separate", 0.0), ((4, 2), "min", 0.5), ((2, 3), "max", 0.0)]
+)
+def test_dinov3_embedding_matches_numpy(grid, normalize, offset):
+    sin, cos = np_dinov3_rotary(grid, 8, 100.0, normalize, offset)
+    got = to_numpy(dinov3_rotary_embedding_2d(grid, 8, 100.0, normalize, offset))
+    np.testing.assert_allclose(got, np.concatenate([sin, cos], -1), atol=2e-6)
+    layer = RotaryEmbedding2D(8, 100.0, grid_offset=offset, patch_size=2, kind="dinov3",
+                              normalize_coords=normalize)  # fmt: skip
+    check_config_complete(layer)
+    images = np.zeros((1, 2 * grid[0], 2 * grid[1], 3), "float32")
+    np.testing.assert_allclose(to_numpy(layer(images)), got)
 
 
 def np_rotate(x, sin, cos):
@@ -116,6 +149,10 @@ def test_layer_config_and_shapes():
         (dict(head_dim=8, temperature=0), "temperature must be positive"),
         (dict(head_dim=8, reference_grid_size=0), "reference_grid_size"),
         (dict(head_dim=8, grid_offset="a"), "grid_offset must be a float"),
+        (dict(head_dim=8, kind="axial"), "kind must be one of"),
+        (dict(head_dim=8, kind="dinov3", normalize_coords="mean"), "normalize_coords must be"),
+        (dict(head_dim=8, normalize_coords="min"), "needs kind='dinov3'"),
+        (dict(head_dim=8, kind="dinov3", reference_grid_size=4), "no reference_grid_size"),
     ],
 )
 def test_bad_arguments(kwargs, message):

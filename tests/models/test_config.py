@@ -129,10 +129,11 @@ def test_to_kwargs_and_field_groups():
     # position rows, pre-norm, qk-norm, activation, key bias, relative position bias and MLP,
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
-    # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
-    # patch_norm; Perception Encoder's final_norm).
+    # attention_inner_norm, rotary_embedding and its 3 settings; DINOv3's
+    # rotary_normalize_coords; the 2 of AIMv2: norm, patch_norm; Perception Encoder's
+    # final_norm).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 38
+    assert len(mpp.ENCODER_KEYS) == 39
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

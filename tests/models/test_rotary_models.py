@@ -182,6 +182,21 @@ def test_dynamic_size_fit_step():
     assert built.predict(_images(h=32, w=8), verbose=0).shape == (2, 5)
 
 
+def test_dinov3_rotary_option_builds_its_table():
+    """rotary_embedding="dinov3": the layer's table for the input's grid; the config keeps it."""
+    options = dict(image_size=(16, 24), num_layers=1, include_top=False, pooling="gap",
+                   position_embedding=None, num_register_tokens=2, rotary_embedding="dinov3",
+                   rotary_temperature=100.0, rotary_normalize_coords="max")  # fmt: skip
+    built = keras_vit.ViT("mu/8", **options)
+    rope = built.rotary_embedding
+    assert (rope.kind, rope.normalize_coords, rope.temperature) == ("dinov3", "max", 100.0)
+    expected = keras_vit.layers.dinov3_rotary_embedding_2d((2, 3), 16, 100.0, "max")
+    np.testing.assert_allclose(to_numpy(rope(_images())), to_numpy(expected))
+    config = ViTConfig.from_model(built)
+    assert config == ViTConfig.from_dict(config.to_dict())
+    assert config == ViTConfig.from_variant("mu/8", **options)
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -192,6 +207,10 @@ def test_dynamic_size_fit_step():
         (dict(rotary_embedding="eva02", num_heads=16), "head width .* divisible by 4"),
         (dict(rotary_embedding="eva02", rotary_temperature=0), "must be positive"),
         (dict(key_bias=1), "key_bias must be a bool"),
+        (dict(rotary_embedding="dinov3", rotary_normalize_coords="mean"), "must be one of"),
+        (dict(rotary_embedding="eva02", rotary_normalize_coords="min"), "needs rotary_embed"),
+        (dict(rotary_embedding="dinov3", rotary_reference_grid=4), "takes no rotary_reference"),
+        (dict(rotary_normalize_coords="max"), "Rotary settings need rotary_embedding"),
     ],
 )
 def test_config_checks_name_expected_and_received(options, message):
@@ -202,7 +221,8 @@ def test_config_checks_name_expected_and_received(options, message):
 def test_old_configs_load_with_the_defaults():
     fields = ViTConfig.from_variant("mu/8", image_size=16).to_dict()
     for name in ("mlp", "mlp_inner_norm", "key_bias", "attention_inner_norm", "rotary_embedding",
-                 "rotary_temperature", "rotary_reference_grid", "rotary_grid_offset"):  # fmt: skip
+                 "rotary_temperature", "rotary_reference_grid", "rotary_grid_offset",
+                 "rotary_normalize_coords"):  # fmt: skip
         del fields[name]
     config = ViTConfig.from_dict(fields)
     assert (config.mlp, config.key_bias, config.rotary_embedding) == ("mlp", True, None)

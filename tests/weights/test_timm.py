@@ -270,7 +270,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
     identity = torch.nn.Identity
     pools = {"token": "token", "avg": "gap", "map": "map"}
     checked = 0
-    for name in timm.list_models("vit_*") + timm.list_models("deit*"):
+    names = timm.list_models("vit_*") + timm.list_models("deit*") + timm.list_models("eva_large*")
+    for name in names:
         try:
             spec = N.parse_timm_name(name)
         except ValueError:
@@ -338,7 +339,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 144  # timm 1.0.31: 144 of its 230 vit_* and deit* names
+    assert checked >= 146  # timm 1.0.31: 144 of its 230 vit_* and deit* names, EVA-01's 2
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
@@ -418,8 +419,8 @@ def test_supported_count_over_all_timm_names():
         except ValueError:
             continue
         reads += 1
-    # timm 1.0.31: 144 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2),
-    # BEiT 7, relpos 9,
-    # eva.py 43 (19 + RoPE-ViT's 12 axial / mixed + Perception Encoder's 12), NaFlexVit 8,
-    # FlexiViT 3, AIMv2 12 (of 1371 names)
-    assert reads == 226
+    # timm 1.0.31: 146 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
+    # EVA-01 large 2), BEiT 7, relpos 9,
+    # eva.py 55 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + Perception Encoder 12),
+    # NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371 names)
+    assert reads == 240

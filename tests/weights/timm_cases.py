@@ -31,6 +31,7 @@ CASES = {
     # SwiGLUPacked: fc1 int(32 * 5.33334) = 170 = 2 x 85.
     "dinov2_giant": ("vit_giant_patch14_dinov2.lvd142m", dict(img_size=28, num_classes=0),
                      dict(image_size=28, mlp_dim=85)),
+    "eva_large": ("eva_large_patch14_196.in22k_ft_in1k", dict(img_size=28), dict(image_size=28)),
     "dinov2_registers": ("vit_small_patch14_reg4_dinov2.lvd142m",
                          dict(img_size=28, num_classes=0), dict(image_size=28)),
     "clip": ("vit_base_patch16_clip_224.openai", {}, {}),
