@@ -353,8 +353,9 @@ def from_timm(
     (`eva_giant_*`), rotary register ViTs (`vit_*_rope_reg*_gap_256`) and DINOv3
     (`vit_*_patch16_dinov3*`, DINOv3's RoPE: `rotary_embedding="dinov3"`); EVA-01
     `eva_large_patch14_*`; BEiT and relpos ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`,
-    SwiGLU, no biases). Other timm ViTs (Perception Encoder, parallel scaling blocks, ...)
-    raise a `ValueError` saying what they need.
+    SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
+    lang / spatial, the core towers' attention pool). Other timm ViTs (parallel scaling
+    blocks, ...) raise a `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
