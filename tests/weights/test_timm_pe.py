@@ -14,10 +14,16 @@ import pytest
 
 from keras_vit import feature_extractor, from_timm
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
+from tests.weights.timm_cases import (
+    assert_close,
+    meta_models,
+    random_images,
+    timm_run,
+    tiny_references,
+    tiny_timm_model,
+)
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
@@ -34,20 +40,12 @@ CASES = {
 
 
 def _timm_model(case, **overrides):
-    name, size = CASES[case]
-    kwargs = {**SMALL, "img_size": size, **overrides}
-    return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
+    return tiny_timm_model(timm, *CASES[case], SMALL, **overrides)
 
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("timm_pe")
-    found = {}
-    for case, (_, size) in CASES.items():
-        model = perturb(torch, _timm_model(case), seed=len(case))
-        path = folder / f"{case}.safetensors"
-        found[case] = timm_reference(torch, model, random_images(size), path)
-    return found
+    return tiny_references(torch, timm, CASES, SMALL, tmp_path_factory.mktemp("timm_pe"))
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -92,11 +90,7 @@ def test_export_timm_refuses_no_final_norm():
 def test_every_pe_name_we_read_is_timms_architecture():
     """Every `vit_pe_*` name we parse, against timm's model on the meta device (one block)."""
     checked = []
-    for name in timm.list_models("vit_pe_*"):
-        spec = N.parse_timm_name(name)
-        with torch.device("meta"):
-            model = timm.create_model(name, depth=1)
-        config = T.timm_config(spec, num_layers=1)
+    for name, spec, model, config in meta_models(torch, timm, timm.list_models("vit_pe_*")):
         block = model.blocks[0]
         got = dict(
             hidden_dim=model.embed_dim,
@@ -112,11 +106,11 @@ def test_every_pe_name_we_read_is_timms_architecture():
             map_mlp_dim=model.attn_pool.mlp.fc1.out_features if model.attn_pool else None,
         )
         ours = dict(
+            class_token=config.class_token,
             hidden_dim=config.hidden_dim,
+            image_size=config.image_size,
             mlp_dim=config.mlp_dim,
             num_classes=spec.num_classes,
-            image_size=config.image_size,
-            class_token=config.class_token,
             layer_scale=config.layer_scale_init_value is not None,
             final_norm=config.final_norm,
             pre_norm=config.pre_norm,
@@ -126,8 +120,5 @@ def test_every_pe_name_we_read_is_timms_architecture():
         )
         assert config.map_prefix_tokens == (config.pooling == "map")
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
-        table = T.timm_name_table(config, spec=spec)
-        state = set(model.state_dict())
-        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
     assert len(checked) == 12, checked  # timm 1.0.31: core 5, lang 2, spatial 5
