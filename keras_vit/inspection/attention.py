@@ -6,7 +6,13 @@ import collections
 import keras
 import numpy as np
 
-from keras_vit.inspection.structure import check_images, find_transformer_blocks, model_geometry
+from keras_vit.inspection.structure import (
+    check_images,
+    check_naflex_batch,
+    find_transformer_blocks,
+    is_naflex,
+    model_geometry,
+)
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -14,11 +20,12 @@ AttentionRollout = collections.namedtuple("AttentionRollout", ["grid", "image"])
 AttentionRollout.__doc__ = """Result of `attention_rollout`.
 
 Attributes:
-    grid: float32 `(B, gh, gw)` rollout map on the patch grid.
+    grid: float32 `(B, gh, gw)` rollout map on the patch grid (a NaFlex batch: a list of
+        `(gh_i, gw_i)` maps, each image at its own grid).
     image: float32 `(B, H, W)` the same map bilinearly up-sampled to the model's
-        input size.
+        input size (the images' size with `dynamic_image_size`; a NaFlex batch: a list of
+        `(gh_i * ph, gw_i * pw)` maps, each image's resized size).
 """
-
 
 
 def _first(tensors):
@@ -33,16 +40,20 @@ def attention_maps(model, images, batch_size=32):
     are exactly what the block's attention layer computes.
 
     Args:
-        model: functional ViT `keras.Model` (plain or hybrid).
+        model: functional ViT `keras.Model` (plain or hybrid; any image size with
+            `dynamic_image_size`; a NaFlex model).
         images: `(B, H, W, C)` images preprocessed as the model expects
             (`keras_vit.preprocess_input`: [-1, 1]); a single `(H, W, C)` image
-            is treated as a batch of one.
+            is treated as a batch of one. For a NaFlex model, a NaFlex dict batch
+            (`keras_vit.data.naflex_batch`).
         batch_size: int. Images per forward pass. Defaults to 32.
 
     Returns:
         float32 NumPy array `(B, layers, heads, T, T)`; row `q` of a map holds
         the weights query token `q` gives to every key token (rows sum to 1).
-        T = prefix tokens (class token) + patches.
+        T = prefix tokens (class token) + patches. For a NaFlex batch, T = prefix +
+        the padded length: padding keys get no weight (the model masks them) and
+        padding rows are zeros.
 
     Example:
 
@@ -54,7 +65,9 @@ def attention_maps(model, images, batch_size=32):
     Reference:
         Dosovitskiy et al., 2021, Sec. 4.5.
     """
-    images = check_images(model, images)
+    naflex = is_naflex(model)
+    images = check_naflex_batch(images) if naflex else check_images(model, images)
+    count = len(images["patches"]) if naflex else images.shape[0]
     blocks = find_transformer_blocks(model)
     try:
         # A rotary block's input is [tokens, rotary table]: its tokens.
@@ -70,14 +83,21 @@ def attention_maps(model, images, batch_size=32):
     tables = [] if rotary is None else rotary.output
     tables = list(tables) if isinstance(tables, (list, tuple)) else [tables] * bool(len(blocks))
     outputs = block_inputs + tables
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    if naflex:
+        inputs = model.input  # the dict of patches, coordinates, validity
+    else:
+        inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     extractor = keras.Model(inputs, outputs)
     batch_size = int(batch_size)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive. Received: batch_size={batch_size}")
     results = []
-    for start in range(0, images.shape[0], batch_size):
-        batch = images[start : start + batch_size]
+    for start in range(0, count, batch_size):
+        if naflex:
+            batch = {k: v[start : start + batch_size] for k, v in images.items()}
+            mask = {"attention_mask": batch["patch_valid"]}  # as the model's own blocks
+        else:
+            batch, mask = images[start : start + batch_size], {}
         features = extractor(batch, training=False)
         if not isinstance(features, (list, tuple)):
             features = [features]
@@ -87,11 +107,19 @@ def attention_maps(model, images, batch_size=32):
         per_layer = []
         for i, (block, tokens) in enumerate(zip(blocks, features[: len(blocks)], strict=True)):
             options = {"rotary_embedding": tables[i]} if tables else {}
-            _, scores = block(tokens, training=False, return_attention_scores=True, **options)
+            _, scores = block(
+                tokens, training=False, return_attention_scores=True, **options, **mask
+            )
             per_layer.append(np.asarray(keras.ops.convert_to_numpy(scores), dtype="float32"))
         results.append(np.stack(per_layer, axis=1))
-    return np.concatenate(results, axis=0)
-
+    attention = np.concatenate(results, axis=0)
+    if naflex:
+        prefix = attention.shape[-1] - images["patch_valid"].shape[1]
+        keep = np.concatenate([np.ones((count, prefix), bool), images["patch_valid"]], axis=1)[
+            :, None, None
+        ]
+        attention = attention * keep[..., :, None] * keep[..., None, :]
+    return attention
 
 
 def fuse_heads(attention, head_fusion="mean"):
@@ -221,8 +249,10 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     """Attention rollout of a ViT: which input patches the class token draws from.
 
     Args:
-        model: functional ViT `keras.Model` (plain or hybrid).
-        images: `(B, H, W, C)` images preprocessed to [-1, 1].
+        model: functional ViT `keras.Model` (plain or hybrid; any image size with
+            `dynamic_image_size`; a NaFlex model).
+        images: `(B, H, W, C)` images preprocessed to [-1, 1] (a NaFlex model: a NaFlex
+            dict batch; each image's map is on its own grid, padding left out).
         head_fusion: `"mean"`, `"max"` or `"min"` over heads. Defaults to `"mean"`.
         discard_ratio: float in [0, 1). Fraction of the lowest attention weights
             dropped per layer (never the class token's attention to itself), as
@@ -247,10 +277,34 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     Reference:
         Abnar & Zuidema, 2020; Dosovitskiy et al., 2021, Fig. 6 and Appendix D.8.
     """
-    geometry = model_geometry(model)
+    if is_naflex(model):
+        batch = check_naflex_batch(images)
+        attention = attention_maps(model, batch, batch_size=batch_size)
+        return _naflex_rollout(model, batch, attention, head_fusion, discard_ratio)
+    images = check_images(model, images)
+    geometry = model_geometry(model, images.shape[1:3])
     attention = attention_maps(model, images, batch_size=batch_size)
     prefix, class_token = geometry.num_prefix_tokens, geometry.class_token
     rollout = compute_rollout(attention, head_fusion, discard_ratio, prefix, class_token)
     grid = rollout_to_grid(rollout, geometry.grid_size, prefix, class_token)
     return AttentionRollout(grid, resize_bilinear(grid, geometry.image_size))
 
+
+def _naflex_rollout(model, batch, attention, head_fusion, discard_ratio):
+    """Per image of a NaFlex batch: the rollout of its own tokens (padding left out), on its
+    own grid (read from its coordinates), up-sampled to its resized size."""
+    encoder = model.patch_encoder
+    prefix, class_token = encoder.num_prefix_tokens, bool(encoder.class_token)
+    ph, pw = encoder.patch_size
+    grids, maps = [], []
+    for b, valid in enumerate(batch["patch_valid"]):
+        keep = np.concatenate([np.arange(prefix), prefix + np.flatnonzero(valid)])
+        own = attention[b : b + 1][..., keep, :][..., keep]
+        rollout = compute_rollout(own, head_fusion, discard_ratio, prefix, class_token)[0]
+        row = rollout[0, prefix:] if class_token else rollout[prefix:, prefix:].mean(axis=0)
+        coord = batch["patch_coord"][b][valid].astype("int64")
+        grid = np.zeros(tuple(coord.max(axis=0) + 1), "float32")
+        grid[coord[:, 0], coord[:, 1]] = row
+        grids.append(grid)
+        maps.append(resize_bilinear(grid[None], (grid.shape[0] * ph, grid.shape[1] * pw))[0])
+    return AttentionRollout(grids, maps)

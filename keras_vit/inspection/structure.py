@@ -10,11 +10,13 @@ from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.transformer_block import TransformerBlock
 
 
-class ModelGeometry(collections.namedtuple(
-    "ModelGeometry",
-    ["image_size", "grid_size", "cell_size", "num_prefix_tokens", "class_token"],
-    defaults=(None,),
-)):
+class ModelGeometry(
+    collections.namedtuple(
+        "ModelGeometry",
+        ["image_size", "grid_size", "cell_size", "num_prefix_tokens", "class_token"],
+        defaults=(None,),
+    )
+):
     """Where the tokens of a ViT sit in its input image.
 
     Attributes:
@@ -71,28 +73,70 @@ def find_transformer_blocks(model):
     return blocks
 
 
-def model_geometry(model):
+def model_geometry(model, image_hw=None):
     """Returns the `ModelGeometry` (image size, patch grid, pixels per cell) of a ViT.
 
     The grid comes from the patch encoder, the image size from the model's input,
     so hybrid models (patch encoder on a CNN feature map) are measured in input
-    pixels too.
+    pixels too. A model with `dynamic_image_size` (no static input size) is measured
+    at `image_hw`, the size of the images given to it: the same pixels per cell as
+    at its configured `image_size`, `image_hw // cell` cells.
     """
     encoder = find_patch_encoder(model)
     shape = model_input_shape(model)
-    if shape[1] is None or shape[2] is None:
-        raise ValueError(
-            "Inspection needs a model with a static input height and width. "
-            f"Received: input shape={shape}"
-        )
     if encoder.grid_size is None:
         raise ValueError(f"Layer '{encoder.name}' is not built; call the model once first.")
-    image_size = (int(shape[1]), int(shape[2]))
     grid = tuple(int(g) for g in encoder.grid_size)
+    if shape[1] is None or shape[2] is None:
+        configured = getattr(getattr(model, "config", None), "image_size", None)
+        if image_hw is None or configured is None:
+            raise ValueError(
+                "Inspection needs a model with a static input height and width, or a keras_vit "
+                f"model with dynamic_image_size and images. Received: input shape={shape}"
+            )
+        cell = (configured[0] / grid[0], configured[1] / grid[1])
+        image_size = (int(image_hw[0]), int(image_hw[1]))
+        grid = (int(image_size[0] // cell[0]), int(image_size[1] // cell[1]))
+        return ModelGeometry(
+            image_size, grid, cell, encoder.num_prefix_tokens, bool(encoder.class_token)
+        )
+    image_size = (int(shape[1]), int(shape[2]))
     cell = (image_size[0] / grid[0], image_size[1] / grid[1])
     return ModelGeometry(
         image_size, grid, cell, encoder.num_prefix_tokens, bool(encoder.class_token)
     )
+
+
+def is_naflex(model):
+    """Whether `model` is a keras_vit NaFlex model (a dict input of patches)."""
+    return bool(getattr(getattr(model, "config", None), "naflex", False))
+
+
+NAFLEX_KEYS = ("patches", "patch_coord", "patch_valid")
+
+
+def check_naflex_batch(batch):
+    """A NaFlex dict batch as NumPy arrays (clear error naming the keys and shapes)."""
+    if not isinstance(batch, dict) or set(batch) != set(NAFLEX_KEYS):
+        got = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+        raise ValueError(
+            f"A NaFlex model is inspected on a NaFlex batch: a dict of {NAFLEX_KEYS} "
+            f"(keras_vit.data.naflex_batch). Received: {got}"
+        )
+    out = {k: np.asarray(keras.ops.convert_to_numpy(batch[k])) for k in NAFLEX_KEYS}
+    patches, coord, valid = (out[k] for k in NAFLEX_KEYS)
+    if (
+        patches.ndim != 3
+        or coord.shape != patches.shape[:2] + (2,)
+        or valid.shape != patches.shape[:2]
+    ):
+        raise ValueError(
+            "Expected patches (B, N, P * P * C), patch_coord (B, N, 2) and patch_valid (B, N). "
+            f"Received: shapes {patches.shape}, {coord.shape}, {valid.shape}"
+        )
+    out["patches"] = patches.astype("float32")
+    out["patch_valid"] = valid.astype(bool)
+    return out
 
 
 def model_input_shape(model):
@@ -126,4 +170,3 @@ def check_images(model, images):
             f"(preprocessed to [-1, 1]). Received: images.shape={images.shape}"
         )
     return images
-

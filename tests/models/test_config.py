@@ -94,6 +94,8 @@ def test_hybrid_config():
         (dict(map_prefix_tokens=True), "map_prefix_tokens=True need pooling='map'"),
         (dict(pooling="map", map_num_heads=3), "map_num_heads must divide hidden_dim"),
         (dict(final_norm=0), "final_norm must be a bool"),
+        (dict(block_norm="mid"), r"block_norm must be one of \('pre', 'post'\)\. .*'mid'"),
+        (dict(block_norm="post", layer_scale_init_value=0.1), "layer_scale_init_value=0.1"),
     ],
 )
 def test_validation_errors_name_expected_and_received(kwargs, match):
@@ -129,11 +131,11 @@ def test_to_kwargs_and_field_groups():
     # position rows, pre-norm, qk-norm, activation, key bias, relative position bias and MLP,
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
-    # attention_inner_norm, rotary_embedding and its 3 settings; DINOv3's
-    # rotary_normalize_coords; the 2 of AIMv2: norm, patch_norm; Perception Encoder's
-    # final_norm).
+    # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
+    # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks;
+    # Perception Encoder's final_norm).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 39
+    assert len(mpp.ENCODER_KEYS) == 40
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 
@@ -179,8 +181,9 @@ def _same_architecture(a, b):
         # Without a head the class count is not in the model: the default comes back.
         dict(include_top=False, pooling=None, class_token=False, num_classes=1000),
         dict(patch_size=1, **TINY_STEM),
+        dict(block_norm="post", pooling="gap", class_token=False, fc_norm=True),
     ],
-    ids=["default", "gap_head", "options", "tokens", "resnet_stem"],
+    ids=["default", "gap_head", "options", "tokens", "resnet_stem", "post_norm"],
 )
 def test_round_trip_model_to_config(kwargs, tmp_path):
     config = ViTConfig.from_variant("mu/8", **{**TINY, **kwargs})
