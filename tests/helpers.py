@@ -4,6 +4,7 @@ The full per-layer check (config, serialization, weights, shapes, a training ste
 precision) is `tests.layer_harness.run_layer_test`, which every layer test calls.
 """
 
+import functools
 import inspect
 import math
 import os
@@ -105,14 +106,19 @@ def np_msa(x, p, eps=1e-6):
     return np.einsum("bqhk,hkd->bqd", out, p["out/kernel"]) + p["out/bias"], weights
 
 
-def np_block(x, p, eps=1e-6, approximate_gelu=True, activation="gelu"):
-    """Eq. 2-3: z' = MSA(LN(z)) + z; z = MLP(LN(z')) + z' (LayerScale `ls1`/`ls2` if in `p`)."""
-    y, weights = np_msa(np_layer_norm(x, p["ln0/scale"], p["ln0/bias"], eps), p, eps)
-    x = x + y * p.get("ls1", 1.0)
-    y = np_layer_norm(x, p["ln2/scale"], p["ln2/bias"], eps)
+def np_block(x, p, eps=1e-6, approximate_gelu=True, activation="gelu", post=False):
+    """Eq. 2-3: z' = MSA(LN(z)) + z; z = MLP(LN(z')) + z' (LayerScale `ls1`/`ls2` if in `p`).
+
+    `post`: residual post-norm, z' = LN(MSA(z)) + z; z = LN(MLP(z')) + z' (timm's ResPostBlock).
+    """
+    ln0 = functools.partial(np_layer_norm, scale=p["ln0/scale"], bias=p["ln0/bias"], eps=eps)
+    ln2 = functools.partial(np_layer_norm, scale=p["ln2/scale"], bias=p["ln2/bias"], eps=eps)
+    y, weights = np_msa(x if post else ln0(x), p, eps)
+    x = x + (ln0(y) if post else y) * p.get("ls1", 1.0)
+    y = x if post else ln2(x)
     y = np_activation(y @ p["mlp0/kernel"] + p["mlp0/bias"], activation, approximate_gelu)
     y = y @ p["mlp1/kernel"] + p["mlp1/bias"]
-    return x + y * p.get("ls2", 1.0), weights
+    return x + (ln2(y) if post else y) * p.get("ls2", 1.0), weights
 
 
 def np_relative_position_index(grid):

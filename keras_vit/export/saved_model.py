@@ -38,6 +38,7 @@ import keras
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.naflex_graph import check_max_patches, naflex_patchify
 from keras_vit.saving import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -219,7 +220,12 @@ def _activation_name(layer):
     return getattr(activation, "__name__", repr(activation))
 
 
-def serving_spec(model, class_names=None, top_k=None):
+def _naflex_config(model):
+    config = getattr(model, "config", None)
+    return config if getattr(config, "naflex", False) else None
+
+
+def serving_spec(model, class_names=None, top_k=None, max_patches=None):
     """Checks that `model` can be exported and describes its serving interface.
 
     Args:
@@ -235,16 +241,31 @@ def serving_spec(model, class_names=None, top_k=None):
         `activation` (of the head: `"linear"`, `"softmax"` or `"sigmoid"`),
         `top_k`, `class_names`, `signatures` and `outputs`.
 
+        A NaFlex model (`naflex=True`) adds `naflex` (its patch size) and `max_patches`
+        (the patch budget of `serve_bytes`; default the position table's grid).
+
     Raises:
         ValueError: if the model or arguments cannot be exported.
     """
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model. Received: {type(model).__name__}")
-    height, width, channels = _checks.image_input_shape(
-        model, "export_saved_model", allow_dynamic=True
-    )[1:]
-    dynamic = height is None or width is None
-    resize_to = _checks.native_image_size(model) if dynamic else (height, width)
+    naflex = _naflex_config(model)
+    if naflex is not None:
+        height = width = None
+        channels = naflex.num_channels
+        resize_to = None
+        max_patches = check_max_patches(max_patches, naflex.grid_size)
+    else:
+        if max_patches is not None:
+            raise ValueError(
+                "max_patches is the patch budget of a NaFlex model's serve_bytes. Received: "
+                f"max_patches={max_patches!r} for a model without naflex=True"
+            )
+        height, width, channels = _checks.image_input_shape(
+            model, "export_saved_model", allow_dynamic=True
+        )[1:]
+        dynamic = height is None or width is None
+        resize_to = _checks.native_image_size(model) if dynamic else (height, width)
     head = getattr(model, "head", None)
     if head is None:
         raise ValueError(
@@ -287,7 +308,11 @@ def serving_spec(model, class_names=None, top_k=None):
     signatures = list(SIGNATURES)
     if channels not in _DECODE_CHANNELS:
         signatures.remove("serve_bytes")
+    if naflex is not None:
+        signatures.remove("serve_uint8")  # NaFlex: the dict batch, or encoded images
     return dict(
+        naflex=None if naflex is None else tuple(naflex.patch_size),
+        max_patches=max_patches,
         image_size=(height, width),
         resize_size=resize_to,
         num_channels=channels,
@@ -318,24 +343,19 @@ def _head_logits(head, features):
 def _write_archive(model, target, spec):
     """Builds the ExportArchive (TensorFlow backend) and writes it to `target`."""
     tf = _checks.import_tensorflow()
-    from keras_vit.preprocessing import preprocess_input
-
-    height, width = spec["resize_size"]
-    channels = spec["num_channels"]
     head = model.head
+    inputs = model.input if spec["naflex"] else model.inputs[0]
     logits_model = None
     if spec["activation"] == "linear":
         features_model = None
     elif _final_activation(model) is not None:
         # A distilled model: the logits are the input of the activation after the heads.
         features_model = None
-        logits_model = keras.Model(
-            model.inputs[0], _final_activation(model).input, name="logits"
-        )
+        logits_model = keras.Model(inputs, _final_activation(model).input, name="logits")
     else:
         # Logits are the head's pre-activation: run the model up to the head,
         # then the head's own matmul + bias (the ops Dense uses).
-        features_model = keras.Model(model.inputs[0], head.input, name="features")
+        features_model = keras.Model(inputs, head.input, name="features")
     class_table = None if spec["class_names"] is None else tf.constant(spec["class_names"])
 
     def heads(images):
@@ -361,6 +381,69 @@ def _write_archive(model, target, spec):
                 outputs["top_k_classes"] = tf.gather(class_table, indices)
         return outputs
 
+    if spec["naflex"]:
+        endpoints = _naflex_endpoints(tf, heads, spec)
+    else:
+        endpoints = _image_endpoints(tf, heads, spec)
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name in spec["signatures"]:
+        fn, input_specs = endpoints[name]
+        archive.add_endpoint(name, fn, input_signature=input_specs)
+
+    atomic_write(
+        target, lambda path: archive.write_out(path, verbose=False), "saved_model"
+    )
+
+
+def _naflex_endpoints(tf, heads, spec):
+    """A NaFlex model's signatures: the dict batch, and encoded images patchified in the graph
+    (`keras_vit.export.naflex_graph`: decode, scale, aspect-preserving resize under
+    `max_patches`, patches + coordinates + validity)."""
+    from keras_vit.preprocessing import scale_pixels
+
+    (ph, pw), budget, channels = spec["naflex"], spec["max_patches"], spec["num_channels"]
+
+    def serving_default(patches, patch_coord, patch_valid):
+        return heads({"patches": patches, "patch_coord": patch_coord, "patch_valid": patch_valid})
+
+    def patchify(image_bytes):
+        image = tf.io.decode_image(
+            image_bytes, channels=channels, dtype=tf.uint8, expand_animations=False
+        )
+        image.set_shape((None, None, channels))
+        return naflex_patchify(tf, scale_pixels(tf.cast(image, tf.float32)), (ph, pw), budget)
+
+    def serve_bytes(image_bytes):
+        patches, coords, valid = tf.map_fn(
+            patchify,
+            image_bytes,
+            fn_output_signature=(
+                tf.TensorSpec((budget, ph * pw * channels), tf.float32),
+                tf.TensorSpec((budget, 2), tf.int32),
+                tf.TensorSpec((budget,), tf.bool),
+            ),
+        )
+        return heads({"patches": patches, "patch_coord": coords, "patch_valid": valid})
+
+    batch_specs = [
+        tf.TensorSpec((None, None, ph * pw * channels), tf.float32, name="patches"),
+        tf.TensorSpec((None, None, 2), tf.int32, name="patch_coord"),
+        tf.TensorSpec((None, None), tf.bool, name="patch_valid"),
+    ]
+    return {
+        "serving_default": (serving_default, batch_specs),
+        "serve_bytes": (serve_bytes, [tf.TensorSpec((None,), tf.string)]),
+    }
+
+
+def _image_endpoints(tf, heads, spec):
+    """The image signatures (float, uint8 and encoded images resized to the model's size)."""
+    from keras_vit.preprocessing import preprocess_input
+
+    height, width = spec["resize_size"]
+    channels = spec["num_channels"]
+
     def serving_default(images):
         return heads(images)
 
@@ -383,25 +466,16 @@ def _write_archive(model, target, spec):
         return heads(preprocess_input(images))
 
     image_shape = (None, *spec["image_size"], channels)
-    endpoints = {
-        "serving_default": (serving_default, tf.TensorSpec(image_shape, tf.float32)),
-        "serve_uint8": (serve_uint8, tf.TensorSpec(image_shape, tf.uint8)),
-        "serve_bytes": (serve_bytes, tf.TensorSpec((None,), tf.string)),
+    return {
+        "serving_default": (serving_default, [tf.TensorSpec(image_shape, tf.float32)]),
+        "serve_uint8": (serve_uint8, [tf.TensorSpec(image_shape, tf.uint8)]),
+        "serve_bytes": (serve_bytes, [tf.TensorSpec((None,), tf.string)]),
     }
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    for name in spec["signatures"]:
-        fn, input_spec = endpoints[name]
-        archive.add_endpoint(name, fn, input_signature=[input_spec])
-
-    atomic_write(
-        target, lambda path: archive.write_out(path, verbose=False), "saved_model"
-    )
 
 
-def _write_saved_model(model, target, *, overwrite, class_names, top_k):
+def _write_saved_model(model, target, *, overwrite, class_names, top_k, max_patches=None):
     """Checks and writes the SavedModel (TensorFlow backend); returns what it holds, as JSON."""
-    spec = serving_spec(model, class_names, top_k)
+    spec = serving_spec(model, class_names, top_k, max_patches)
     _check_target(target, overwrite)
     _write_archive(model, target, spec)
     return dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
@@ -417,6 +491,7 @@ def export_saved_model(
     top_k=None,
     method="auto",
     verbose=True,
+    max_patches=None,
 ):
     """Exports a ViT classifier as a TensorFlow SavedModel for TF Serving.
 
@@ -472,6 +547,16 @@ def export_saved_model(
             Defaults to `"auto"`.
         verbose: bool. Print a line saying where and how the model was
             exported. Defaults to True.
+        max_patches: optional int. NaFlex models only: the patch budget of
+            `serve_bytes` (and the padded sequence length). Defaults to the
+            position table's grid (`rows * columns`).
+
+    NaFlex models (`naflex=True`) get two signatures: `serving_default` takes
+    the dict batch (`patches` float32 `(B, N, P*P*C)`, `patch_coord` int32
+    `(B, N, 2)`, `patch_valid` bool `(B, N)`), and `serve_bytes` encoded images
+    of any sizes, each decoded, scaled to [-1, 1], resized keeping its aspect
+    ratio to at most `max_patches` patches and patchified in the graph
+    (`keras_vit.export.naflex_graph`), equal to `keras_vit.data.naflex_batch`.
 
     Returns:
         An `ExportResult` (`path`, `method`: `"in_process"` or
@@ -507,11 +592,12 @@ def export_saved_model(
     class_names = _check_class_names(class_names)
     model = _checks.check_model_argument(model)
     if isinstance(model, keras.Model):
-        serving_spec(model, class_names, top_k)  # fail fast, before saving
+        serving_spec(model, class_names, top_k, max_patches)  # fail fast, before saving
     how, reply = run_with_tensorflow(
         model,
         _write_saved_model,
-        dict(target=target, overwrite=overwrite, class_names=class_names, top_k=top_k),
+        dict(target=target, overwrite=overwrite, class_names=class_names, top_k=top_k,
+             max_patches=max_patches),
         method=method,
     )
     return ExportResult(

@@ -202,6 +202,25 @@ def apply_rotary_embedding(x, embedding):
     return ops.cast(x * cos + rotated * sin, dtype)
 
 
+def feature_grid(inputs, patch_size, name):
+    """The token grid `(H / ph, W / pw)` of a `(B, H, W, C)` feature map (scalar tensors)."""
+    shape = ops.shape(inputs)
+    if len(shape) != 4:
+        raise ValueError(
+            f"{name} expects a (batch, height, width, channels) feature map. "
+            f"Received: shape={tuple(shape)}"
+        )
+    return (shape[1] // patch_size[0], shape[2] // patch_size[1])
+
+
+def grid_tokens(input_shape, patch_size):
+    """The token count of a `(B, H, W, C)` shape's grid, or None when H or W is unknown."""
+    height, width = input_shape[1], input_shape[2]
+    if height is None or width is None:
+        return None
+    return (height // patch_size[0]) * (width // patch_size[1])
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RotaryEmbedding2D(keras.layers.Layer):
     """EVA-02's (or RoPE-ViT's axial, or DINOv3's) 2-D RoPE for the grid of a feature map.
@@ -302,13 +321,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
 
     def call(self, inputs):
-        shape = ops.shape(inputs)
-        if len(shape) != 4:
-            raise ValueError(
-                f"{self.name} expects a (batch, height, width, channels) feature map. "
-                f"Received: shape={tuple(shape)}"
-            )
-        grid = (shape[1] // self.patch_size[0], shape[2] // self.patch_size[1])
+        grid = feature_grid(inputs, self.patch_size, self.name)
         if self.kind == "dinov3":
             return dinov3_rotary_embedding_2d(
                 grid, self.head_dim, self.temperature, self.normalize_coords, self.grid_offset
@@ -323,11 +336,7 @@ class RotaryEmbedding2D(keras.layers.Layer):
         )
 
     def compute_output_shape(self, input_shape):
-        height, width = input_shape[1], input_shape[2]
-        tokens = None
-        if height is not None and width is not None:
-            tokens = (height // self.patch_size[0]) * (width // self.patch_size[1])
-        return (tokens, 2 * self.head_dim)
+        return (grid_tokens(input_shape, self.patch_size), 2 * self.head_dim)
 
     def get_config(self):
         config = super().get_config()

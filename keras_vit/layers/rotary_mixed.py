@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
-from keras_vit.layers.rotary import _check_head_dim, grid_positions
+from keras_vit.layers.rotary import _check_head_dim, feature_grid, grid_positions, grid_tokens
 
 
 def mixed_rotary_frequencies(num_layers, num_heads, head_dim, temperature, angles):
@@ -121,23 +121,14 @@ class MixedRotaryEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        shape = ops.shape(inputs)
-        if len(shape) != 4:
-            raise ValueError(
-                f"{self.name} expects a (batch, height, width, channels) feature map. "
-                f"Received: shape={tuple(shape)}"
-            )
-        grid = (shape[1] // self.patch_size[0], shape[2] // self.patch_size[1])
+        grid = feature_grid(inputs, self.patch_size, self.name)
         return [
             mixed_rotary_embedding(grid, self.frequencies[:, layer])
             for layer in range(self.num_layers)
         ]
 
     def compute_output_shape(self, input_shape):
-        height, width = input_shape[1], input_shape[2]
-        tokens = None
-        if height is not None and width is not None:
-            tokens = (height // self.patch_size[0]) * (width // self.patch_size[1])
+        tokens = grid_tokens(input_shape, self.patch_size)
         return [(tokens, self.num_heads, 2 * self.head_dim)] * self.num_layers
 
     def get_config(self):

@@ -1,4 +1,4 @@
-"""`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3)."""
+"""`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3), or post-norm."""
 
 import functools
 import warnings
@@ -23,6 +23,7 @@ from keras_vit.layers.relative_position import RelativePositionBias, RelativePos
 from keras_vit.layers.swiglu import SwiGLU
 
 MLPS = ("mlp", "swiglu")
+BLOCK_NORMS = ("pre", "post")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -116,6 +117,11 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `RmsNorm`: AIMv2): the kind of every norm of the block (`attention_norm`,
             `mlp_norm`, the QK, attention inner and SwiGLU inner norms). RMSNorm blocks take
             the portable path on PyTorch. Defaults to `"layernorm"`.
+        block_norm: `"pre"` (`x + f(LN(x))`) or `"post"`: residual post-norm,
+            `x + LN(f(x))` for the attention and the MLP (timm's `ResPostBlock`,
+            `ResPostRelPosBlock`, `EvaBlockPostNorm`; `attention_norm` and `mlp_norm` then
+            follow their branch). No LayerScale or parallel branches with it; computed by
+            the portable path. Defaults to `"pre"`.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -167,6 +173,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         relative_position_mlp_dim=None,
         num_parallel=1,
         norm="layernorm",
+        block_norm="pre",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -225,6 +232,16 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"relative_position_grid. Received: mlp={mlp!r}, "
                 f"relative_position_grid={relative_position_grid!r}"
             )
+        if block_norm not in BLOCK_NORMS:
+            raise ValueError(
+                f"block_norm must be one of {BLOCK_NORMS}. Received: block_norm={block_norm!r}"
+            )
+        if block_norm == "post" and (layer_scale_init_value is not None or num_parallel > 1):
+            raise ValueError(
+                "block_norm='post' takes no LayerScale or parallel branches. Received: "
+                f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
+            )
+        self.block_norm = block_norm
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -478,13 +495,15 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 )
             return self._parallel_forward(inputs, training, bias)
         # The fast path computes the original block (q/v-only biases, attention biases); RoPE,
-        # SwiGLU and RMSNorm take the portable keras.ops path.
+        # SwiGLU, RMSNorm and post-norm blocks take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp" and self.norm == "layernorm"
+        plain = plain and self.block_norm == "pre"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
             return _torch_kernels.transformer_block(self, inputs, training, bias, mask)
-        normed = self.attention_norm(inputs)
+        post = self.block_norm == "post"
+        normed = inputs if post else self.attention_norm(inputs)
         options = dict(training=training, rotary_embedding=rotary, attention_bias=bias)
         options["attention_mask"] = mask
         if return_attention_scores:
@@ -492,6 +511,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         else:
             x = self.attention(normed, **options)
         x = self.attention_dropout(x, training=training)
+        if post:
+            x = self.attention_norm(x)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale
         x = inputs + self.drop_path(x, training=training)
@@ -502,7 +523,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         # numbers; TensorFlow is 4% slower with it and PyTorch indifferent, so only JAX does it.
         shape = ops.shape(x)
         flat = keras.backend.backend() == "jax"
-        y = self.mlp_norm(ops.reshape(x, (-1, shape[-1])) if flat else x)
+        y = ops.reshape(x, (-1, shape[-1])) if flat else x
+        y = y if post else self.mlp_norm(y)
         if self.mlp == "swiglu":
             y = self.swiglu(y, training=training)
         else:
@@ -511,6 +533,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             y = self.mlp_dropout_1(y, training=training)
             y = self.mlp_dense_2(y)
             y = self.mlp_dropout_2(y, training=training)
+        if post:
+            y = self.mlp_norm(y)
         if flat:
             y = ops.reshape(y, shape)
         if self.layer_scale_init_value is not None:
@@ -546,6 +570,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "relative_position_mlp_dim": self.relative_position_mlp_dim,
                 "num_parallel": self.num_parallel,
                 "norm": self.norm,
+                "block_norm": self.block_norm,
             }
         )
         return config

@@ -17,8 +17,8 @@ arguments" reads one list instead of writing its own:
   `position_embedding_antialias`, `position_embedding_align_corners`,
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, and the norms
-  `norm`, `patch_norm`;
+  `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, the norms
+  `norm`, `patch_norm`, and `block_norm` (pre- or residual post-norm blocks);
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -148,6 +148,10 @@ class ViTConfig:
         rotary_normalize_coords: `"separate"`, `"min"` or `"max"`: with `"dinov3"`, the
             patch centres are divided by each axis's size or by the min / max of both.
             Defaults to `"separate"`.
+        block_norm: `"pre"` (`x + f(LN(x))`, the ViT's) or `"post"` (residual post-norm:
+            `x + LN(f(x))`, timm's `ResPostBlock` / `ResPostRelPosBlock` /
+            `EvaBlockPostNorm`; no LayerScale or parallel branches with it). Defaults to
+            `"pre"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
             QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
             `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
@@ -241,6 +245,9 @@ class ViTConfig:
     rotary_grid_offset: float = _field("encoder", 0.0)
     # DINOv3 (issue 30, `dinov3`): rotary_embedding="dinov3"'s coordinate normalisation.
     rotary_normalize_coords: str = _field("encoder", "separate")
+    # Residual post-norm blocks (issue 30, rope): x + norm(f(x)) (timm's ResPostBlock,
+    # ResPostRelPosBlock, EvaBlockPostNorm).
+    block_norm: str = _field("encoder", "pre")
     # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
@@ -308,6 +315,7 @@ class ViTConfig:
             )
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
+        checks.check_block_norm(self)
         checks.check_norms(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)

@@ -158,6 +158,29 @@ def check_norms(config):
         )
 
 
+BLOCK_NORMS = ("pre", "post")
+
+
+def check_block_norm(config):
+    """Residual post-norm blocks (`block_norm="post"`) and what they exclude."""
+    if config.block_norm not in BLOCK_NORMS:
+        raise ValueError(
+            f"block_norm must be one of {BLOCK_NORMS}. Received: block_norm={config.block_norm!r}"
+        )
+    if config.block_norm == "pre":
+        return
+    problems = []
+    if config.layer_scale_init_value is not None:
+        problems.append(f"layer_scale_init_value={config.layer_scale_init_value!r}")
+    if config.num_parallel > 1:
+        problems.append(f"num_parallel={config.num_parallel}")
+    if problems:
+        raise ValueError(
+            "block_norm='post' (residual post-norm: x + norm(f(x))) takes no LayerScale or "
+            f"parallel branches. Received: {', '.join(problems)}"
+        )
+
+
 def check_relative_position_bias(config, normalize):
     mlp = config.relative_position_bias in ("mlp", "mlp_shared")
     if config.relative_position_mlp_dim is not None and not mlp:

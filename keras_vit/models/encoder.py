@@ -244,6 +244,7 @@ _BLOCK_DEFAULTS = dict(
     key_bias=True,
     attention_inner_norm=False,
     norm="layernorm",
+    block_norm="pre",
 )
 
 

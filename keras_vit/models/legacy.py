@@ -164,6 +164,7 @@ def read_config(model):
         key_bias=first.key_bias,
         **_relative_position(first, layers.get(builder.RELATIVE_POSITION_BIAS)),
         num_parallel=first.num_parallel,
+        block_norm=first.block_norm,
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
         **stem,

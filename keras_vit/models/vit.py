@@ -60,6 +60,7 @@ def ViT(
     rotary_reference_grid=None,
     rotary_grid_offset=0.0,
     rotary_normalize_coords="separate",
+    block_norm="pre",
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -179,6 +180,9 @@ def ViT(
             `ref_feat_shape`, `rope_grid_offset`, DINOv3's `normalize_coords`;
             `"mixed"`: the temperature of the initial frequencies only). Default to
             10000, None, 0, `"separate"`.
+        block_norm: `"pre"` or `"post"`: residual post-norm blocks
+            (`x + LN(f(x))`, timm's `ResPostBlock`, EVA-02 enormous). Defaults to
+            `"pre"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.

@@ -142,6 +142,16 @@ def _pair(value, name, config_path):
     raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
 
 
+def check_architectures(config, supported, source="config.json"):
+    """Raises a ValueError naming the first of `config["architectures"]` not in `supported`."""
+    unknown = [a for a in config.get("architectures") or () if a not in supported]
+    if unknown:
+        raise ValueError(
+            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
+            f"{supported}."
+        )
+
+
 def vit_arguments(config, source="config.json"):
     """`keras_vit.ViT` arguments of a transformers `ViTConfig` dict.
 
@@ -171,13 +181,7 @@ def vit_arguments(config, source="config.json"):
             f"model_type 'vit' (ViTModel, ViTForImageClassification) and {sorted(FAMILY_MODULES)}; "
             "for timm models use keras_vit.from_timm."
         )
-    architectures = config.get("architectures") or ["ViTModel"]
-    unknown = [a for a in architectures if a not in ARCHITECTURES]
-    if unknown:
-        raise ValueError(
-            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
-            f"{ARCHITECTURES}."
-        )
+    check_architectures(config, ARCHITECTURES, source)
     activation = config.get("hidden_act", "gelu")
     arguments = {}
     if activation == "quick_gelu":

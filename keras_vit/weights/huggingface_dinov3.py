@@ -62,13 +62,7 @@ def dinov3_arguments(config, source="config.json"):
     >>> args["rotary_embedding"], args["rotary_temperature"], args["num_register_tokens"]
     ('dinov3', 100.0, 4)
     """
-    architectures = config.get("architectures") or list(ARCHITECTURES)
-    unknown = [a for a in architectures if a not in ARCHITECTURES]
-    if unknown:
-        raise ValueError(
-            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
-            f"{ARCHITECTURES}."
-        )
+    H.check_architectures(config, ARCHITECTURES, source)
     activation = config.get("hidden_act", "gelu")
     gated = bool(config.get("use_gated_mlp", False))
     if gated and activation != "silu":

@@ -76,6 +76,21 @@ def _eva_giant(g):
     return args
 
 
+def _eva02_enormous(g):
+    """EVA-02-CLIP-E: EvaBlockPostNorm (residual post-norm), fused qkv + q/v biases, GELU MLP."""
+    del g
+    return {
+        **_eva_common(),
+        "variant": "g/14",
+        "hidden_dim": 1792,
+        "num_layers": 64,
+        "num_heads": 16,
+        "block_norm": "post",
+        "_qkv_fused": True,
+        "_mlp_ratio": 15360 / 1792,
+    }
+
+
 def _rope_registers(g):
     return {
         **_eva_common(),
@@ -186,6 +201,13 @@ FAMILY_SPECS = (
         _rope_registers,
     ),
     (
+        "eva02_enormous",
+        r"eva02_enormous_patch14_clip_(?P<res>224)",
+        "eva02_enormous_patch14_clip_224.laion2b",
+        "EVA-02-CLIP-E image tower (residual post-norm blocks, GELU MLP, class-token head)",
+        _eva02_enormous,
+    ),
+    (
         "rope_vit",
         r"vit_(?P<size>small|base|large)_patch16_rope(?P<mixed>_mixed)?(?P<ape>_ape)?_(?P<res>224)",
         "vit_base_patch16_rope_mixed_ape_224.naver_in1k",
@@ -214,9 +236,8 @@ DEFAULT_CLASSES = {
     "eva02_large_patch14_clip_224": 768,
     "eva02_large_patch14_clip_336": 768,
     "eva_giant_patch14_clip_224": 1024,
+    "eva02_enormous_patch14_clip_224": 1024,
 }
 
 # Names of eva.py keras_vit refuses, and what they need (checked before the families).
-UNSUPPORTED = (
-    (r"eva02_enormous_.*", "residual post-norm blocks (timm's EvaBlockPostNorm)"),
-)
+UNSUPPORTED = ()

@@ -135,6 +135,18 @@ def _miil(g):
     return {**_sizes("base", 16), "_qkv_bias": False}
 
 
+def _rpn(g):
+    """`vit_base_patch16_rpn_224`: timm's ResPostBlock (residual post-norm, no LayerScale)."""
+    return {
+        **_sizes("base", 16),
+        "block_norm": "post",
+        "class_token": False,
+        "pooling": "gap",
+        "fc_norm": True,
+        "_qkv_bias": False,
+    }
+
+
 def _plus(g):
     return {**_sizes("base_plus", g["patch"]), "layer_scale_init_value": 1e-5}
 
@@ -245,15 +257,18 @@ def _beit(g):
 
 def _relpos(g):
     size = "base_plus" if g["plus"] else g["size"]
+    post = bool(g.get("rpn"))  # ResPostRelPosBlock: no LayerScale (init_values sets norm1/2)
     args = {
         **_sizes(size, g["patch"]),
         "position_embedding": None,
         "relative_position_bias": "mlp_shared" if g["shared"] else "mlp",
-        "layer_scale_init_value": 1e-6,  # timm's VisionTransformerRelPos default init_values
+        "layer_scale_init_value": None if post else 1e-6,  # timm's default init_values
         "pooling": "token" if g["cls"] == "_cls" else "gap",
         "class_token": bool(g["cls"]),
-        "fc_norm": not (g["shared"] or g["plus"] or g["cls"] == "_cls"),
+        "fc_norm": not (g["shared"] or g["plus"] or g["cls"] == "_cls" or post),
     }
+    if post:
+        args["block_norm"] = "post"
     if not g["plus"]:
         args["_qkv_bias"] = False
     if g["shared"]:
@@ -344,6 +359,14 @@ FAMILIES = (
         "vit_base_patch16_224_miil.in21k_ft_in1k",
         "ViT-B/16 of Alibaba MIIL (no q/k/v biases: ours stay zero)",
         _miil,
+    ),
+    Family(
+        "vit_rpn",
+        r"vit_base_patch16_rpn_(?P<res>224)",
+        "vit_base_patch16_rpn_224.sw_in1k",
+        "ViT-B/16 with residual post-norm blocks (timm's ResPostBlock; no class token, average "
+        "pooling + fc_norm, no q/k/v biases)",
+        _rpn,
     ),
     Family(
         "vit_plus",
@@ -457,10 +480,11 @@ FAMILIES = (
     Family(
         "relpos",
         r"vit_(?P<shared>s)?relpos_(?P<size>small|medium|base)_patch(?P<patch>16|32)"
-        r"(?P<plus>_plus)?(?P<cls>_cls|_clsgap)?_(?P<res>\d+)",
+        r"(?P<plus>_plus)?(?P<cls>_cls|_clsgap)?(?P<rpn>_rpn)?_(?P<res>\d+)",
         "vit_relpos_medium_patch16_224.sw_in1k",
         "timm's relative-position ViTs (RelPosMlp bias per block, shared in vit_srelpos_*; no "
-        "position embedding; LayerScale; fixed image size; not the post-norm *_rpn_*)",
+        "position embedding; LayerScale, or residual post-norm blocks in *_rpn_*; fixed image "
+        "size)",
         _relpos,
     ),
     Family(
@@ -499,7 +523,6 @@ UNSUPPORTED = (
         "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",
     ),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
-    (r".*_rpn_.*", "residual post-norm blocks"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
         r"naflexvit_.*_radio_.*",

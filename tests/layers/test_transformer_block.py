@@ -115,6 +115,27 @@ def test_qk_norm_and_quick_gelu_match_numpy(kwargs):
     np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-5, atol=1e-5 * scale)
 
 
+def test_post_norm_matches_numpy_and_the_fast_path_falls_back():
+    """Residual post-norm (timm's ResPostBlock): x + LN(MSA(x)), then x + LN(MLP(x))."""
+    from keras_vit.layers.attention import portable_path
+
+    x = _tokens()
+    block = _randomized(TransformerBlock(num_heads=2, mlp_dim=24, block_norm="post",
+                                         approximate_gelu=False), x)  # fmt: skip
+    params = {k: v.astype("float64") for k, v in block_params(block).items()}
+    expected, weights = np_block(x.astype("float64"), params, approximate_gelu=False, post=True)
+    out, scores = block(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-5, atol=1e-6)
+    with portable_path(False):  # PyTorch: the fast path falls back to the portable one
+        np.testing.assert_allclose(to_numpy(block(x)), expected, rtol=1e-5, atol=1e-5)
+    assert TransformerBlock.from_config(block.get_config()).block_norm == "post"
+    for kwargs in (dict(block_norm="sandwich"), dict(block_norm="post", num_parallel=2),
+                   dict(block_norm="post", layer_scale_init_value=0.1)):  # fmt: skip
+        with pytest.raises(ValueError, match="block_norm"):
+            TransformerBlock(num_heads=2, mlp_dim=24, **kwargs)
+
+
 def test_activation_must_be_known():
     with pytest.raises(ValueError, match=r"activation must be one of \('gelu', 'quick_gelu'\)"):
         TransformerBlock(2, 24, activation="relu")

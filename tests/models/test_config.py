@@ -91,6 +91,8 @@ def test_hybrid_config():
         (dict(norm="batchnorm"), r"norm must be one of \('layernorm', 'rmsnorm'\)\. .*'batchnorm'"),
         (dict(patch_norm=1), "patch_norm must be a bool. Received: patch_norm=1"),
         (dict(patch_norm=True, naflex=True, pooling="gap"), "patch_norm is not implemented for Na"),
+        (dict(block_norm="mid"), r"block_norm must be one of \('pre', 'post'\)\. .*'mid'"),
+        (dict(block_norm="post", layer_scale_init_value=0.1), "layer_scale_init_value=0.1"),
     ],
 )
 def test_validation_errors_name_expected_and_received(kwargs, match):
@@ -127,9 +129,9 @@ def test_to_kwargs_and_field_groups():
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
-    # patch_norm).
+    # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 37
+    assert len(mpp.ENCODER_KEYS) == 39
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 
@@ -175,8 +177,9 @@ def _same_architecture(a, b):
         # Without a head the class count is not in the model: the default comes back.
         dict(include_top=False, pooling=None, class_token=False, num_classes=1000),
         dict(patch_size=1, **TINY_STEM),
+        dict(block_norm="post", pooling="gap", class_token=False, fc_norm=True),
     ],
-    ids=["default", "gap_head", "options", "tokens", "resnet_stem"],
+    ids=["default", "gap_head", "options", "tokens", "resnet_stem", "post_norm"],
 )
 def test_round_trip_model_to_config(kwargs, tmp_path):
     config = ViTConfig.from_variant("mu/8", **{**TINY, **kwargs})

@@ -241,8 +241,8 @@ def test_names_and_tags():
     giant = T.timm_config("vit_giant_patch14_dinov2.lvd142m", num_layers=1)
     sizes = (giant.hidden_dim, giant.num_heads, giant.mlp, giant.mlp_dim)
     assert sizes == (1536, 24, "swiglu", 4096)  # DINOv2 giant: SwiGLUPacked
-    with pytest.raises(ValueError, match="RoPE-ViT's axial rotary embeddings"):
-        from_timm("vit_base_patch16_rope_224")
+    with pytest.raises(ValueError, match="differential attention"):
+        from_timm("vit_dlittle_patch16_reg1_gap_256")
 
 
 def test_every_family_has_a_case():
@@ -303,7 +303,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             fc_norm=not isinstance(model.fc_norm, identity),
             pre_norm=not isinstance(model.norm_pre, identity),
             distillation_token=getattr(model, "dist_token", None) is not None,
-            layer_scale=not isinstance(block.ls1, identity),
+            layer_scale=hasattr(block, "ls1") and not isinstance(block.ls1, identity),
+            block_norm="post" if type(block).__name__ == "ResPostBlock" else "pre",
             qk_norm=not isinstance(block.attn.q_norm, identity),
             layer_norm_epsilon=block.norm1.eps,
             activation=_activation(block),
@@ -324,6 +325,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             pre_norm=args.get("pre_norm", False),
             distillation_token=args.get("distillation_token", False),
             layer_scale=args.get("layer_scale_init_value") is not None,
+            block_norm=args.get("block_norm", "pre"),
             qk_norm=args.get("qk_norm", False),
             layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
             activation=("silu", False) if args.get("mlp") == "swiglu"
@@ -338,7 +340,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked >= 146  # timm 1.0.31: 144 of its 230 vit_* and deit* names, EVA-01's 2
+    assert checked >= 147  # timm 1.0.31: 145 of its 230 vit_* and deit* names, EVA-01's 2
 
 
 def test_beit_refuses_dynamic_image_size_and_exports():
@@ -381,11 +383,7 @@ def test_every_relpos_name_is_timms_architecture():
     """Our table against every timm vit_relpos_* / vit_srelpos_* name (meta device, one block)."""
     checked = 0
     for name in timm.list_models("vit_*relpos_*"):
-        try:
-            spec = N.parse_timm_name(name)
-        except ValueError as error:
-            assert "_rpn_" in name and "residual post-norm" in str(error), name
-            continue
+        spec = N.parse_timm_name(name)
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         config = T.timm_config(spec, num_layers=1)
@@ -394,19 +392,23 @@ def test_every_relpos_name_is_timms_architecture():
         got = (model.embed_dim, block.attn.num_heads, block.mlp.fc1.out_features,
                block.attn.qkv.bias is not None, model.cls_token is not None, model.global_pool,
                not isinstance(model.fc_norm, torch.nn.Identity), rel_pos.mlp.fc1.out_features,
-               model.shared_rel_pos is not None, rel_pos.mode, block.ls1.gamma.shape,
+               model.shared_rel_pos is not None, rel_pos.mode,
+               block.ls1.gamma.shape if hasattr(block, "ls1") else None,
+               "post" if type(block).__name__ == "ResPostRelPosBlock" else "pre",
                list(model.patch_embed.img_size), model.num_classes, block.norm1.eps)  # fmt: skip
         ours = (config.hidden_dim, config.num_heads, config.mlp_dim, spec.qkv_bias,
                 config.class_token, {"gap": "avg"}.get(config.pooling, config.pooling),
                 config.fc_norm, config.relative_position_mlp_dim,
-                config.relative_position_bias == "mlp_shared", "cr", (config.hidden_dim,),
+                config.relative_position_bias == "mlp_shared", "cr",
+                (config.hidden_dim,) if config.layer_scale_init_value is not None else None,
+                config.block_norm,
                 list(config.image_size), spec.num_classes, config.layer_norm_epsilon)  # fmt: skip
         assert got == ours, f"{name}: timm's {got}, ours {ours}"
         table = T.timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked += 1
-    assert checked == 9  # timm 1.0.31: 13 names, the 4 post-norm *_rpn_* refused
+    assert checked == 13  # timm 1.0.31: 13 names, the 4 post-norm *_rpn_* included
 
 
 def test_supported_count_over_all_timm_names():
@@ -418,8 +420,8 @@ def test_supported_count_over_all_timm_names():
         except ValueError:
             continue
         reads += 1
-    # timm 1.0.31: 146 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
-    # EVA-01 large 2), BEiT 7, relpos 9,
-    # eva.py 43 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12), NaFlexVit 8, FlexiViT 3,
-    # AIMv2 12 (of 1371 names)
-    assert reads == 228
+    # timm 1.0.31: 147 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
+    # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
+    # post-norm *_rpn_*), eva.py 44 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
+    # enormous's post-norm), NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371 names)
+    assert reads == 234

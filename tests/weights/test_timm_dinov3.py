@@ -1,82 +1,24 @@
 """DINOv3 through `keras_vit.from_timm` (timm's `Eva` with `RotaryEmbeddingDinoV3`).
 
-One tiny perturbed timm model per code path (fused qkv with q/v biases and a GELU MLP at
-32 x 32; no biases and an aligned SwiGLU at 32 x 48), against timm's forward pass; with
-`dynamic_image_size` at another (non-square) size, and `feature_extractor` against
-`forward_intermediates`; DINOv3's rotary table against timm's `RotaryEmbeddingDinoV3` (eval
-mode) on non-square grids; every `vit_*_dinov3*` name's rotary settings on the meta device (the
-weight-name tables of all of them: `test_timm_eva.py::test_every_eva_name_we_read_is_timms_...`).
+DINOv3's rotary table against timm's `RotaryEmbeddingDinoV3` (eval mode) on non-square grids;
+every `vit_*_dinov3*` name's rotary settings on the meta device; timm's MLP widths for builder
+overrides. The whole models (one tiny perturbed timm model per code path, `dynamic_image_size`,
+`feature_extractor`) and the weight-name tables of every name are in
+`tests/weights/test_timm_eva.py` (cases `dinov3_qkvb`, `dinov3_swiglu`).
 """
 
 import numpy as np
 import pytest
 
-from keras_vit import export_timm, feature_extractor, from_timm
+from keras_vit import export_timm, from_timm
 from keras_vit.layers import RotaryEmbedding2D, apply_rotary_embedding
 from keras_vit.weights import timm as T
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
-
-SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)  # head width 16
-OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
-# id: (timm name, image size): 2 x 2 patches of 16 px (as the other timm tests), and a fixed
-# non-square 2 x 3 grid (the size of the dynamic-size test).
-CASES = {
-    "qkvb": ("vit_small_patch16_dinov3_qkvb.lvd1689m", 32),  # fused qkv + q/v biases, GELU MLP
-    "swiglu": ("vit_huge_plus_patch16_dinov3.lvd1689m", (32, 48)),  # no biases, SwiGLU (align 8)
-}
-
-
-def _timm_model(case):
-    name, size = CASES[case]
-    return timm.create_model(name.partition(".")[0], pretrained=False, img_size=size,
-                             **SMALL).eval()  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def references(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("timm_dinov3")
-    found = {}
-    for case in CASES:
-        model = perturb(torch, _timm_model(case), seed=len(case))
-        images = random_images(CASES[case][1])
-        found[case] = timm_reference(torch, model, images, folder / f"{case}.safetensors")
-    return found
-
-
-@pytest.fixture(scope="module")
-def models(references):
-    return {
-        case: from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **OURS)
-        for case, ref in references.items()
-    }
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_matches_timm(case, references, models):
-    ref = references[case]
-    assert_close(to_numpy(models[case](ref["images"], training=False)), ref["expected"])
-
-
-def test_dynamic_image_size_and_features_match_timm(references):
-    """A non-square size at call time (timm's DINOv3 is dynamic_img_size=True: its RoPE
-    normalises each axis to [-1, 1] again); the intermediates at that size too."""
-    ref = references["qkvb"]
-    model = from_timm(CASES["qkvb"][0], ref["path"], dynamic_image_size=True, **OURS)
-    images = random_images((32, 48), seed=2)
-    assert_close(to_numpy(model(images, training=False)), timm_run(torch, ref["model"], images))
-    ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = timm_run(torch, ref["model"], images, ref["model"].forward_intermediates,
-                      indices=[0, 1], norm=False, output_fmt="NCHW",
-                      intermediates_only=True)  # fmt: skip
-    assert [tuple(o.shape) for o in ours] == [(2, 2, 3, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(to_numpy(a), b)
 
 
 @pytest.mark.parametrize("normalize", ["separate", "min", "max"])
@@ -154,7 +96,7 @@ def test_every_dinov3_name_is_timms_rotary_and_blocks():
     assert len(names) == 12, names
 
 
-def test_builder_overrides_and_no_export(models):
+def test_builder_overrides_and_no_export():
     config = T.timm_config("vit_7b_patch16_dinov3", num_layers=1, hidden_dim=128, num_heads=2)
     assert (config.num_classes, config.include_top, config.pooling) == (1000, False, "gap")
     assert (config.mlp, config.mlp_dim) == ("swiglu", 256)  # timm: mlp_ratio=2, align 64
@@ -162,5 +104,7 @@ def test_builder_overrides_and_no_export(models):
     narrow = T.timm_config("vit_7b_patch16_dinov3", hidden_dim=36, num_heads=1, num_layers=1)
     assert narrow.mlp_dim == 128  # int(36 * 2) = 72, rounded up to a multiple of 64
     assert T.timm_config("vit_large_patch16_dinov3_qkvb").mlp_dim == 4096  # GELU MLP
+    model = from_timm("vit_small_patch16_dinov3", num_layers=1, hidden_dim=32, num_heads=2,
+                      image_size=32)  # fmt: skip
     with pytest.raises(ValueError, match="which keras_vit reads .* but does not write yet"):
-        export_timm(models["qkvb"], "unused.safetensors")
+        export_timm(model, "unused.safetensors")

@@ -37,6 +37,12 @@ CASES = {
     "rope_vit": ("vit_small_patch16_rope_224.naver_in1k", 32),
     # ... and mixed RoPE (learned rope.freqs) with a patches-only absolute position embedding.
     "rope_vit_mixed_ape": ("vit_base_patch16_rope_mixed_ape_224.naver_in1k", 32),
+    "eva02_enormous": ("eva02_enormous_patch14_clip_224.laion2b", 28),  # EvaBlockPostNorm
+    # DINOv3: its RoPE, 4 registers, fused qkv + q/v biases, GELU MLP (the loader reorders each
+    # head's q/k channels for DINOv3's half-split rotation) ...
+    "dinov3_qkvb": ("vit_small_patch16_dinov3_qkvb.lvd1689m", 32),
+    # ... and no biases, SwiGLU (timm's swiglu_align_to); non-square grids: the dynamic test.
+    "dinov3_swiglu": ("vit_huge_plus_patch16_dinov3.lvd1689m", 32),
 }
 
 
@@ -85,7 +91,9 @@ def test_other_image_size_resamples_and_rescales_like_timm(references):
     assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
 
 
-@pytest.mark.parametrize("case", ["eva02", "vit_rope_registers", "rope_vit_mixed_ape"])
+@pytest.mark.parametrize(
+    "case", ["eva02", "vit_rope_registers", "rope_vit_mixed_ape", "dinov3_qkvb"]
+)
 def test_dynamic_image_size_and_features_match_timm(case, references):
     """timm's dynamic_img_size=True at two sizes; its intermediates at a third (non-square)."""
     ref = references[case]
@@ -126,7 +134,6 @@ def test_feature_extractor_matches_forward_intermediates(references, models):
 
 def test_refused_names_say_why():
     for name, why in (
-        ("eva02_enormous_patch14_clip_224.laion2b", "residual post-norm blocks"),
         ("vit_small_patch16_lingbot", "blocks or embeddings other than the ViT's"),
     ):
         with pytest.raises(ValueError, match=f"not supported by keras_vit: it needs .*{why}"):
@@ -204,6 +211,7 @@ def test_every_eva_name_we_read_is_timms_architecture():
             rotary=model.rope is not None,
             position_embedding=model.pos_embed is not None,
             layer_norm_epsilon=block.norm1.eps,
+            block_norm="post" if type(block).__name__ == "EvaBlockPostNorm" else "pre",
         )
         ours = dict(
             hidden_dim=config.hidden_dim,
@@ -215,12 +223,14 @@ def test_every_eva_name_we_read_is_timms_architecture():
             rotary=config.rotary_embedding is not None,
             position_embedding=config.position_embedding == "learned",
             layer_norm_epsilon=config.layer_norm_epsilon,
+            block_norm=config.block_norm,
         )
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
         table = T.timm_name_table(config, spec=spec)
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
-    # timm 1.0.31: 43 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 3, EVA 4, rope registers 4,
-    # RoPE-ViT 12: axial and mixed, with and without the absolute position embedding; DINOv3 12)
-    assert len(checked) == 43, checked
+    # timm 1.0.31: 44 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
+    # enormous, EVA 4, rope registers 4, RoPE-ViT 12: axial and mixed, with and without the
+    # absolute position embedding; DINOv3 12)
+    assert len(checked) == 44, checked

@@ -43,6 +43,8 @@ CASES = {
     "flexivit": ("flexivit_small.1200ep_in1k", {}, {}),
     "beit": ("beitv2_base_patch16_224.in1k_ft_in22k_in1k", {}, {}),
     "relpos": ("vit_relpos_medium_patch16_224.sw_in1k", {}, {}),
+    "vit_rpn": ("vit_base_patch16_rpn_224.sw_in1k", {}, {}),  # residual post-norm blocks
+    "relpos_rpn": ("vit_relpos_medium_patch16_rpn_224.sw_in1k", {}, {}),
     "srelpos": ("vit_srelpos_small_patch16_224.sw_in1k", {}, {}),
     "hybrid": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", dict(depth=1),
                dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4, num_layers=1)),
