@@ -179,7 +179,17 @@ def _copy_patch_encoder(src, layer):
                 w.assign(keras.ops.convert_to_numpy(v))
         elif layer.position_embedding == "learned":  # a plain model's NaFlex twin
             posemb = keras.ops.convert_to_numpy(src.position_embeddings)
-            layer.position_embeddings.assign(posemb[:, src.num_prefix_positions:])
+            prefix = src.num_prefix_positions
+            layer.position_embeddings.assign(posemb[:, prefix:])
+            if prefix:  # NaFlex tokens have no position rows: fold each into its token
+                start = int(src.class_token)
+                if src.class_token:
+                    layer.class_embedding.assign(
+                        keras.ops.convert_to_numpy(layer.class_embedding) + posemb[:, :1]
+                    )
+                if src.num_register_tokens:
+                    registers = keras.ops.convert_to_numpy(layer.register_embeddings)
+                    layer.register_embeddings.assign(registers + posemb[:, start:prefix])
         return
     if layer.position_embedding == "learned":
         posemb = keras.ops.convert_to_numpy(src.position_embeddings)
