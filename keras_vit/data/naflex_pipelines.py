@@ -1,43 +1,25 @@
 """The NaFlex training and evaluation `tf.data` pipelines of the recipes (`--naflex`).
 
 Each image keeps its aspect ratio: it is scaled to [-1, 1], resized to the largest size whose
-patch grid fits `max_patches` (`keras_vit.data.naflex_image_size`) and cut into patches by the
-NumPy batching path itself (`keras_vit.data.naflex_batch`, called per image through
-`tf.numpy_function`), so the recipe's batches are exactly what `naflex_batch` makes from the
-same images. Training batches are reshuffled per epoch (seed `(seed, epoch)`, as
+patch grid fits `max_patches` (`keras_vit.data.naflex_image_size`) and cut into patches in
+TensorFlow ops (`keras_vit.data.naflex_tf.naflex_example`, equal to `naflex_batch` on the same
+images). Training batches are reshuffled per epoch (seed `(seed, epoch)`, as
 `keras_vit.data.train_pipeline`) and flipped horizontally with per-example stateless seeds when
 the data suits it; no crop (a crop would change the aspect ratio the model is to learn from).
 """
 
 from keras_vit.data._imports import import_tf
-from keras_vit.data.naflex import naflex_batch
+from keras_vit.data.naflex_tf import naflex_example
 from keras_vit.data.pipelines import steps_per_epoch_for
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 from keras_vit.preprocessing import scale_pixels
 
 
-def _naflex_example(patch_size, max_patches, channels):
-    """A `tf.data` map: `(image uint8 (h, w, C), label)` -> `(NaFlex dict, one-hot label)`."""
-    tf = import_tf()
-    ph, pw = patch_size
-
-    def patchify(image):
-        batch = naflex_batch([image], (ph, pw), max_patches)
-        return (
-            batch["patches"][0],
-            batch["patch_coord"][0].astype("int32"),
-            batch["patch_valid"][0],
-        )
+def _naflex_example(patch_size, max_patches):
+    """A `tf.data` map: an image uint8 `(h, w, C)` -> its NaFlex dict (`naflex_example`)."""
 
     def apply(image):
-        image = scale_pixels(tf.cast(image, "float32"))
-        patches, coord, valid = tf.numpy_function(
-            patchify, [image], [tf.float32, tf.int32, tf.bool], stateful=False
-        )
-        patches.set_shape((max_patches, ph * pw * channels))
-        coord.set_shape((max_patches, 2))
-        valid.set_shape((max_patches,))
-        return {"patches": patches, "patch_coord": coord, "patch_valid": valid}
+        return naflex_example(image, patch_size, max_patches, preprocess=scale_pixels)
 
     return apply
 
@@ -61,7 +43,6 @@ def naflex_train_pipeline(
     start_epoch=0,
     seed=0,
     flip=None,
-    num_channels=3,
     shuffle_buffer=10_000,
 ):
     """The NaFlex training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
@@ -76,7 +57,6 @@ def naflex_train_pipeline(
         start_epoch: int. The first epoch (a resumed run).
         seed: int. Shuffle and flip seed.
         flip: optional bool. Random horizontal flips (default: the source's `default_flip`).
-        num_channels: int. Channels of the source's images. Defaults to 3.
         shuffle_buffer: int. Defaults to 10,000.
 
     Returns:
@@ -89,7 +69,7 @@ def naflex_train_pipeline(
     steps = steps_per_epoch or steps_per_epoch_for(source.num_examples, batch_size)
     flip = source.default_flip if flip is None else flip
     buffer = max(1, min(shuffle_buffer, source.num_examples))
-    to_naflex = _naflex_example(patch_size, max_patches, num_channels)
+    to_naflex = _naflex_example(patch_size, max_patches)
     num_classes = source.num_classes
 
     def one_epoch(epoch):
@@ -112,7 +92,7 @@ def naflex_train_pipeline(
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size, num_channels=3):
+def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size):
     """The NaFlex evaluation `tf.data.Dataset`: every image once, in order (last batch kept).
 
     Returns:
@@ -120,7 +100,7 @@ def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size, num_cha
     """
     tf = import_tf()
     patch_size, max_patches, batch_size = _checked(patch_size, max_patches, batch_size)
-    to_naflex = _naflex_example(patch_size, max_patches, num_channels)
+    to_naflex = _naflex_example(patch_size, max_patches)
     num_classes = source.num_classes
     ds = source.dataset.map(
         lambda image, label: (to_naflex(image), tf.one_hot(label, num_classes)),

@@ -38,7 +38,6 @@ import keras
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
-from keras_vit.export.naflex_graph import check_max_patches, naflex_patchify
 from keras_vit.saving import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -220,6 +219,18 @@ def _activation_name(layer):
     return getattr(activation, "__name__", repr(activation))
 
 
+def check_max_patches(max_patches, grid_size):
+    """`max_patches` of a NaFlex export (default: the position table's grid, `rows * cols`)."""
+    if max_patches is None:
+        return int(grid_size[0] * grid_size[1])
+    if isinstance(max_patches, bool) or not isinstance(max_patches, int) or max_patches < 1:
+        raise ValueError(
+            f"max_patches must be a positive int (the patch budget of serve_bytes). "
+            f"Received: max_patches={max_patches!r}"
+        )
+    return max_patches
+
+
 def _naflex_config(model):
     config = getattr(model, "config", None)
     return config if getattr(config, "naflex", False) else None
@@ -398,8 +409,9 @@ def _write_archive(model, target, spec):
 
 def _naflex_endpoints(tf, heads, spec):
     """A NaFlex model's signatures: the dict batch, and encoded images patchified in the graph
-    (`keras_vit.export.naflex_graph`: decode, scale, aspect-preserving resize under
+    (`keras_vit.data.naflex_tf.naflex_example`: decode, scale, aspect-preserving resize under
     `max_patches`, patches + coordinates + validity)."""
+    from keras_vit.data.naflex_tf import naflex_example
     from keras_vit.preprocessing import scale_pixels
 
     (ph, pw), budget, channels = spec["naflex"], spec["max_patches"], spec["num_channels"]
@@ -412,7 +424,8 @@ def _naflex_endpoints(tf, heads, spec):
             image_bytes, channels=channels, dtype=tf.uint8, expand_animations=False
         )
         image.set_shape((None, None, channels))
-        return naflex_patchify(tf, scale_pixels(tf.cast(image, tf.float32)), (ph, pw), budget)
+        example = naflex_example(image, (ph, pw), budget, preprocess=scale_pixels)
+        return example["patches"], example["patch_coord"], example["patch_valid"]
 
     def serve_bytes(image_bytes):
         patches, coords, valid = tf.map_fn(
@@ -556,7 +569,7 @@ def export_saved_model(
     `(B, N, 2)`, `patch_valid` bool `(B, N)`), and `serve_bytes` encoded images
     of any sizes, each decoded, scaled to [-1, 1], resized keeping its aspect
     ratio to at most `max_patches` patches and patchified in the graph
-    (`keras_vit.export.naflex_graph`), equal to `keras_vit.data.naflex_batch`.
+    (`keras_vit.data.naflex_tf.naflex_example`), equal to `keras_vit.data.naflex_batch`.
 
     Returns:
         An `ExportResult` (`path`, `method`: `"in_process"` or

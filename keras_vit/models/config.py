@@ -18,7 +18,7 @@ arguments" reads one list instead of writing its own:
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
   `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, the norms
-  `norm`, `patch_norm`, and `block_norm` (pre- or residual post-norm blocks);
+  `norm`, `patch_norm`, `final_norm`, and `block_norm` (pre- or residual post-norm blocks);
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -57,6 +57,8 @@ BOOLS = (
     "mlp_inner_norm",
     "attention_inner_norm",
     "patch_norm",
+    "final_norm",
+    "map_prefix_tokens",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -160,6 +162,14 @@ class ViTConfig:
         patch_norm: bool. A norm (kind `norm`) on the patch embeddings right after the
             projection, before the position embedding (timm's `embed_norm_layer`, AIMv2;
             layer `patch_encoder/patch_norm`). Defaults to False.
+        final_norm: bool. With `fc_norm=False`, whether a norm (`encoder_norm`) follows the
+            blocks; False: none at all (timm's `Eva` with `use_post_transformer_norm=False`,
+            `use_fc_norm=False`: Perception Encoder's lang and spatial towers). Defaults to True.
+        map_num_heads, map_mlp_dim: optional ints. With `pooling="map"`, the MAP head's heads
+            and MLP width; None means `num_heads` and `mlp_dim`. Default to None.
+        map_prefix_tokens: bool. With `pooling="map"`, whether the MAP head pools the prefix
+            (class, register) tokens too (Perception Encoder core; timm's `Eva` attention pool).
+            Defaults to False (the patch tokens only).
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -252,6 +262,13 @@ class ViTConfig:
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
     patch_norm: bool = _field("encoder", False)
+    # Perception Encoder's lang / spatial towers: no norm after the blocks (nor after pooling).
+    final_norm: bool = _field("encoder", True)
+    # Perception Encoder core's attention-pool head: its own heads and MLP width, prefix tokens
+    # (the class token) pooled too.
+    map_num_heads: object = _field("head", None)
+    map_mlp_dim: object = _field("head", None)
+    map_prefix_tokens: bool = _field("head", False)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -317,6 +334,7 @@ class ViTConfig:
         checks.check_families(self, normalize)
         checks.check_block_norm(self)
         checks.check_norms(self)
+        checks.check_map_head(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)
         checks.check_stem(self, normalize)

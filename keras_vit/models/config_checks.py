@@ -158,6 +158,28 @@ def check_norms(config):
         )
 
 
+def check_map_head(config):
+    """The MAP head's own sizes and prefix pooling (Perception Encoder core)."""
+    check_positive_int(config.map_num_heads, "map_num_heads", allow_none=True)
+    check_positive_int(config.map_mlp_dim, "map_mlp_dim", allow_none=True)
+    changed = [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in (("map_num_heads", None), ("map_mlp_dim", None),
+                              ("map_prefix_tokens", False))  # fmt: skip
+        if getattr(config, name) != default
+    ]
+    if changed and config.pooling != "map":
+        raise ValueError(
+            f"{', '.join(changed)} need pooling='map'. Received: pooling={config.pooling!r}"
+        )
+    heads = config.map_num_heads
+    if heads is not None and config.hidden_dim % heads:
+        raise ValueError(
+            "map_num_heads must divide hidden_dim. "
+            f"Received: hidden_dim={config.hidden_dim}, map_num_heads={heads}"
+        )
+
+
 BLOCK_NORMS = ("pre", "post")
 
 

@@ -19,7 +19,7 @@ the parts by role, properties of the model:
   its own, or None;
 - `pre_norm`: the LayerNorm before the blocks, or None;
 - `blocks`: the `TransformerBlock`s in depth order;
-- `final_norm`: the LayerNorm after the blocks, or None with `fc_norm`;
+- `final_norm`: the norm after the blocks, or None with `fc_norm` or `final_norm=False`;
 - `pooling`: the `TokenPooling` / `MAPHead` (the class-token pooling of a distilled model),
   or None with `pooling=None`;
 - `fc_norm`: the LayerNorm on the pooled vector, or None;
@@ -222,7 +222,7 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
             name=name,
             dtype=dtype_of(name),
         )(x, **shared, **_rotary_option(rotary, i if per_block else None), **mask)
-    if config.fc_norm:
+    if config.fc_norm or not config.final_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
 
@@ -271,12 +271,12 @@ def _pool(x, config, dtype_of, patch_valid=None):
     valid = {} if patch_valid is None else {"patch_valid": patch_valid}
     if config.pooling == "map":
         x = MAPHead(
-            num_heads=config.num_heads,
-            mlp_dim=config.mlp_dim,
+            num_heads=config.map_num_heads or config.num_heads,
+            mlp_dim=config.map_mlp_dim or config.mlp_dim,
             layer_norm_epsilon=config.layer_norm_epsilon,
             activation=config.activation,
             approximate_gelu=config.approximate_gelu,
-            num_prefix_tokens=prefix,
+            num_prefix_tokens=0 if config.map_prefix_tokens else prefix,
             **({} if config.norm == "layernorm" else {"norm": config.norm}),
             name=POOLING,
             dtype=dtype_of(POOLING),
@@ -547,8 +547,9 @@ class VisionTransformer(keras.Model):
 
     @property
     def final_norm(self):
-        """The LayerNorm on the token sequence after the blocks, or None (with `fc_norm`)."""
-        return None if self.config.fc_norm else self.get_layer(FINAL_NORM)
+        """The norm on the token sequence after the blocks, or None (`fc_norm`, `final_norm`)."""
+        keep = self.config.final_norm and not self.config.fc_norm
+        return self.get_layer(FINAL_NORM) if keep else None
 
     @property
     def pooling(self):

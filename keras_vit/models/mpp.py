@@ -222,7 +222,8 @@ class MaskedPatchPredictor(keras.Model):
     @property
     def final_norm(self):
         """The LayerNorm after the blocks, or None (with `fc_norm`)."""
-        return None if self.encoder_config.fc_norm else self.get_layer(FINAL_NORM)
+        keep = self.encoder_config.final_norm and not self.encoder_config.fc_norm
+        return self.get_layer(FINAL_NORM) if keep else None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The masked loss on the corrupted patches; labels (`y`) are ignored.

@@ -64,6 +64,10 @@ def ViT(
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
+    final_norm=True,
+    map_num_heads=None,
+    map_mlp_dim=None,
+    map_prefix_tokens=False,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -189,6 +193,12 @@ def ViT(
         patch_norm: bool. A norm (kind `norm`) on the patch embeddings before
             the position embedding (timm's `embed_norm_layer`: AIMv2). Defaults
             to False.
+        final_norm: bool. Whether a norm follows the blocks (without `fc_norm`);
+            False: none (Perception Encoder's lang / spatial towers). Defaults to True.
+        map_num_heads, map_mlp_dim, map_prefix_tokens: the MAP head's heads and
+            MLP width (None: `num_heads`, `mlp_dim`), and whether it pools the
+            prefix tokens too (Perception Encoder core). Default to None, None,
+            False.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every

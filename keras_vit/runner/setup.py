@@ -71,11 +71,7 @@ class RunSetup:
         """NaFlex pipelines (`--naflex`) at the model's `patch_size` replace the square ones."""
         from keras_vit.data.naflex_pipelines import naflex_eval_pipeline, naflex_train_pipeline
 
-        common = dict(
-            patch_size=patch_size,
-            max_patches=config["max_patches"],
-            num_channels=config["num_channels"],
-        )
+        common = dict(patch_size=patch_size, max_patches=config["max_patches"])
         self.train_ds = naflex_train_pipeline(
             self.train_source,
             batch_size=config["batch_size"],

@@ -57,6 +57,7 @@ _PLAIN = (
     ("qk_norm", False, "its attention has no qk-norm"),
     ("norm", "layernorm", "its norms are LayerNorms"),
     ("patch_norm", False, "it has no norm on the patch embeddings"),
+    ("final_norm", True, "its final LayerNorm is always there"),
     ("pre_norm", False, "it has no LayerNorm before the blocks"),
     ("fc_norm", False, "its final LayerNorm is on the tokens, not the pooled vector"),
     ("dynamic_image_size", False, "it resamples positions without antialiasing "

@@ -200,14 +200,25 @@ def check_timm_expressible(config):
                 "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
                 "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
             )
-    if config.norm != "layernorm" or config.patch_norm:
+    if config.norm != "layernorm" or config.patch_norm or not config.final_norm:
         option = "norm" if config.norm != "layernorm" else "patch_norm"
+        option = option if config.norm != "layernorm" or config.patch_norm else "final_norm"
         raise _refuse(
             option,
             getattr(config, option),
-            "export_timm writes timm's LayerNorm ViTs; the RMSNorm / patch-norm models (AIMv2) "
-            "load through from_timm but are not exported",
+            "export_timm writes timm's LayerNorm ViTs with a final norm; AIMv2 (RMSNorm, patch "
+            "norm) and Perception Encoder (no final norm) load through from_timm but are not "
+            "exported",
         )
+    for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
+                            ("map_prefix_tokens", False)):  # fmt: skip
+        if getattr(config, option) != default:
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "timm's VisionTransformer MAP head has the blocks' heads and MLP width and pools "
+                "the patch tokens only (Perception Encoder core loads through from_timm)",
+            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",

@@ -79,7 +79,7 @@ def aimv2_arguments(hf, source="config.json"):
     >>> args = aimv2_arguments({"model_type": "aimv2_vision_model", "hidden_size": 32,
     ...     "num_attention_heads": 2, "intermediate_size": 88, "num_hidden_layers": 2})
     >>> args["norm"], args["patch_norm"], args["mlp_dim"], args["image_size"]
-    ('rmsnorm', True, 88, (224, 224))
+    ('rmsnorm', True, 88, 224)
     """
     model_type = hf.get("model_type")
     if model_type not in MODEL_TYPES:

@@ -230,7 +230,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         table.update(eva_block_table(i, config, spec) if eva else _block(i, config, qkv_bias))
     if getattr(config, "fc_norm", False):
         table.update(_norm("fc_norm", p["fc_norm"]))
-    else:
+    elif getattr(config, "final_norm", True):
         table.update(_norm("norm", p["encoder_norm"]))
     if config.pooling == "map":
         table.update(_map_head(p["map_head"]))
@@ -353,8 +353,9 @@ def from_timm(
     (`eva_giant_*`), rotary register ViTs (`vit_*_rope_reg*_gap_256`) and DINOv3
     (`vit_*_patch16_dinov3*`, DINOv3's RoPE: `rotary_embedding="dinov3"`); EVA-01
     `eva_large_patch14_*`; BEiT and relpos ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`,
-    SwiGLU, no biases). Other timm ViTs (Perception Encoder, parallel scaling blocks, ...)
-    raise a `ValueError` saying what they need.
+    SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
+    lang / spatial, the core towers' attention pool). Other timm ViTs (parallel scaling
+    blocks, ...) raise a `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
@@ -424,10 +425,13 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
     ratio = spec.extras.get("mlp_ratio")
+    hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
+    hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
+    map_ratio = spec.extras.get("map_mlp_ratio")  # Perception Encoder core's attention pool
+    if map_ratio is not None and kwargs.get("map_mlp_dim") is None:
+        arguments["map_mlp_dim"] = int(hidden * map_ratio)
     if ratio is not None and kwargs.get("mlp_dim") is None:
         # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
-        hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
-        hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
         # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
         halves = 2 if spec.extras.get("mlp_ratio_packed") else 1
         arguments["mlp_dim"] = int(hidden * ratio) // halves

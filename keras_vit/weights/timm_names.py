@@ -9,7 +9,7 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 import dataclasses
 import re
 
-from keras_vit.weights import timm_aimv2_names, timm_eva_names
+from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names
 
 __all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
 
@@ -80,6 +80,7 @@ DEFAULT_CLASSES = {
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
+    **timm_pe_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -512,6 +513,8 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
+    # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
+    *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
@@ -529,7 +532,7 @@ UNSUPPORTED = (
         "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
     ),
     (
-        r".*(sapiens|radio|lingbot|tipsv2|intern|_pe_).*",
+        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )

@@ -1,5 +1,5 @@
-"""keras_vit/export/naflex_graph.py and NaFlex SavedModels: encoded images of any size,
-patchified in the graph, give the NumPy batching path's arrays and the model's outputs."""
+"""NaFlex SavedModels: encoded images of any size, patchified in the graph
+(`keras_vit.data.naflex_tf.naflex_example`), give the model's outputs on `naflex_batch`."""
 
 import io
 
@@ -11,24 +11,10 @@ tf = pytest.importorskip("tensorflow")
 
 from keras_vit.data import naflex_batch  # noqa: E402
 from keras_vit.export import export_saved_model  # noqa: E402
-from keras_vit.export import naflex_graph as G  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
-from tests.helpers import backend_independent, randomize_weights, to_numpy  # noqa: E402
+from tests.helpers import randomize_weights, to_numpy  # noqa: E402
 
 SIZES = ((12, 20), (20, 12), (9, 30), (7, 7), (33, 65), (100, 3))
-
-
-@backend_independent  # TensorFlow ops against NumPy: no Keras backend involved
-@pytest.mark.parametrize("patch, budget", [(4, 16), (8, 64), (16, 256), (4, 7)])
-def test_graph_patchify_equals_naflex_batch(patch, budget):
-    rng = np.random.default_rng(patch + budget)
-    for size in SIZES:
-        image = rng.uniform(-1, 1, (*size, 3)).astype("float32")
-        expected = naflex_batch([image], patch, budget)
-        patches, coords, valid = G.naflex_patchify(tf, tf.constant(image), (patch, patch), budget)
-        np.testing.assert_allclose(patches.numpy(), expected["patches"][0], atol=1e-6)
-        np.testing.assert_array_equal(coords.numpy(), expected["patch_coord"][0])
-        np.testing.assert_array_equal(valid.numpy(), expected["patch_valid"][0])
 
 
 def _png(pixels):

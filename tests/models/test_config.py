@@ -91,6 +91,9 @@ def test_hybrid_config():
         (dict(norm="batchnorm"), r"norm must be one of \('layernorm', 'rmsnorm'\)\. .*'batchnorm'"),
         (dict(patch_norm=1), "patch_norm must be a bool. Received: patch_norm=1"),
         (dict(patch_norm=True, naflex=True, pooling="gap"), "patch_norm is not implemented for Na"),
+        (dict(map_prefix_tokens=True), "map_prefix_tokens=True need pooling='map'"),
+        (dict(pooling="map", map_num_heads=3), "map_num_heads must divide hidden_dim"),
+        (dict(final_norm=0), "final_norm must be a bool"),
         (dict(block_norm="mid"), r"block_norm must be one of \('pre', 'post'\)\. .*'mid'"),
         (dict(block_norm="post", layer_scale_init_value=0.1), "layer_scale_init_value=0.1"),
     ],
@@ -129,9 +132,10 @@ def test_to_kwargs_and_field_groups():
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
-    # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks).
+    # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks;
+    # Perception Encoder's final_norm).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 39
+    assert len(mpp.ENCODER_KEYS) == 40
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

@@ -212,7 +212,7 @@ def test_naflex_pipeline_batches_are_the_numpy_batching(mixed_folder):
     assert len({image.shape for image in images}) > 1  # mixed sizes, no square resize
     expected = naflex_batch(images, 4, 16)
     for key, value in expected.items():
-        np.testing.assert_allclose(batch[key], value, rtol=1e-6, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(batch[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
     train = naflex_train_pipeline(source, patch_size=4, max_patches=16, batch_size=2, epochs=2,
                                   steps_per_epoch=1, flip=False)  # fmt: skip
     batches = list(train.as_numpy_iterator())

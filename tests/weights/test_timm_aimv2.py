@@ -12,11 +12,16 @@ import dataclasses
 import pytest
 
 from keras_vit import feature_extractor, from_timm
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
+from tests.weights.timm_cases import (
+    assert_close,
+    meta_models,
+    perturb,
+    random_images,
+    timm_reference,
+    timm_run,
+)
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
@@ -92,11 +97,7 @@ def test_export_timm_refuses_rmsnorm_and_patch_norm(model):
 def test_every_aimv2_name_is_timms_architecture():
     """Every `aimv2_*` name, against timm's model on the meta device (one block)."""
     names = timm.list_models("aimv2_*")
-    for name in names:
-        spec = N.parse_timm_name(name)
-        with torch.device("meta"):
-            model = timm.create_model(name, depth=1)
-        config = T.timm_config(spec, num_layers=1)
+    for name, spec, model, config in meta_models(torch, timm, names):
         block = model.blocks[0]
         got = dict(
             hidden_dim=model.embed_dim,
@@ -122,7 +123,4 @@ def test_every_aimv2_name_is_timms_architecture():
         )
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
         assert type(block.norm1).__name__ == type(model.patch_embed.norm).__name__ == "RmsNorm"
-        table = T.timm_name_table(config, spec=spec)
-        state = set(model.state_dict())
-        assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
     assert len(names) == 12, names  # timm 1.0.31: 4 sizes x 3 resolutions

@@ -230,7 +230,7 @@ def test_every_eva_name_we_read_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
-    # timm 1.0.31: 44 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
+    # timm 1.0.31: 56 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
     # enormous, EVA 4, rope registers 4, RoPE-ViT 12: axial and mixed, with and without the
-    # absolute position embedding; DINOv3 12)
-    assert len(checked) == 44, checked
+    # absolute position embedding; DINOv3 12; Perception Encoder 12: tests/weights/test_timm_pe.py)
+    assert len(checked) == 56, checked

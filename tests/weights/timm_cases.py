@@ -148,3 +148,35 @@ def timm_reference(torch, model, images, path):
         images=images,
         expected=timm_run(torch, model, images),
     )
+
+
+def tiny_timm_model(timm, name, size, small, **overrides):
+    """timm's model `name` (any tag dropped) at the `small` sizes and image `size`, eval mode."""
+    kwargs = {**small, "img_size": size, **overrides}
+    return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
+
+
+def tiny_references(torch, timm, cases, small, folder):
+    """`timm_reference` of each case `{id: (timm name, image size)}`, perturbed (seed len(id))."""
+    found = {}
+    for case, (name, size) in cases.items():
+        model = perturb(torch, tiny_timm_model(timm, name, size, small), seed=len(case))
+        path = folder / f"{case}.safetensors"
+        found[case] = timm_reference(torch, model, random_images(size), path)
+    return found
+
+
+def meta_models(torch, timm, names):
+    """Per name: `(name, spec, timm's model on the meta device at depth 1, our config at depth 1)`,
+    after checking that our weight-name table is exactly its state dict's keys."""
+    from keras_vit.weights import timm as T
+    from keras_vit.weights import timm_names as N
+
+    for name in names:
+        spec = N.parse_timm_name(name)
+        with torch.device("meta"):
+            model = timm.create_model(name, depth=1)
+        config = T.timm_config(spec, num_layers=1)
+        table, state = set(T.timm_name_table(config, spec=spec)), set(model.state_dict())
+        assert table == state, f"{name}: {sorted(table ^ state)}"
+        yield name, spec, model, config
