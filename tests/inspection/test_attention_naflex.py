@@ -27,7 +27,7 @@ BUDGET = 10
 @pytest.fixture(scope="module")
 def models():
     """A NaFlex model (class token) and the plain dynamic-size model with its weights."""
-    config = ViTConfig.from_variant("mu/8", image_size=24, num_layers=2, num_classes=3,
+    config = ViTConfig.from_variant("mu/8", image_size=24, num_layers=1, num_classes=3,
                                     naflex=True, prefix_position_embedding=False)  # fmt: skip
     naflex = build_model(config)
     rng = np.random.default_rng(1)
@@ -41,7 +41,7 @@ def models():
 def test_dynamic_image_size_on_a_non_square_image(models):
     _, plain = models
     maps = attention_maps(plain, IMAGES[0][None])
-    assert maps.shape == (1, 2, 2, 11, 11)  # class token + 2 x 5 patches
+    assert maps.shape == (1, 1, 2, 11, 11)  # class token + 2 x 5 patches
     np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=1e-5)
     result = attention_rollout(plain, IMAGES[0][None])
     assert result.grid.shape == (1, 2, 5) and result.image.shape == (1, 16, 40)
@@ -55,7 +55,7 @@ def test_naflex_maps_ignore_padding_and_equal_the_plain_model(models):
     valid = batch["patch_valid"]
     assert not valid.all()
     maps = attention_maps(naflex, batch)
-    assert maps.shape == (2, 2, 2, 1 + BUDGET, 1 + BUDGET)
+    assert maps.shape == (2, 1, 2, 1 + BUDGET, 1 + BUDGET)
     keep = np.concatenate([[True], valid[1]])
     assert not maps[1][..., ~keep, :].any() and not maps[1][..., :, ~keep].any()
     rollout = attention_rollout(naflex, batch)
