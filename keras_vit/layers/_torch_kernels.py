@@ -329,15 +329,32 @@ def _lean_call(layer, training, context):
     return call
 
 
+# The Keras internals the lean walk reads (keras/src/layers/layer.py, models/functional.py):
+# where this Keras lacks one (another Keras release), every model takes Keras' own call.
+_LAYER_INTERNALS = (
+    "_call_context_args", "_call_has_context_arg", "_convert_input_args", "_remat_mode",
+    "_call_signature", "_called", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+    "_backward_pre_hooks", "autocast", "input_dtype", "input_spec", "activity_regularizer",
+)  # fmt: skip
+_MODEL_INTERNALS = ("_standardize_inputs", "_run_through_graph")
+
+
+def keras_has_internals(model):
+    """Whether this Keras has every internal `run_graph` relies on (checked on `model`)."""
+    return all(hasattr(model, name) for name in _LAYER_INTERNALS + _MODEL_INTERNALS)
+
+
 def run_graph(model, inputs, training):
     """`Functional.call(inputs, training)` with each layer called as in `_lean_call`.
 
-    Returns None where the model must take Keras' own call (see above).
+    Returns None where the model must take Keras' own call (see above), and on a Keras
+    without the internals the walk reads (`keras_has_internals`).
     """
     context = global_state.get_global_attribute("current_call_ctx")
     flat = inputs.values() if isinstance(inputs, dict) else (inputs,)
     if (
         context is None
+        or not keras_has_internals(model)
         or distribution_lib.distribution() is not None
         or not all(isinstance(x, torch.Tensor) for x in flat)
         or not _leaves_plain(tuple(flat))

@@ -446,6 +446,30 @@ def test_graph_walk_leaves_hooks_and_predict_equal(monkeypatch):
 
 
 @torch_only
+def test_graph_walk_steps_aside_on_a_keras_without_its_internals(monkeypatch):
+    """Another Keras release without one of the internals the walk reads: Keras' own call."""
+    from keras_vit.layers import _torch_kernels
+
+    model = _vit(GRAPHS["plain"])
+    x = keras.ops.convert_to_tensor(_images())
+    assert _torch_kernels.keras_has_internals(model)
+    original, walks = _torch_kernels.run_graph, []
+
+    def recording(*args):
+        outputs = original(*args)
+        walks.append(outputs is not None)
+        return outputs
+
+    monkeypatch.setattr(_torch_kernels, "run_graph", recording)
+    with portable_path(False):
+        reference = to_numpy(model(x))
+        monkeypatch.setattr(_torch_kernels, "_LAYER_INTERNALS", ("_a_keras_internal_gone",))
+        assert not _torch_kernels.keras_has_internals(model)
+        np.testing.assert_array_equal(to_numpy(model(x)), reference)
+    assert walks == [True, False]  # the lean walk, then Keras' own call
+
+
+@torch_only
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_patch_projection_equals_ops_conv(policy):
     """`PatchEncoder.project` by F.conv2d (through the layer's call: its autocast scope under
