@@ -13,7 +13,14 @@ import pytest
 from keras_vit import ViT
 from keras_vit.data import naflex_batch, naflex_image_size
 from keras_vit.data._imports import import_tf
-from keras_vit.data.naflex_tf import naflex_dataset, naflex_example, naflex_size, resize_matrix
+from keras_vit.data.naflex_tf import (
+    _binary_search_target,
+    _closed_form_target,
+    naflex_dataset,
+    naflex_example,
+    naflex_size,
+    resize_matrix,
+)
 from keras_vit.layers.patch_resize import linear_resize_matrix
 from keras_vit.preprocessing import scale_pixels
 from tests.helpers import backend_independent
@@ -44,6 +51,25 @@ def test_sizes_equal_numpy_on_random_images(patch, budget):
     assert not len(mismatch), (
         f"image {sizes[mismatch[0]]}: {got[mismatch[0]]} != {expected[mismatch[0]]}"
     )
+
+
+@backend_independent
+def test_closed_form_size_equals_the_search_away_from_edges():
+    # naflex_size takes the closed form unless it flags the image near an edge (then the
+    # unrolled search): both branches run on these sizes, and agree wherever the closed form
+    # is taken
+    sizes = np.concatenate([RNG.integers(1, 1500, (300, 2)), [[16, 16], [1, 1], [5000, 3]]])
+
+    def both(hw):
+        target, near_edge = _closed_form_target(hw, (16, 16), 64)
+        searched = _binary_search_target(*tf.unstack(tf.cast(hw, "float64")), (16.0, 16.0), 64)
+        return tf.stack(target), tf.stack(searched), near_edge
+
+    ds = tf.data.Dataset.from_tensor_slices(sizes.astype("int32")).map(both)
+    rows = [[t.numpy() for t in element] for element in ds]
+    closed, searched, edge = (np.stack([row[i] for row in rows]) for i in range(3))
+    assert 0 < edge.sum() < len(sizes) // 4, edge.sum()
+    np.testing.assert_array_equal(closed[~edge], searched[~edge])
 
 
 @backend_independent
