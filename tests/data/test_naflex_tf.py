@@ -90,7 +90,9 @@ def test_batches_equal_numpy(patch_size, budget):
     np.testing.assert_array_equal(got["patch_valid"].numpy(), expected["patch_valid"])
     np.testing.assert_array_equal(got["patch_coord"].numpy(), expected["patch_coord"])
     assert got["patch_coord"].dtype == tf.int32
-    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"], atol=2e-6)
+    # tf.image.resize's float32 antialiased bilinear: within 1.5e-5 of the float64 matrices on
+    # these images, as PyTorch's own float32 F.interpolate (1e-5 off them here)
+    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"], atol=2e-5)
 
 
 @backend_independent
@@ -98,7 +100,7 @@ def test_unpreprocessed_and_float_images():
     image = IMAGES[0].astype("float32") / 255.0
     got = naflex_example(image, 8, 24)
     expected = naflex_batch([image], 8, 24)
-    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"][0], atol=1e-6)
+    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"][0], atol=2e-5)
 
 
 @backend_independent
