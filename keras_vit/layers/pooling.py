@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_non_negative_int, check_positive_int
 
-POOLINGS = ("token", "gap", "distillation", "token_distillation")
+POOLINGS = ("token", "gap", "distillation", "token_distillation", "token_gap")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -17,7 +17,9 @@ class TokenPooling(keras.layers.Layer):
             patch tokens (those after the `num_prefix_tokens` prefix tokens);
             `"distillation"` takes the second token (DeiT's distillation
             token); `"token_distillation"` averages the first two,
-            `(x[:, 0] + x[:, 1]) / 2` (a distilled DeiT's pre-logits in timm).
+            `(x[:, 0] + x[:, 1]) / 2` (a distilled DeiT's pre-logits in timm);
+            `"token_gap"` concatenates the class token and the patch-token mean,
+            `(B, 2 * D)` (transformers' `Dinov2ForImageClassification`).
         num_prefix_tokens: int. Tokens before the patch tokens (class,
             distillation and register tokens). Defaults to 1.
 
@@ -42,7 +44,7 @@ class TokenPooling(keras.layers.Layer):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={pooling!r}")
         num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
-        if pooling == "token":
+        if pooling in ("token", "token_gap"):
             check_positive_int(num_prefix_tokens, "num_prefix_tokens")
         if pooling in ("distillation", "token_distillation") and num_prefix_tokens < 2:
             raise ValueError(
@@ -61,13 +63,20 @@ class TokenPooling(keras.layers.Layer):
             return (inputs[:, 0] + inputs[:, 1]) / 2
         patches = inputs[:, self.num_prefix_tokens :]
         if patch_valid is None:
-            return ops.mean(patches, axis=1)
-        weights = ops.cast(patch_valid, patches.dtype)[..., None]
-        count = ops.maximum(ops.sum(weights, axis=1), ops.cast(1, patches.dtype))
-        return ops.sum(patches * weights, axis=1) / count
+            mean = ops.mean(patches, axis=1)
+        else:
+            weights = ops.cast(patch_valid, patches.dtype)[..., None]
+            count = ops.maximum(ops.sum(weights, axis=1), ops.cast(1, patches.dtype))
+            mean = ops.sum(patches * weights, axis=1) / count
+        if self.pooling == "token_gap":
+            return ops.concatenate([inputs[:, 0], mean], axis=-1)
+        return mean
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
+        width = input_shape[-1]
+        if self.pooling == "token_gap" and width is not None:
+            width *= 2
+        return (input_shape[0], width)
 
     def get_config(self):
         config = super().get_config()

@@ -45,7 +45,7 @@ from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, 
     ROTARY_EMBEDDINGS,
 )
 
-POOLINGS = ("token", "gap", "map", None)
+POOLINGS = ("token", "gap", "map", "token_gap", None)
 BOOLS = (
     "dynamic_image_size",
     "fc_norm",
@@ -96,7 +96,9 @@ class ViTConfig:
         dynamic_image_size: bool. Defaults to False.
         num_classes: int. Defaults to 1000.
         include_top: bool. Defaults to True.
-        pooling: `"token"`, `"gap"`, `"map"` or None. Defaults to `"token"`.
+        pooling: `"token"`, `"gap"`, `"map"`, `"token_gap"` (the class token and the
+            patch-token mean concatenated, `2 * hidden_dim` wide: transformers'
+            `Dinov2ForImageClassification`) or None. Defaults to `"token"`.
         representation_size: optional int. Defaults to None.
         classifier_activation: optional activation. Defaults to None.
         fc_norm: bool. Defaults to False.
@@ -308,10 +310,11 @@ class ViTConfig:
                 f"Received: pooling=None, include_top={self.include_top}"
             )
         if self.class_token is None:
-            normalize("class_token", self.pooling in ("token", None))
-        if self.pooling == "token" and not self.class_token:
+            normalize("class_token", self.pooling in ("token", "token_gap", None))
+        if self.pooling in ("token", "token_gap") and not self.class_token:
             raise ValueError(
-                "pooling='token' needs a class token. Received: pooling='token', class_token=False"
+                f"pooling={self.pooling!r} needs a class token. Received: "
+                f"pooling={self.pooling!r}, class_token=False"
             )
         for name in RATES:
             check_rate(getattr(self, name), name)

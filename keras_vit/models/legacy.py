@@ -194,4 +194,4 @@ def _pooling_of(model, layers):
         return None
     if isinstance(pooling, MAPHead):
         return "map"
-    return "gap" if pooling.pooling == "gap" else "token"
+    return pooling.pooling if pooling.pooling in ("gap", "token_gap") else "token"

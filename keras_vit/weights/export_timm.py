@@ -245,6 +245,13 @@ def check_timm_expressible(config):
             "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
             "from timm's naflexvit_* through from_timm but are not exported",
         )
+    if config.pooling == "token_gap":
+        raise _refuse(
+            "pooling",
+            "token_gap",
+            "timm's VisionTransformer has no pooling that concatenates the class token and "
+            "the patch-token mean (transformers' Dinov2ForImageClassification does)",
+        )
     if config.distillation_token and config.pooling is None:
         raise _refuse(
             "pooling",

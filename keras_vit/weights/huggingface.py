@@ -60,6 +60,8 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
+    "dinov2": "keras_vit.weights.huggingface_dinov2",
+    "dinov2_with_registers": "keras_vit.weights.huggingface_dinov2",
     "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
     "siglip2": "keras_vit.weights.huggingface_siglip2",
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",

@@ -29,6 +29,9 @@ def test_matches_numpy():
     np.testing.assert_allclose(
         to_numpy(TokenPooling("token_distillation", 4)(x)), (x[:, 0] + x[:, 1]) / 2, rtol=1e-6
     )
+    token_gap = np.concatenate([x[:, 0], x[:, 3:].mean(1)], -1)  # Dinov2ForImageClassification
+    np.testing.assert_allclose(to_numpy(TokenPooling("token_gap", 3)(x)), token_gap, rtol=1e-6)
+    assert TokenPooling("token_gap").compute_output_shape((2, 5, 16)) == (2, 32)
 
 
 @pytest.mark.parametrize(
@@ -36,6 +39,7 @@ def test_matches_numpy():
     [
         (dict(pooling="max"), "pooling must be one of"),
         (dict(pooling="token", num_prefix_tokens=0), "num_prefix_tokens"),
+        (dict(pooling="token_gap", num_prefix_tokens=0), "num_prefix_tokens"),
         (dict(pooling="gap", num_prefix_tokens=-1), "num_prefix_tokens"),
         (dict(pooling="distillation", num_prefix_tokens=1), "num_prefix_tokens >= 2"),
     ],
@@ -52,5 +56,7 @@ def test_gap_ignores_invalid_patches():
     got = to_numpy(TokenPooling("gap", num_prefix_tokens=1)(x, patch_valid=valid))
     np.testing.assert_allclose(got[0], x[0, [1, 3, 4]].mean(0), rtol=1e-6)
     np.testing.assert_array_equal(got[1], np.zeros(4))  # no valid patch: zeros, not NaN
+    both = to_numpy(TokenPooling("token_gap")(x, patch_valid=valid))
+    np.testing.assert_allclose(both[0], np.concatenate([x[0, 0], got[0]]), rtol=1e-6)
     token = TokenPooling("token")(x, patch_valid=valid)
     np.testing.assert_array_equal(to_numpy(token), x[:, 0])

@@ -74,9 +74,10 @@ def test_hybrid_config():
     [
         (dict(num_heads=3), r"num_heads must divide hidden_dim\. .*hidden_dim=32, num_heads=3"),
         (dict(image_size=30), r"height must be divisible.*image_size=\(30, 30\), patch_size=\(8"),
-        (dict(pooling="max"), r"pooling must be one of \('token', 'gap', 'map', None\).*'max'"),
+        (dict(pooling="max"), r"pooling must be one of \(.*'token_gap', None\).*'max'"),
         (dict(pooling=None), "pooling=None.*Received: pooling=None, include_top=True"),
         (dict(class_token=False), "pooling='token' needs a class token"),
+        (dict(class_token=False, pooling="token_gap"), "pooling='token_gap' needs a class token"),
         (dict(num_layers=0), "num_layers must be a positive integer. Received: num_layers=0"),
         (dict(dropout_rate=1.5), r"dropout_rate must be a number in \[0, 1\). .*=1\.5"),
         (dict(representation_size=-1), "representation_size=-1"),

@@ -221,6 +221,7 @@ REFUSED = {
     "rotary": (lambda: ViT("mu/8", image_size=32, rotary_embedding="eva02"),
                "rotary_embedding='eva02'"),
     "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "num_parallel=2"),
+    "token_gap": (lambda: ViT("mu/8", image_size=32, pooling="token_gap"), "pooling='token_gap'"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),
