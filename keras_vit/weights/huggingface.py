@@ -60,6 +60,7 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
+    "beit": "keras_vit.weights.huggingface_beit",
     "dinov2": "keras_vit.weights.huggingface_dinov2",
     "dinov2_with_registers": "keras_vit.weights.huggingface_dinov2",
     "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
@@ -308,7 +309,9 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
     vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
-    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`).
+    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`; DINOv2 `Dinov2Model` and
+    with registers: `keras_vit.weights.huggingface_dinov2`; `BeitModel`:
+    `keras_vit.weights.huggingface_beit`).
 
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or

@@ -75,7 +75,7 @@ def test_classifier_logits_and_tokens(references):
 @pytest.mark.parametrize("case", ["swiglu", "registers"])
 def test_model_at_another_image_size(case, references):
     """56 px (a 4 x 4 grid from the 2 x 2 one): `interpolate_pos_encoding` against our
-    resampling at load time; the default pooling is `pooler_output`."""
+    resampling at load time; the default pooling is `pooler_output` (checked once)."""
     ref = references[case]
     images = random_images(56, seed=2)
     out = _run(ref["model"], images)
@@ -83,8 +83,9 @@ def test_model_at_another_image_size(case, references):
     prefix = 1 + (2 if case == "registers" else 0)
     assert tokens.output_shape == (None, prefix + 16, 32)
     assert_close(to_numpy(tokens(images, training=False)), out.last_hidden_state.numpy())
-    pooled = from_huggingface(ref["folder"], image_size=56)
-    assert_close(to_numpy(pooled(images, training=False)), out.pooler_output.numpy())
+    if case == "registers":  # one default-pooling model is enough (JAX compiles each)
+        pooled = from_huggingface(ref["folder"], image_size=56)
+        assert_close(to_numpy(pooled(images, training=False)), out.pooler_output.numpy())
 
 
 @backend_independent
