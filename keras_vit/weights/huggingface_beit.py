@@ -26,7 +26,6 @@ import logging
 import os
 import re
 
-from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
@@ -130,8 +129,7 @@ def beit_name_table(config):
 
     Example:
 
-    >>> from keras_vit.models.config import ViTConfig
-    >>> config = ViTConfig.from_variant("mu/8", image_size=16, num_layers=1, key_bias=False,
+    >>>     >>> config = ViTConfig.from_variant("mu/8", image_size=16, num_layers=1, key_bias=False,
     ...     position_embedding=None, relative_position_bias="block")
     >>> sorted(k for k in beit_name_table(config) if "bias_table" in k)
     ['encoder.layer.0.attention.attention.relative_position_bias.relative_position_bias_table']
@@ -196,11 +194,8 @@ def _skips(arrays, config, classifier_classes):
             skip[key] = f"dropped {key} {shape} (masked image modeling only)"
         elif key.startswith("pooler.") and config.pooling is None:
             skip[key] = f"dropped {key} {shape}: pooling=None returns the tokens"
-        elif key.startswith("classifier.") and (
-            not config.include_top or classifier_classes != config.num_classes
-        ):
-            why = "no head" if not config.include_top else f"a new {config.num_classes}-way head"
-            skip[key] = f"dropped {key} {shape}: the model has {why}"
+        elif note := H.classifier_skip(key, shape, config, classifier_classes):
+            skip[key] = note
     return skip
 
 
@@ -242,23 +237,8 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
         )
     weights_path = H._weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
-    classifier = arrays.get("classifier.weight")
-    classifier_classes = None
-    if classifier is not None and classifier.ndim == 2:
-        classifier_classes = int(classifier.shape[0])
-    if num_classes is None:
-        num_classes = classifier_classes
-    include_top = kwargs.pop("include_top", num_classes is not None)
-    config = ViTConfig.from_variant(
-        arguments.pop("variant"),
-        **{
-            **arguments,
-            "num_classes": num_classes or 1000,
-            "include_top": include_top,
-            "name": kwargs.pop("name", None) or H._model_name(hf),
-            **kwargs,
-        },
-    )
+    num_classes, classifier_classes, include_top = H.head_arguments(arrays, num_classes, kwargs)
+    config = H.family_config(arguments, hf, num_classes, include_top, kwargs)
     model = build_model(config)
     L.load_state_dict(
         model,

@@ -14,7 +14,7 @@ from keras_vit import from_huggingface
 from keras_vit.weights.huggingface_beit import beit_arguments, normalize_names
 from tests.helpers import backend_independent, to_numpy
 from tests.weights.references import import_torch, import_transformers
-from tests.weights.timm_cases import assert_close, random_images
+from tests.weights.timm_cases import assert_close, perturb, random_images
 
 torch = import_torch()  # imported before transformers, whatever the backend
 transformers = import_transformers()
@@ -31,15 +31,6 @@ CASES = {
 }  # fmt: skip
 
 
-def _perturb(model, seed):
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator) * 0.2
-            around_one = "norm" in name and name.endswith("weight") or "lambda" in name
-            parameter.copy_(noise + 1.0 if around_one else noise)
-    return model.eval()
-
 
 def _run(model, images):
     with torch.no_grad():
@@ -52,7 +43,7 @@ def references(tmp_path_factory):
     found = {}
     for seed, (case, (cls, options)) in enumerate(CASES.items()):
         config = transformers.BeitConfig(**SIZES, **options)
-        model = _perturb(getattr(transformers, cls)(config), seed)
+        model = perturb(torch, getattr(transformers, cls)(config), seed, ("lambda",)).eval()
         model.save_pretrained(root / case)
         found[case] = dict(model=model, folder=str(root / case))
     return found
