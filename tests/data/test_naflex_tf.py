@@ -13,7 +13,14 @@ import pytest
 from keras_vit import ViT
 from keras_vit.data import naflex_batch, naflex_image_size
 from keras_vit.data._imports import import_tf
-from keras_vit.data.naflex_tf import naflex_dataset, naflex_example, naflex_size, resize_matrix
+from keras_vit.data.naflex_tf import (
+    _binary_search_target,
+    _closed_form_target,
+    naflex_dataset,
+    naflex_example,
+    naflex_size,
+    resize_matrix,
+)
 from keras_vit.layers.patch_resize import linear_resize_matrix
 from keras_vit.preprocessing import scale_pixels
 from tests.helpers import backend_independent
@@ -47,6 +54,25 @@ def test_sizes_equal_numpy_on_random_images(patch, budget):
 
 
 @backend_independent
+def test_closed_form_size_equals_the_search_away_from_edges():
+    # naflex_size takes the closed form unless it flags the image near an edge (then the
+    # unrolled search): both branches run on these sizes, and agree wherever the closed form
+    # is taken
+    sizes = np.concatenate([RNG.integers(1, 1500, (300, 2)), [[16, 16], [1, 1], [5000, 3]]])
+
+    def both(hw):
+        target, near_edge = _closed_form_target(hw, (16, 16), 64)
+        searched = _binary_search_target(*tf.unstack(tf.cast(hw, "float64")), (16.0, 16.0), 64)
+        return tf.stack(target), tf.stack(searched), near_edge
+
+    ds = tf.data.Dataset.from_tensor_slices(sizes.astype("int32")).map(both)
+    rows = [[t.numpy() for t in element] for element in ds]
+    closed, searched, edge = (np.stack([row[i] for row in rows]) for i in range(3))
+    assert 0 < edge.sum() < len(sizes) // 4, edge.sum()
+    np.testing.assert_array_equal(closed[~edge], searched[~edge])
+
+
+@backend_independent
 @pytest.mark.parametrize("sizes", [(5, 17), (100, 24), (24, 24), (3, 1), (1, 7)])
 def test_resize_matrix_equals_numpy(sizes):
     expected = linear_resize_matrix(*sizes)
@@ -64,7 +90,9 @@ def test_batches_equal_numpy(patch_size, budget):
     np.testing.assert_array_equal(got["patch_valid"].numpy(), expected["patch_valid"])
     np.testing.assert_array_equal(got["patch_coord"].numpy(), expected["patch_coord"])
     assert got["patch_coord"].dtype == tf.int32
-    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"], atol=2e-6)
+    # tf.image.resize's float32 antialiased bilinear: within 1.5e-5 of the float64 matrices on
+    # these images, as PyTorch's own float32 F.interpolate (1e-5 off them here)
+    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"], atol=2e-5)
 
 
 @backend_independent
@@ -72,7 +100,7 @@ def test_unpreprocessed_and_float_images():
     image = IMAGES[0].astype("float32") / 255.0
     got = naflex_example(image, 8, 24)
     expected = naflex_batch([image], 8, 24)
-    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"][0], atol=1e-6)
+    np.testing.assert_allclose(got["patches"].numpy(), expected["patches"][0], atol=2e-5)
 
 
 @backend_independent
