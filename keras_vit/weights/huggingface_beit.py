@@ -129,7 +129,8 @@ def beit_name_table(config):
 
     Example:
 
-    >>>     >>> config = ViTConfig.from_variant("mu/8", image_size=16, num_layers=1, key_bias=False,
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=16, num_layers=1, key_bias=False,
     ...     position_embedding=None, relative_position_bias="block")
     >>> sorted(k for k in beit_name_table(config) if "bias_table" in k)
     ['encoder.layer.0.attention.attention.relative_position_bias.relative_position_bias_table']

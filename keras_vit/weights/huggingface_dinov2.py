@@ -190,7 +190,8 @@ def dinov2_name_table(config, *, qkv_bias=True, antialias=False):
 
     Example:
 
-    >>>     >>> config = ViTConfig.from_variant("mu/8", image_size=32, mlp="swiglu")
+    >>> from keras_vit.models.config import ViTConfig
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, mlp="swiglu")
     >>> dinov2_name_table(config)["encoder.layer.0.mlp.gate_proj.weight"][0]
     'encoderblock_0/mlp/gate_dense/kernel'
     """
