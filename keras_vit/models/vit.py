@@ -118,7 +118,9 @@ def ViT(
         num_channels: int. Input channels. Defaults to 3.
         pooling: `"token"` (class token), `"gap"` (mean of patch tokens),
             `"map"` (attention pooling with a learned query, SigLIP's MAP head:
-            `keras_vit.layers.MAPHead`) or None (only with `include_top=False`:
+            `keras_vit.layers.MAPHead`), `"token_gap"` (class token and patch-token
+            mean concatenated, `(B, 2 * D)`: transformers'
+            `Dinov2ForImageClassification`) or None (only with `include_top=False`:
             returns the `(B, T, D)` tokens). Defaults to `"token"`.
         representation_size: optional int. Adds the pre-logits layer
             (Dense + tanh) used in pre-training. Defaults to None.

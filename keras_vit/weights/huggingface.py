@@ -60,6 +60,7 @@ _QKV = {"q": "query", "k": "key", "v": "value"}
 # Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
 # **kwargs)` reads them (imported when used: they build on this module).
 FAMILY_MODULES = {
+    "beit": "keras_vit.weights.huggingface_beit",
     "dinov2": "keras_vit.weights.huggingface_dinov2",
     "dinov2_with_registers": "keras_vit.weights.huggingface_dinov2",
     "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
@@ -217,6 +218,42 @@ def vit_arguments(config, source="config.json"):
 _norm, _dense = L.torch_norm, L.torch_linear
 
 
+def head_arguments(arrays, num_classes, kwargs):
+    """`(num_classes, checkpoint classes, include_top)` of a checkpoint with an optional
+    `classifier`: the classifier's count unless `num_classes` is given; a head when there
+    is a count, unless `kwargs` (popped) says `include_top`."""
+    classifier = arrays.get("classifier.weight")
+    found = None
+    if classifier is not None and len(L.shape_of(classifier)) == 2:
+        found = int(L.shape_of(classifier)[0])
+    num_classes = found if num_classes is None else num_classes
+    return num_classes, found, kwargs.pop("include_top", num_classes is not None)
+
+
+def family_config(arguments, hf, num_classes, include_top, kwargs):
+    """The `ViTConfig` of a family module: `arguments` (with `variant`), the head, a name
+    from `config.json`'s `_name_or_path`, and the caller's other `kwargs` (which win)."""
+    arguments = dict(arguments)
+    return ViTConfig.from_variant(
+        arguments.pop("variant"),
+        **{
+            **arguments,
+            "num_classes": num_classes or 1000,
+            "include_top": include_top,
+            "name": kwargs.pop("name", None) or _model_name(hf),
+            **kwargs,
+        },
+    )
+
+
+def classifier_skip(key, shape, config, found):
+    """The log line of a `classifier.*` array left out (no head, or one of another count)."""
+    if key.startswith("classifier.") and (not config.include_top or found != config.num_classes):
+        why = "no head" if not config.include_top else f"a new {config.num_classes}-way head"
+        return f"dropped {key} {shape}: the model has {why}"
+    return None
+
+
 def _position_transform(config):
     """HF `position_embeddings` -> ours, resampled as `interpolate_pos_encoding=True` does."""
 
@@ -308,7 +345,9 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
     vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
-    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`).
+    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`; DINOv2 `Dinov2Model` and
+    with registers: `keras_vit.weights.huggingface_dinov2`; `BeitModel`:
+    `keras_vit.weights.huggingface_beit`).
 
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or

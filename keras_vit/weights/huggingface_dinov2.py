@@ -32,7 +32,6 @@ import os
 import numpy as np
 
 from keras_vit.layers.position_embedding import resample_position_embedding
-from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
@@ -248,11 +247,8 @@ def _skips(arrays, config, classifier_classes):
         shape = L.shape_of(value)
         if key == "embeddings.mask_token":
             skip[key] = f"dropped {key} {shape} (masked pre-training only)"
-        elif key.startswith("classifier.") and (
-            not config.include_top or classifier_classes != config.num_classes
-        ):
-            why = "no head" if not config.include_top else f"a new {config.num_classes}-way head"
-            skip[key] = f"dropped {key} {shape}: the model has {why}"
+        elif note := H.classifier_skip(key, shape, config, classifier_classes):
+            skip[key] = note
     return skip
 
 
@@ -281,24 +277,9 @@ def from_huggingface_dinov2(folder, hf, *, num_classes=None, **kwargs):
     arrays = normalize_names(read_state_dict(weights_path))
     if arguments["num_register_tokens"]:
         arrays = _fold_class_position(arrays)
-    classifier = arrays.get("classifier.weight")
-    classifier_classes = None
-    if classifier is not None and np.ndim(classifier) == 2:
-        classifier_classes = int(classifier.shape[0])
-    if num_classes is None:
-        num_classes = classifier_classes
-    include_top = kwargs.pop("include_top", num_classes is not None)
-    config = ViTConfig.from_variant(
-        arguments.pop("variant"),
-        **{
-            **arguments,
-            "pooling": "token_gap" if include_top else "token",
-            "num_classes": num_classes or 1000,
-            "include_top": include_top,
-            "name": kwargs.pop("name", None) or H._model_name(hf),
-            **kwargs,
-        },
-    )
+    num_classes, classifier_classes, include_top = H.head_arguments(arrays, num_classes, kwargs)
+    arguments["pooling"] = "token_gap" if include_top else "token"
+    config = H.family_config(arguments, hf, num_classes, include_top, kwargs)
     model = build_model(config)
     table = dinov2_name_table(
         config, qkv_bias=qkv_bias, antialias=hf.get("model_type") != "dinov2"

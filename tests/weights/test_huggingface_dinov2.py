@@ -17,7 +17,7 @@ from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.weights.huggingface_dinov2 import dinov2_arguments, normalize_names
 from tests.helpers import backend_independent, to_numpy
 from tests.weights.references import import_torch, import_transformers
-from tests.weights.timm_cases import assert_close, random_images
+from tests.weights.timm_cases import assert_close, perturb, random_images
 
 torch = import_torch()  # imported before transformers, whatever the backend
 transformers = import_transformers()
@@ -33,15 +33,6 @@ CASES = {
 }  # fmt: skip
 
 
-def _perturb(model, seed):
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            noise = torch.randn(parameter.shape, generator=generator) * 0.2
-            around_one = "norm" in name and name.endswith("weight") or "lambda1" in name
-            parameter.copy_(noise + 1.0 if around_one else noise)
-    return model.eval()
-
 
 def _run(model, images):
     with torch.no_grad():
@@ -54,7 +45,7 @@ def references(tmp_path_factory):
     found = {}
     for seed, (case, (cls, config_cls, options)) in enumerate(CASES.items()):
         config = getattr(transformers, config_cls)(**SIZES, **options)
-        model = _perturb(getattr(transformers, cls)(config), seed)
+        model = perturb(torch, getattr(transformers, cls)(config), seed, ("lambda",)).eval()
         model.save_pretrained(root / case)
         found[case] = dict(model=model, folder=str(root / case))
     return found
@@ -75,7 +66,7 @@ def test_classifier_logits_and_tokens(references):
 @pytest.mark.parametrize("case", ["swiglu", "registers"])
 def test_model_at_another_image_size(case, references):
     """56 px (a 4 x 4 grid from the 2 x 2 one): `interpolate_pos_encoding` against our
-    resampling at load time; the default pooling is `pooler_output`."""
+    resampling at load time; the default pooling is `pooler_output` (checked once)."""
     ref = references[case]
     images = random_images(56, seed=2)
     out = _run(ref["model"], images)
@@ -83,8 +74,9 @@ def test_model_at_another_image_size(case, references):
     prefix = 1 + (2 if case == "registers" else 0)
     assert tokens.output_shape == (None, prefix + 16, 32)
     assert_close(to_numpy(tokens(images, training=False)), out.last_hidden_state.numpy())
-    pooled = from_huggingface(ref["folder"], image_size=56)
-    assert_close(to_numpy(pooled(images, training=False)), out.pooler_output.numpy())
+    if case == "registers":  # one default-pooling model is enough (JAX compiles each)
+        pooled = from_huggingface(ref["folder"], image_size=56)
+        assert_close(to_numpy(pooled(images, training=False)), out.pooler_output.numpy())
 
 
 @backend_independent

@@ -95,13 +95,17 @@ def timm_model(timm, case, **overrides):
     return timm.create_model(name, pretrained=False, **kwargs).eval()
 
 
-def perturb(torch, model, seed=0):
-    """Every parameter random: norm and LayerScale weights around 1, everything else around 0."""
+def perturb(torch, model, seed=0, scales=(".ls",)):
+    """Every parameter random: norm and LayerScale weights around 1, everything else around 0.
+
+    `scales`: substrings naming the LayerScale parameters (timm's `.ls`; transformers'
+    `lambda1` / `lambda_1`: pass `("lambda",)`).
+    """
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             noise = torch.randn(parameter.shape, generator=generator) * 0.2
-            around_one = parameter.ndim == 1 and ("norm" in name or ".ls" in name)
+            around_one = parameter.ndim == 1 and ("norm" in name or any(s in name for s in scales))
             parameter.copy_(noise + 1.0 if around_one else noise)
     return model
 

@@ -1,0 +1,99 @@
+"""Tests for keras_vit/weights/huggingface_beit.py: transformers' BEiT folders.
+
+Two tiny perturbed models saved with `save_pretrained`: `BeitForImageClassification` with a
+relative position bias per block, mean pooling and LayerScale; `BeitModel` with one shared bias,
+an absolute position embedding, the class token after the final norm and no LayerScale. Against
+transformers' `logits`, `pooler_output` and `last_hidden_state` (within 1e-5); transformers 5's
+in-memory names map to the file's; bad configs and another image size are refused.
+"""
+
+import numpy as np
+import pytest
+
+from keras_vit import from_huggingface
+from keras_vit.weights.huggingface_beit import beit_arguments, normalize_names
+from tests.helpers import backend_independent, to_numpy
+from tests.weights.references import import_torch, import_transformers
+from tests.weights.timm_cases import assert_close, perturb, random_images
+
+torch = import_torch()  # imported before transformers, whatever the backend
+transformers = import_transformers()
+
+SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             image_size=32, patch_size=16)  # fmt: skip
+CASES = {
+    "block": ("BeitForImageClassification",
+              dict(num_labels=3, use_relative_position_bias=True, use_mean_pooling=True,
+                   layer_scale_init_value=0.1)),
+    "shared": ("BeitModel",
+               dict(use_shared_relative_position_bias=True, use_absolute_position_embeddings=True,
+                    use_mean_pooling=False, layer_scale_init_value=0.0)),
+}  # fmt: skip
+
+
+
+def _run(model, images):
+    with torch.no_grad():
+        return model(torch.from_numpy(images).permute(0, 3, 1, 2))
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf_beit")
+    found = {}
+    for seed, (case, (cls, options)) in enumerate(CASES.items()):
+        config = transformers.BeitConfig(**SIZES, **options)
+        model = perturb(torch, getattr(transformers, cls)(config), seed, ("lambda",)).eval()
+        model.save_pretrained(root / case)
+        found[case] = dict(model=model, folder=str(root / case))
+    return found
+
+
+def test_classifier_with_a_bias_per_block(references):
+    ref = references["block"]
+    images = random_images(32, seed=1)
+    assert_close(
+        to_numpy(from_huggingface(ref["folder"])(images, training=False)),
+        _run(ref["model"], images).logits.numpy(),
+    )
+    tokens = from_huggingface(ref["folder"], include_top=False, pooling=None)
+    hidden = _run(ref["model"].beit, images).last_hidden_state.numpy()
+    assert_close(to_numpy(tokens(images, training=False)), hidden)
+
+
+def test_model_with_a_shared_bias(references):
+    ref = references["shared"]
+    images = random_images(32, seed=2)
+    out = _run(ref["model"], images)
+    pooled = from_huggingface(ref["folder"])
+    assert pooled.output_shape == (None, 32)
+    assert_close(to_numpy(pooled(images, training=False)), out.pooler_output.numpy())
+    tokens = from_huggingface(ref["folder"], pooling=None)
+    assert_close(to_numpy(tokens(images, training=False)), out.last_hidden_state.numpy())
+
+
+@backend_independent
+def test_in_memory_names_map_to_the_file_names(references):
+    from keras_vit.weights.state_dict import read_state_dict
+
+    for case in CASES:
+        model = references[case]["model"]
+        memory = {k: v.numpy() for k, v in model.state_dict().items()}
+        saved = read_state_dict(references[case]["folder"] + "/model.safetensors")
+        from_memory, from_file = normalize_names(memory), normalize_names(saved)
+        assert sorted(from_memory) == sorted(from_file)
+        for key, value in from_memory.items():
+            np.testing.assert_array_equal(value, from_file[key], err_msg=key)
+
+
+@backend_independent
+def test_config_checks_name_the_value(references):
+    with pytest.raises(ValueError, match="architecture 'BeitForSemanticSegmentation' is not"):
+        beit_arguments({"architectures": ["BeitForSemanticSegmentation"]})
+    with pytest.raises(ValueError, match="hidden_act 'relu' is not supported"):
+        beit_arguments({"hidden_act": "relu"})
+    with pytest.raises(ValueError, match="both set"):
+        beit_arguments({"use_relative_position_bias": True,
+                        "use_shared_relative_position_bias": True})  # fmt: skip
+    with pytest.raises(ValueError, match=r"its image_size 32 only.*image_size=48"):
+        from_huggingface(references["block"]["folder"], image_size=48)
