@@ -94,6 +94,9 @@ def parse_args(argv=None):
                         "the model's variables, clipnorm 1, weight decay 0.05, with and "
                         "without EMA), then exit")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--gelu", choices=("tanh", "exact"), default="tanh",
+                        help="keras_vit's MLP GELU: tanh (the official checkpoints', keras_vit's "
+                        "default) or exact erf (timm's and KerasHub's)")
     parser.add_argument("--portable", action="store_true",
                         help="keras_vit's portable keras.ops path on PyTorch")
     parser.add_argument("--compare-portable", action="store_true",
@@ -165,6 +168,7 @@ def build_keras_vit(args):
     return keras_vit.ViT(
         f"B/{args.patch}", image_size=args.image_size, num_classes=args.classes,
         num_layers=args.depth, hidden_dim=args.width, mlp_dim=args.mlp, num_heads=args.heads,
+        approximate_gelu=args.gelu == "tanh",
     )
 
 
@@ -602,7 +606,8 @@ def main(argv=None):
     print(f"# width {args.width}, depth {args.depth}, heads {args.heads}, mlp {args.mlp}, "
           f"{args.image_size} px, patch {args.patch}, batch {args.batch}, "
           f"{args.threads} thread(s), "
-          f"{args.rounds} rounds after {args.warmup}; keras_vit jit_compile={args.jit_compile}"
+          f"{args.rounds} rounds after {args.warmup}; keras_vit jit_compile={args.jit_compile}, "
+          f"{args.gelu} GELU"
           + (", portable path" if args.portable else ""))
     times = measure(steps, args.rounds, args.warmup)
     rows = summarise(times, steps)
