@@ -66,6 +66,19 @@ _PLAIN = (
     ("classifier_activation", None, "it returns logits"),
     ("backbone", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
     ("resnet_units", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
+    ("block_norm", "pre", "its blocks are pre-norm"),
+    ("key_bias", True, "its query, key and value all have biases"),
+    ("mlp", "mlp", "its MLP is dense-GELU-dense"),
+    ("mlp_inner_norm", False, "its MLP has no inner norm"),
+    ("attention_inner_norm", False, "its attention has no inner norm"),
+    ("rotary_embedding", None, "it has no rotary position embeddings"),
+    ("relative_position_bias", None, "it has no relative position bias (BEiT is another "
+     "model type)"),
+    ("num_parallel", 1, "its blocks have one attention and one MLP branch"),
+    ("naflex", False, "it takes images, not NaFlex patch batches"),
+    ("map_num_heads", None, "it has no attention-pooling head"),
+    ("map_mlp_dim", None, "it has no attention-pooling head"),
+    ("map_prefix_tokens", False, "it has no attention-pooling head"),
 )  # fmt: skip
 
 

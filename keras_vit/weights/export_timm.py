@@ -185,6 +185,13 @@ def check_timm_expressible(config):
             "export_timm writes timm's VisionTransformer, which has no relative position bias "
             "(timm's BEiT models load through from_timm but are not exported)",
         )
+    if config.block_norm != "pre":
+        raise _refuse(
+            "block_norm",
+            config.block_norm,
+            "export_timm writes timm's pre-norm VisionTransformer blocks; the residual post-norm "
+            "models (*_rpn_*, block_fn=ResPostBlock) load through from_timm but are not exported",
+        )
     if config.num_parallel > 1:
         raise _refuse(
             "num_parallel",

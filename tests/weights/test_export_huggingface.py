@@ -130,6 +130,13 @@ REFUSED = {
     "pre_logits": (dict(representation_size=16), "representation_size=16"),
     "qk_norm": (dict(qk_norm=True), "qk_norm=True"),
     "no_class_token": (dict(pooling="gap", include_top=False), "class_token=False"),
+    # Options transformers' ViT has no form for (were written as a plain ViT, or a KeyError).
+    "rotary": (dict(rotary_embedding="eva02"), "rotary_embedding='eva02'"),
+    "post_norm": (dict(block_norm="post"), "block_norm='post'"),
+    "key_bias": (dict(key_bias=False), "key_bias=False"),
+    "swiglu": (dict(mlp="swiglu"), "mlp='swiglu'"),
+    "parallel": (dict(num_parallel=2), "num_parallel=2"),
+    "naflex": (dict(naflex=True), "naflex=True"),
 }  # fmt: skip
 
 

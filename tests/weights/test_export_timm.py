@@ -48,7 +48,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 TINY_STEMS = ("hybrid", "hybrid_r50")  # ResNet stems timm has no model name for
 # timm's Beit, VisionTransformerRelPos, parallel blocks and DINOv2 giant's SwiGLU: from_timm
 # reads them, export_timm refuses (REFUSED).
-IMPORT_ONLY = ("beit", "relpos", "srelpos", "vit_18x2", "dinov2_giant")
+IMPORT_ONLY = ("beit", "relpos", "srelpos", "vit_18x2", "dinov2_giant", "vit_rpn", "relpos_rpn")
 EXPORTABLE = [case for case in CASES if case not in TINY_STEMS + IMPORT_ONLY]
 
 
@@ -221,6 +221,7 @@ REFUSED = {
     "rotary": (lambda: ViT("mu/8", image_size=32, rotary_embedding="eva02"),
                "rotary_embedding='eva02'"),
     "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "num_parallel=2"),
+    "post_norm": (lambda: ViT("mu/8", image_size=32, block_norm="post"), "block_norm='post'"),
     "token_gap": (lambda: ViT("mu/8", image_size=32, pooling="token_gap"), "pooling='token_gap'"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
