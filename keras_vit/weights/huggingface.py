@@ -254,6 +254,39 @@ def classifier_skip(key, shape, config, found):
     return None
 
 
+def embedding_rows(position_transform):
+    """Name-table rows of the embeddings transformers' ViT, DINOv2 and BEiT share: the class
+    token, the position table (through `position_transform`) and the patch projection."""
+    return {
+        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
+        "embeddings.position_embeddings": ("patch_encoder/position_embeddings", position_transform),
+        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
+        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
+    }
+
+
+def attention_rows(path, projections, output, biases=("query", "key", "value")):
+    """Name-table rows of one block's attention: the torch Linear prefixes of the query, key and
+    value projections (`projections`, a dict {"query": prefix, ...}) and of the output; q/k/v
+    biases for the names in `biases` (a checkpoint without some has no rows for them)."""
+    attention = f"{path}/attention"
+    rows = {}
+    for name, source in projections.items():
+        rows[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
+        if name in biases:
+            rows[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+    rows[f"{output}.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
+    rows[f"{output}.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
+    return rows
+
+
+def vit_attention_rows(key, path, biases=("query", "key", "value")):
+    """`attention_rows` under transformers 4's ViT names (`{key}.attention.attention.query`,
+    `{key}.attention.output.dense`), which ViT and BEiT files keep."""
+    projections = {name: f"{key}.attention.attention.{name}" for name in ("query", "key", "value")}
+    return attention_rows(path, projections, f"{key}.attention.output.dense", biases)
+
+
 def _position_transform(config):
     """HF `position_embeddings` -> ours, resampled as `interpolate_pos_encoding=True` does."""
 
@@ -282,32 +315,11 @@ def huggingface_name_table(config, *, qkv_bias=True):
     >>> table["encoder.layer.0.attention.attention.query.weight"][0]
     'encoderblock_0/attention/query/kernel'
     """
-    table = {
-        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
-        "embeddings.position_embeddings": (
-            "patch_encoder/position_embeddings",
-            _position_transform(config),
-        ),
-        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
-        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
-    }
+    table = embedding_rows(_position_transform(config))
     for i in range(config.num_layers):
         key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
-        attention = f"{path}/attention"
         table.update(_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
-        for name in ("query", "key", "value"):
-            source = f"{key}.attention.attention.{name}"
-            table[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
-            if qkv_bias:
-                table[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
-        table[f"{key}.attention.output.dense.weight"] = (
-            f"{attention}/attention_output/kernel",
-            L.HEADS_OUT_WEIGHT,
-        )
-        table[f"{key}.attention.output.dense.bias"] = (
-            f"{attention}/attention_output/bias",
-            L.IDENTITY,
-        )
+        table.update(vit_attention_rows(key, path, ("query", "key", "value") if qkv_bias else ()))
         table.update(_norm(f"{key}.layernorm_after", f"{path}/mlp_norm"))
         table.update(_dense(f"{key}.intermediate.dense", f"{path}/mlp_dense_1"))
         table.update(_dense(f"{key}.output.dense", f"{path}/mlp_dense_2"))

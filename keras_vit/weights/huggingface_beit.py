@@ -149,26 +149,13 @@ def beit_name_table(config):
         )
     for i in range(config.num_layers):
         key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
-        attention = f"{path}/attention"
         table.update(L.torch_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
-        for name in ("query", "key", "value"):
-            source = f"{key}.attention.attention.{name}"
-            table[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
-            if name != "key":
-                table[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+        table.update(H.vit_attention_rows(key, path, biases=("query", "value")))
         if config.relative_position_bias == "block":
             table[f"{key}.attention.attention.{_TABLE}"] = (
                 f"{path}/{RELATIVE_POSITION_BIAS}/relative_position_bias_table",
                 L.IDENTITY,
             )
-        table[f"{key}.attention.output.dense.weight"] = (
-            f"{attention}/attention_output/kernel",
-            L.HEADS_OUT_WEIGHT,
-        )
-        table[f"{key}.attention.output.dense.bias"] = (
-            f"{attention}/attention_output/bias",
-            L.IDENTITY,
-        )
         if config.layer_scale_init_value is not None:
             table[f"{key}.lambda_1"] = (f"{path}/attention_scale", L.IDENTITY)
             table[f"{key}.lambda_2"] = (f"{path}/mlp_scale", L.IDENTITY)

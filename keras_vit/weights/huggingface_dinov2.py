@@ -202,29 +202,16 @@ def dinov2_name_table(config, *, qkv_bias=True, antialias=False):
             posemb, grid, prefix, interpolation="bicubic", antialias=antialias
         )
 
-    table = {
-        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
-        "embeddings.position_embeddings": (
-            "patch_encoder/position_embeddings",
-            L.position_embedding(config.grid_size, prefix_rows, resample),
-        ),
-        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
-        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
-    }
+    table = H.embedding_rows(L.position_embedding(config.grid_size, prefix_rows, resample))
     if config.num_register_tokens:
         table["embeddings.register_tokens"] = ("patch_encoder/register_embeddings", L.IDENTITY)
     for i in range(config.num_layers):
         key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
-        attention = f"{path}/attention"
         table.update(L.torch_norm(f"{key}.norm1", f"{path}/attention_norm"))
-        for p, name in (("q", "query"), ("k", "key"), ("v", "value")):
-            source = f"{key}.attention.{p}_proj"
-            table[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
-            if qkv_bias:
-                table[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
-        out = f"{key}.attention.o_proj"
-        table[f"{out}.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
-        table[f"{out}.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
+        names = ("query", "key", "value")
+        projections = {name: f"{key}.attention.{name[0]}_proj" for name in names}
+        biases = names if qkv_bias else ()
+        table.update(H.attention_rows(path, projections, f"{key}.attention.o_proj", biases))
         table[f"{key}.layer_scale1.lambda1"] = (f"{path}/attention_scale", L.IDENTITY)
         table[f"{key}.layer_scale2.lambda1"] = (f"{path}/mlp_scale", L.IDENTITY)
         table.update(L.torch_norm(f"{key}.norm2", f"{path}/mlp_norm"))
