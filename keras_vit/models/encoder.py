@@ -41,13 +41,11 @@ Layer names (what the checkpoint name tables map; the constants below): `patch_e
 import keras
 
 from keras_vit.layers import (
-    MAPHead,
     MixedRotaryEmbedding,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
     RotaryEmbedding2D,
-    TokenPooling,
     TransformerBlock,
 )
 from keras_vit.layers import attention as attention_module
@@ -55,6 +53,18 @@ from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, 
 from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.config import ViTConfig
+from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also ours)
+    CLASSIFIER_ACTIVATION,
+    FC_NORM,
+    HEAD,
+    HEAD_AVERAGE,
+    HEAD_DIST,
+    POOLING,
+    POOLING_DIST,
+    PRE_LOGITS,
+    build_top,
+    head_dtype,
+)
 from keras_vit.models.stems import stem_features
 
 # The layer names of the roles (`VisionTransformer` finds its parts by them; the checkpoint
@@ -65,14 +75,6 @@ PRE_NORM = "pre_norm"
 BLOCK_NAME = "encoderblock_{}"
 FINAL_NORM = "encoder_norm"
 RELATIVE_POSITION_BIAS = "relative_position_bias"
-POOLING = "pooling"
-POOLING_DIST = "pooling_dist"
-FC_NORM = "fc_norm"
-PRE_LOGITS = "pre_logits"
-HEAD = "head"
-HEAD_DIST = "head_dist"
-HEAD_AVERAGE = "head_average"
-CLASSIFIER_ACTIVATION = "classifier_activation"
 
 
 def _default_dtype(name):
@@ -264,70 +266,6 @@ def _block_options(config):
     return options
 
 
-def _pool(x, config, dtype_of, patch_valid=None):
-    """The pooled `(B, D)` vector (`pooling`, then `fc_norm` if set); NaFlex padding left out
-    of GAP and MAP by `patch_valid`."""
-    prefix = num_prefix_tokens(config)
-    valid = {} if patch_valid is None else {"patch_valid": patch_valid}
-    if config.pooling == "map":
-        x = MAPHead(
-            num_heads=config.map_num_heads or config.num_heads,
-            mlp_dim=config.map_mlp_dim or config.mlp_dim,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            activation=config.activation,
-            approximate_gelu=config.approximate_gelu,
-            num_prefix_tokens=0 if config.map_prefix_tokens else prefix,
-            **({} if config.norm == "layernorm" else {"norm": config.norm}),
-            name=POOLING,
-            dtype=dtype_of(POOLING),
-        )(x, **valid)
-    else:
-        kind = "token_distillation" if config.distillation_token else config.pooling
-        pool = TokenPooling(kind, num_prefix_tokens=prefix, name=POOLING, dtype=dtype_of(POOLING))
-        x = pool(x, **valid)
-    if config.fc_norm:
-        x = _layer_norm(config, FC_NORM, dtype_of)(x)
-    return x
-
-
-def head_dtype(policy):
-    """float32 under a mixed-precision policy: float32 logits (and softmax), as Keras advises."""
-    policy = keras.dtype_policies.get(policy)
-    if policy.compute_dtype != policy.variable_dtype:
-        return "float32"
-    return policy
-
-
-def _classifier(config, dtype_of, name=HEAD, activation=None):
-    return keras.layers.Dense(
-        config.num_classes,
-        activation=activation,
-        kernel_initializer="zeros",
-        bias_initializer="zeros",
-        dtype=dtype_of(name),
-        name=name,
-    )
-
-
-def _distilled_head(x, config, dtype_of):
-    """DeiT: `(head(class token) + head_dist(distillation token)) / 2` (timm's eval output)."""
-    prefix = num_prefix_tokens(config)
-    pool = TokenPooling("token", prefix, name=POOLING, dtype=dtype_of(POOLING))
-    pool_dist = TokenPooling("distillation", prefix, name=POOLING_DIST, dtype=dtype_of(POOLING))
-    logits = _classifier(config, dtype_of)(pool(x))
-    logits_dist = _classifier(config, dtype_of, HEAD_DIST)(pool_dist(x))
-    out = keras.layers.Average(dtype=dtype_of(HEAD_AVERAGE), name=HEAD_AVERAGE)(
-        [logits, logits_dist]
-    )
-    if config.classifier_activation is not None:
-        out = keras.layers.Activation(
-            config.classifier_activation,
-            dtype=dtype_of(CLASSIFIER_ACTIVATION),
-            name=CLASSIFIER_ACTIVATION,
-        )(out)
-    return out
-
-
 def build_outputs(features, config, dtype_of=_default_dtype):
     """Assembles the transformer part on top of `features` (images, or a stem's feature map).
 
@@ -351,20 +289,7 @@ def encode_tokens(x, config, dtype_of=_default_dtype, patch_valid=None, features
     grid of a rotary model's table).
     """
     x = apply_blocks(x, config, dtype_of, features=features, attention_mask=patch_valid)
-    if config.include_top and config.distillation_token:
-        return _distilled_head(x, config, dtype_of)
-    if config.pooling is not None:
-        x = _pool(x, config, dtype_of, patch_valid)
-    if config.include_top:
-        if config.representation_size:
-            x = keras.layers.Dense(
-                config.representation_size,
-                activation="tanh",
-                name=PRE_LOGITS,
-                dtype=dtype_of(PRE_LOGITS),
-            )(x)
-        x = _classifier(config, dtype_of, activation=config.classifier_activation)(x)
-    return x
+    return build_top(x, config, num_prefix_tokens(config), dtype_of, patch_valid)
 
 
 def build_graph(config, dtype_of=_default_dtype):
