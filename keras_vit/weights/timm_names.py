@@ -9,30 +9,16 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 import dataclasses
 import re
 
-from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names
+from keras_vit.weights import (
+    timm_aimv2_names,
+    timm_eva_names,
+    timm_naflex_names,
+    timm_pe_names,
+)
+from keras_vit.weights.timm_sizes import SIZE_CODES
+from keras_vit.weights.timm_sizes import sizes as _sizes
 
 __all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
-
-# timm's size words -> our size codes (the numbers are in `keras_vit.models.variants.SIZES`,
-# where timm's sizes without a code of their own are listed under timm's word).
-SIZE_CODES = {
-    "tiny": "Ti",
-    "small": "S",
-    "medium": "M",
-    "base": "B",
-    "large": "L",
-    "huge": "H",
-    "so400m": "So400m",
-    "giant": "g",
-    "gigantic": "G",
-    **{
-        word: word
-        for word in (
-            "xsmall", "wee", "little", "mediumd", "betwixt", "base_plus", "so150m", "so150m2",
-            "giantopt",
-        )
-    },
-}  # fmt: skip
 
 # timm's ResNetV2 stems: the hybrid models and our variant codes for them.
 HYBRIDS = {
@@ -114,13 +100,6 @@ class Family:
     example: str
     description: str
     arguments: object
-
-
-def _sizes(size, patch):
-    return dict(
-        variant=f"{SIZE_CODES[size]}/{patch}",
-        approximate_gelu=False,  # timm's nn.GELU is the exact erf GELU
-    )
 
 
 def _vit(g):
@@ -283,61 +262,6 @@ def _hybrid(g):
     return {"variant": HYBRIDS[g["arch"]], **TIMM_RESNET, "approximate_gelu": False}
 
 
-# The variant numbers of timm's NaFlex sizes and the per-name options (`NaFlexVitCfg`s of
-# timm's naflexvit.py, timm 1.0.31). Position tables: 16 x 16 (256 px at patch 16).
-_KINDS = {
-    "gap": dict(pooling="gap", fc_norm=True, num_register_tokens=4, layer_scale_init_value=1e-5),
-    "par_gap": dict(
-        pooling="gap",
-        fc_norm=True,
-        num_register_tokens=4,
-        layer_scale_init_value=1e-5,
-        position_embedding_aspect_preserving=True,
-    ),
-    "parfac_gap": dict(
-        pooling="gap",
-        fc_norm=True,
-        num_register_tokens=4,
-        layer_scale_init_value=1e-5,
-        position_embedding_aspect_preserving=True,
-        position_embedding="factorized",
-    ),
-    "map": dict(pooling="map", num_register_tokens=1, layer_scale_init_value=1e-5),
-    "reg1_gap": dict(
-        pooling="gap",
-        fc_norm=True,
-        num_register_tokens=1,
-        layer_scale_init_value=1e-5,
-        _qkv_bias=False,
-    ),
-    "reg1_map": dict(
-        pooling="map", num_register_tokens=1, layer_scale_init_value=1e-5, _qkv_bias=False
-    ),
-    "siglip": dict(
-        pooling="map", approximate_gelu=True, position_embedding_interpolation="bilinear"
-    ),
-}
-NAFLEX_PATTERN = (
-    r"naflexvit_(?P<size>base|so150m2|so400m)_patch(?P<patch>16)_"
-    r"(?P<kind>gap|par_gap|parfac_gap|map|reg1_gap|reg1_map|siglip)"
-)
-
-
-def _naflex(g):
-    """timm's `NaFlexVit` names (naflexvit.py): no class token, position table 16 x 16."""
-    args = {**_sizes(g["size"], g["patch"]), "class_token": False, "naflex": True}
-    args.update(_KINDS[g["kind"]])
-    args["image_size"] = 16 * int(g["patch"])  # timm's 16 x 16 position table
-    return args
-
-
-
-
-def _flexivit(g):
-    """FlexiViT (timm's `flexivit_*`): patch 16, 240 px, position embedding on patches only."""
-    sizes = _sizes(g["size"], 16)
-    return {**sizes, "prefix_position_embedding": False, "image_size": 240}
-
 _SIZE = "|".join(SIZE_CODES)
 FAMILIES = (
     Family(
@@ -488,20 +412,8 @@ FAMILIES = (
         "size)",
         _relpos,
     ),
-    Family(
-        "flexivit",
-        r"flexivit_(?P<size>small|base|large)",
-        "flexivit_base.1200ep_in1k",
-        "FlexiViT (one set of weights for any patch size: keras_vit.with_patch_size)",
-        _flexivit,
-    ),
-    Family(
-        "naflexvit",
-        NAFLEX_PATTERN,
-        "naflexvit_base_patch16_gap.e300_s576_in1k",
-        "NaFlex ViTs and SigLIP 2 NaFlex towers (dict input: patches, patch_coord, patch_valid)",
-        _naflex,
-    ),
+    # FlexiViT and timm's NaFlex ViTs (keras_vit.weights.timm_naflex_names).
+    *(Family(*spec) for spec in timm_naflex_names.FAMILY_SPECS),
     Family(
         "hybrid",
         r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
