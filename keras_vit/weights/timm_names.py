@@ -12,6 +12,7 @@ import re
 from keras_vit.weights import (
     timm_aimv2_names,
     timm_beit3_names,
+    timm_eva_dinov3_names,
     timm_eva_names,
     timm_naflex_names,
     timm_pe_names,
@@ -66,6 +67,7 @@ DEFAULT_CLASSES = {
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
+    **timm_eva_dinov3_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
 }
@@ -428,6 +430,8 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # timm's LingBot and Sapiens2 (keras_vit.weights.timm_eva_dinov3_names).
+    *(Family(*spec) for spec in timm_eva_dinov3_names.FAMILY_SPECS),
     # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
     *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
 )
@@ -446,7 +450,7 @@ UNSUPPORTED = (
         "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
     ),
     (
-        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
+        r".*(sapiens|radio|tipsv2|intern).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )
