@@ -14,6 +14,7 @@ from keras_vit.weights import (
     timm_eva_names,
     timm_naflex_names,
     timm_pe_names,
+    timm_radio_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -67,6 +68,7 @@ DEFAULT_CLASSES = {
     **timm_eva_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
+    **timm_radio_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -427,6 +429,9 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
+    # (keras_vit.weights.timm_radio_names).
+    *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
@@ -440,11 +445,7 @@ UNSUPPORTED = (
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r"naflexvit_.*_radio_.*",
-        "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
-    ),
-    (
-        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
+        r".*(sapiens|lingbot).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )
