@@ -16,7 +16,13 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names, timm_radio_names
+from keras_vit.weights import (
+    timm_aimv2_names,
+    timm_beit3_names,
+    timm_eva_names,
+    timm_pe_names,
+    timm_radio_names,
+)
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -252,7 +258,9 @@ def test_every_family_has_a_case():
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
     radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
-    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2 - pe - radio
+    evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
+    families = {family.name for family in N.FAMILIES}
+    assert tested == families - eva - aimv2 - pe - evafam - radio
 
 
 def _activation(block):
@@ -426,5 +434,6 @@ def test_supported_count_over_all_timm_names():
     # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
     # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
     # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
-    # FlexiViT 3, AIMv2 12, C-RADIO 6, TIPSv2 4, InternViT-300M 1, test_vit* 5 (of 1371 names)
-    assert reads == 268
+    # FlexiViT 3, AIMv2 12, BEiT-3 4, C-RADIO 6, TIPSv2 4, InternViT-300M 1, test_vit* 5
+    # (of 1371 names)
+    assert reads == 272
