@@ -69,10 +69,6 @@ def check_families(config, normalize):
     """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
     if config.mlp not in MLPS:
         raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={config.mlp!r}")
-    if config.mlp_inner_norm and config.mlp != "swiglu":
-        raise ValueError(
-            f"mlp_inner_norm needs mlp='swiglu'. Received: mlp={config.mlp!r}, mlp_inner_norm=True"
-        )
     if config.rotary_embedding not in ROTARY_EMBEDDINGS:
         raise ValueError(
             f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
@@ -230,6 +226,7 @@ def check_block_type(config):
             ("relative_position_bias", None),
             ("key_bias", True),
             ("attention_inner_norm", False),
+            ("mlp_inner_norm", False),
             *((("mlp", "mlp"), ("block_norm", "pre"), ("remat", False)) if parallel else ()),
         )
         if getattr(config, name) != default
@@ -238,8 +235,8 @@ def check_block_type(config):
         kind = "block_type='parallel_scaling'" if parallel else "attention_type='differential'"
         raise ValueError(
             f"{kind} (timm's ParallelScalingBlock / DiffAttention) takes no parallel branches, "
-            "rotary embedding, relative position bias, q/v-only biases or attention inner "
-            f"norm{' and no SwiGLU, post-norm or remat' if parallel else ''}. "
+            "rotary embedding, relative position bias, q/v-only biases or attention / MLP inner "
+            f"norms{' and no SwiGLU, post-norm or remat' if parallel else ''}. "
             f"Received: {', '.join(problems)}"
         )
 
