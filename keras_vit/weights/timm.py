@@ -32,9 +32,11 @@ from keras_vit.weights.timm_eva import (
     eva_block_table,
     eva_fills,
     eva_model_table,
+    inner_norm,
 )
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +65,10 @@ _norm, _linear = L.torch_norm, L.torch_linear
 def _mlp(key, path, config):
     """timm's `Mlp` (`fc1`, `fc2`), or `SwiGLUPacked` (DINOv2 giant: `fc1` = gate rows, then up)."""
     if getattr(config, "mlp", "mlp") != "swiglu":
+        inner = getattr(config, "mlp_inner_norm", False)  # BEiT-3's scale_mlp_norm
         return {
             **_linear(f"{key}.fc1", f"{path}/mlp_dense_1"),
+            **(_norm(f"{key}.norm", f"{path}/mlp_inner_norm") if inner else {}),
             **_linear(f"{key}.fc2", f"{path}/mlp_dense_2"),
         }
     gate_up = (f"{path}/mlp/gate_dense", f"{path}/mlp/up_dense")
@@ -104,12 +108,15 @@ def _parallel_block(i, config, qkv_bias):
 def _block(i, config, qkv_bias):
     if getattr(config, "num_parallel", 1) > 1:
         return _parallel_block(i, config, qkv_bias)
+    if getattr(config, "block_type", "standard") == "parallel_scaling":
+        return parallel_scaling_table(i, config, qkv_bias)
     key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
     table = {
         **_norm(f"{key}.norm1", f"{path}/attention_norm"),
         f"{key}.attn.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
+        **(inner_norm(f"{key}.attn.norm", attention) if _inner(config) else {}),
         f"{key}.attn.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
         f"{key}.attn.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
         **_norm(f"{key}.norm2", f"{path}/mlp_norm"),
@@ -120,12 +127,20 @@ def _block(i, config, qkv_bias):
     if getattr(config, "qk_norm", False):
         table.update(_norm(f"{key}.attn.q_norm", f"{attention}/query_norm"))
         table.update(_norm(f"{key}.attn.k_norm", f"{attention}/key_norm"))
+    if getattr(config, "attention_type", "standard") == "differential":  # DiffAttention
+        for rows in differential_rows(f"{key}.attn", attention):
+            table.update(rows)
     if getattr(config, "relative_position_bias", None) == "mlp":  # vit_relpos: RelPosMlp
         table.update(_rel_pos_mlp(f"{key}.attn.rel_pos", f"{path}/{RELATIVE_POSITION_BIAS}"))
     if config.layer_scale_init_value is not None:
         table[f"{key}.ls1.gamma"] = (f"{path}/attention_scale", L.IDENTITY)
         table[f"{key}.ls2.gamma"] = (f"{path}/mlp_scale", L.IDENTITY)
     return table
+
+
+def _inner(config):
+    """BEiT-3's `attn.norm` (timm's `scale_attn_norm`): our attention's `inner_norm`."""
+    return getattr(config, "attention_inner_norm", False)
 
 
 def _rel_pos_mlp(key, path):
@@ -251,6 +266,8 @@ def _fills(config, spec):
         fills = eva_fills(config, spec)
     else:
         fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
+        if config.block_type == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
+            fills = {}
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))
