@@ -20,6 +20,7 @@ from keras_vit.weights import (
     timm_aimv2_names,
     timm_beit3_names,
     timm_eva_names,
+    timm_parallel_names,
     timm_pe_names,
     timm_radio_names,
 )
@@ -247,8 +248,6 @@ def test_names_and_tags():
     giant = T.timm_config("vit_giant_patch14_dinov2.lvd142m", num_layers=1)
     sizes = (giant.hidden_dim, giant.num_heads, giant.mlp, giant.mlp_dim)
     assert sizes == (1536, 24, "swiglu", 4096)  # DINOv2 giant: SwiGLUPacked
-    with pytest.raises(ValueError, match="differential attention"):
-        from_timm("vit_dlittle_patch16_reg1_gap_256")
 
 
 def test_every_family_has_a_case():
@@ -259,8 +258,9 @@ def test_every_family_has_a_case():
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
     radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
     evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
+    parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - radio
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio
 
 
 def _activation(block):
@@ -289,6 +289,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             continue
         if spec.extras.get("layout") == "eva":
             continue  # timm's Eva models: tests/weights/test_timm_eva.py
+        if spec.arguments.get("block_type") == "parallel_scaling":
+            continue  # (Diff)ParallelScalingBlock: tests/weights/test_timm_parallel.py
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
@@ -434,6 +436,7 @@ def test_supported_count_over_all_timm_names():
     # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
     # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
     # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
-    # FlexiViT 3, AIMv2 12, BEiT-3 4, C-RADIO 6, TIPSv2 4, InternViT-300M 1, test_vit* 5
-    # (of 1371 names)
-    assert reads == 272
+    # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
+    # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
+    # InternViT-300M 1, test_vit* 5 (of 1371 names)
+    assert reads == 279
