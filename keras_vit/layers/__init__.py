@@ -5,6 +5,7 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
+from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.patch_resize import resample_patch_embedding
@@ -39,7 +40,9 @@ __all__ = [
     "MAPHead",
     "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",
+    "NaFlexMixedRotaryEmbedding",
     "NaFlexPatchEncoder",
+    "NaFlexRotaryEmbedding",
     "PatchCorruption",
     "PatchEncoder",
     "PatchTargets",

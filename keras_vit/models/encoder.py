@@ -138,12 +138,16 @@ def _layer_norm(config, name, dtype_of):
 def rotary_table(features, config, dtype_of=_default_dtype):
     """The `rotary_embedding` layer's `(N, 2 * head_dim)` table for the grid of `features`.
 
-    `features` is what the patch encoder embeds (images, or a stem's map); None without
+    `features` is what the patch encoder embeds (images, or a stem's map; a NaFlex model's
+    input dict, giving `(B, N, 1, 2 * head_dim)` per-token tables); None without
     `config.rotary_embedding`; with `"mixed"`, a list of one `(N, heads, 2 * head_dim)` table
     per block.
     """
     if config.rotary_embedding is None:
         return None
+    if config.naflex:  # per-token tables from the NaFlex inputs (`features`: their dict)
+        layer = naflex.make_naflex_rotary(config, ROTARY_EMBEDDING, dtype_of(ROTARY_EMBEDDING))
+        return layer(features["patch_coord"], features["patch_valid"])
     head_dim = config.hidden_dim // config.num_heads
     if config.rotary_embedding == "mixed":
         return MixedRotaryEmbedding(
@@ -327,7 +331,7 @@ def _naflex_graph(config, dtype_of):
     )
     valid = inputs["patch_valid"]
     x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
-    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid, features=inputs)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).

@@ -14,11 +14,17 @@ flattened patches, the position table resized per image); `patch_valid` masks th
 every attention (padding never changes a valid token) and the GAP / MAP pooling. A batch of
 one unpadded image gives the plain model's output on that image (same weights, position
 embedding without prefix rows).
+
+With `rotary_embedding` (`"eva02"`, `"axial"`, `"mixed"`, `"dinov3"`: the plain models'
+variants, timm's `NaFlexVit` with a `rope_type`), the `rotary_embedding` layer is a
+`keras_vit.layers.NaFlexRotaryEmbedding` / `NaFlexMixedRotaryEmbedding` computing each token's
+sines and cosines from its `patch_coord` and its image's grid.
 """
 
 import keras
 
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
+from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
 
 
 def naflex_inputs(config):
@@ -45,6 +51,31 @@ def make_naflex_patch_encoder(config, name, dtype=None):
         align_corners=config.position_embedding_align_corners,
         aspect_preserving=config.position_embedding_aspect_preserving,
         dropout_rate=config.dropout_rate,
+        name=name,
+        dtype=dtype,
+    )
+
+
+def make_naflex_rotary(config, name, dtype=None):
+    """The `NaFlexRotaryEmbedding` (or mixed) of a NaFlex `config` with `rotary_embedding`."""
+    head_dim = config.hidden_dim // config.num_heads
+    if config.rotary_embedding == "mixed":
+        return NaFlexMixedRotaryEmbedding(
+            config.num_layers,
+            config.num_heads,
+            head_dim,
+            temperature=config.rotary_temperature,
+            name=name,
+            dtype=dtype,
+        )
+    return NaFlexRotaryEmbedding(
+        head_dim,
+        temperature=config.rotary_temperature,
+        reference_grid_size=config.rotary_reference_grid,
+        grid_offset=config.rotary_grid_offset,
+        grid_indexing="xy" if config.rotary_embedding == "axial" else "ij",
+        kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
+        normalize_coords=config.rotary_normalize_coords,
         name=name,
         dtype=dtype,
     )
