@@ -183,6 +183,8 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     else:
         y = mlp_activation(y, block.activation, block.approximate_gelu)
     y = _dropout(block.mlp_dropout_1, y, training)
+    if block.mlp_inner_norm:  # BEiT-3's norm of the hidden activations
+        y = layer_norm(y, block.mlp_hidden_norm, read)
     y = _dropout(block.mlp_dropout_2, linear(block.mlp_dense_2, y, read), training)
     if block.layer_scale_init_value is not None:
         y = y * _cast(read(block.mlp_scale), y.dtype)

@@ -90,8 +90,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp: `"mlp"` (`mlp_dense_1`, activation, `mlp_dense_2`) or `"swiglu"` (a
             `keras_vit.layers.SwiGLU` named `mlp` of hidden width `mlp_dim`: EVA-02,
             DINOv2-giant; `activation` and `approximate_gelu` then unused). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
-            activations (timm's `scale_mlp`). Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output
+            projection: EVA-02's sub-LN in the SwiGLU (timm's `scale_mlp`), or with
+            `mlp="mlp"` BEiT-3's (timm's `scale_mlp_norm`: `mlp_inner_norm` after the
+            activation and dropout). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
@@ -206,11 +208,6 @@ class TransformerBlock(RecordsQuantizedSublayers):
             raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={mlp!r}")
         self.mlp = mlp
         self.mlp_inner_norm = check_bool(mlp_inner_norm, "mlp_inner_norm")
-        if mlp_inner_norm and mlp != "swiglu":
-            raise ValueError(
-                "mlp_inner_norm needs mlp='swiglu'. "
-                f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
-            )
         self.key_bias = check_bool(key_bias, "key_bias")
         self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
         if relative_position_grid is not None:
@@ -226,11 +223,14 @@ class TransformerBlock(RecordsQuantizedSublayers):
             )
         self.relative_position_mlp_dim = relative_position_mlp_dim
         self.num_parallel = check_positive_int(num_parallel, "num_parallel")
-        if num_parallel > 1 and (mlp != "mlp" or relative_position_grid is not None):
+        if num_parallel > 1 and (
+            mlp != "mlp" or relative_position_grid is not None or mlp_inner_norm
+        ):
             raise ValueError(
-                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp' and no "
-                f"relative_position_grid. Received: mlp={mlp!r}, "
-                f"relative_position_grid={relative_position_grid!r}"
+                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp', no "
+                f"relative_position_grid or mlp_inner_norm. Received: mlp={mlp!r}, "
+                f"relative_position_grid={relative_position_grid!r}, "
+                f"mlp_inner_norm={mlp_inner_norm!r}"
             )
         if block_norm not in BLOCK_NORMS:
             raise ValueError(
@@ -300,6 +300,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
             self.mlp_dense_1.build(shape)
             self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
+            if self.mlp_inner_norm:  # BEiT-3's norm before mlp_dense_2
+                self.mlp_hidden_norm = make_norm(self.norm, eps, "mlp_inner_norm", dtype)
+                self.mlp_hidden_norm.build(shape[:-1] + (self.mlp_dim,))
         self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
 
         self.attention_norm.build(shape)
@@ -531,6 +534,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             y = self.mlp_dense_1(y)
             y = mlp_activation(y, self.activation, self.approximate_gelu)
             y = self.mlp_dropout_1(y, training=training)
+            if self.mlp_inner_norm:
+                y = self.mlp_hidden_norm(y)
             y = self.mlp_dense_2(y)
             y = self.mlp_dropout_2(y, training=training)
         if post:

@@ -131,8 +131,9 @@ class ViTConfig:
             `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
         mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
             hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
-            activations. Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output
+            projection: EVA-02's sub-LN in the SwiGLU, or BEiT-3's after the GELU (timm's
+            `scale_mlp_norm`). Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D rotary

@@ -69,10 +69,6 @@ def check_families(config, normalize):
     """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
     if config.mlp not in MLPS:
         raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={config.mlp!r}")
-    if config.mlp_inner_norm and config.mlp != "swiglu":
-        raise ValueError(
-            f"mlp_inner_norm needs mlp='swiglu'. Received: mlp={config.mlp!r}, mlp_inner_norm=True"
-        )
     if config.rotary_embedding not in ROTARY_EMBEDDINGS:
         raise ValueError(
             f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "

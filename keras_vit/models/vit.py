@@ -169,8 +169,8 @@ def ViT(
             `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
         mlp: `"mlp"` or `"swiglu"` (gated SiLU MLP of hidden width `mlp_dim`,
             `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. EVA-02's LayerNorm inside the SwiGLU MLP.
-            Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations: EVA-02's
+            inside the SwiGLU, BEiT-3's after the GELU. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D

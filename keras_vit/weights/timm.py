@@ -32,6 +32,7 @@ from keras_vit.weights.timm_eva import (
     eva_block_table,
     eva_fills,
     eva_model_table,
+    inner_norm,
 )
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
@@ -63,8 +64,10 @@ _norm, _linear = L.torch_norm, L.torch_linear
 def _mlp(key, path, config):
     """timm's `Mlp` (`fc1`, `fc2`), or `SwiGLUPacked` (DINOv2 giant: `fc1` = gate rows, then up)."""
     if getattr(config, "mlp", "mlp") != "swiglu":
+        inner = getattr(config, "mlp_inner_norm", False)  # BEiT-3's scale_mlp_norm
         return {
             **_linear(f"{key}.fc1", f"{path}/mlp_dense_1"),
+            **(_norm(f"{key}.norm", f"{path}/mlp_inner_norm") if inner else {}),
             **_linear(f"{key}.fc2", f"{path}/mlp_dense_2"),
         }
     gate_up = (f"{path}/mlp/gate_dense", f"{path}/mlp/up_dense")
@@ -110,6 +113,7 @@ def _block(i, config, qkv_bias):
     table = {
         **_norm(f"{key}.norm1", f"{path}/attention_norm"),
         f"{key}.attn.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
+        **(inner_norm(f"{key}.attn.norm", attention) if _inner(config) else {}),
         f"{key}.attn.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
         f"{key}.attn.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
         **_norm(f"{key}.norm2", f"{path}/mlp_norm"),
@@ -126,6 +130,11 @@ def _block(i, config, qkv_bias):
         table[f"{key}.ls1.gamma"] = (f"{path}/attention_scale", L.IDENTITY)
         table[f"{key}.ls2.gamma"] = (f"{path}/mlp_scale", L.IDENTITY)
     return table
+
+
+def _inner(config):
+    """BEiT-3's `attn.norm` (timm's `scale_attn_norm`): our attention's `inner_norm`."""
+    return getattr(config, "attention_inner_norm", False)
 
 
 def _rel_pos_mlp(key, path):

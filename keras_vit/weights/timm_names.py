@@ -11,6 +11,7 @@ import re
 
 from keras_vit.weights import (
     timm_aimv2_names,
+    timm_beit3_names,
     timm_eva_names,
     timm_naflex_names,
     timm_pe_names,
@@ -427,12 +428,13 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
+    *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
     (
         r".*_xp_.*|vit_(d)?pwee_.*",
         "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",

@@ -116,6 +116,7 @@ OPTIONS = {
     "epsilon": dict(layer_norm_epsilon=1e-5),
     "remat": dict(remat=True),
     "zero_rates": dict(dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0),
+    "mlp_inner_norm": dict(mlp_inner_norm=True),  # BEiT-3's norm before mlp_dense_2
     "all": dict(qk_norm=True, layer_scale_init_value=0.1, remat=True, activation="quick_gelu"),
     # RMSNorm blocks (AIMv2) and RMS QK-norms fall back to the portable path.
     "rmsnorm_qk_norm": dict(norm="rmsnorm", qk_norm=True, layer_norm_epsilon=1e-5),

@@ -16,7 +16,12 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names
+from keras_vit.weights import (
+    timm_aimv2_names,
+    timm_beit3_names,
+    timm_eva_names,
+    timm_pe_names,
+)
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -251,7 +256,8 @@ def test_every_family_has_a_case():
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
-    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2 - pe
+    evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
+    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2 - pe - evafam
 
 
 def _activation(block):
@@ -424,6 +430,6 @@ def test_supported_count_over_all_timm_names():
     # timm 1.0.31: 147 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
     # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
     # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
-    # enormous's post-norm + Perception Encoder 12), NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371
-    # names)
-    assert reads == 246
+    # enormous's post-norm + Perception Encoder 12), NaFlexVit 8, FlexiViT 3, AIMv2 12, BEiT-3 4
+    # (of 1371 names)
+    assert reads == 250
