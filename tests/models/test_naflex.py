@@ -100,6 +100,11 @@ def test_save_load_and_fit(tmp_path):
     batch = naflex_batch(IMAGES, 8, 12)
     loaded = roundtrip_model(model, batch, tmp_path)
     assert loaded.config == model.config
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(keras.optimizers.SGD(0.1), loss)
+    history = model.fit(batch, np.array([0, 1, 2]), epochs=2, batch_size=3, verbose=0)
+    losses = history.history["loss"]
+    assert np.isfinite(losses).all() and losses[1] < losses[0]
 
 
 def test_roles():
