@@ -42,6 +42,8 @@ import keras
 
 from keras_vit.layers import (
     MixedRotaryEmbedding,
+    NaFlexMixedRotaryEmbedding,
+    NaFlexRotaryEmbedding,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
@@ -145,33 +147,36 @@ def rotary_table(features, config, dtype_of=_default_dtype):
     """
     if config.rotary_embedding is None:
         return None
+    layer = make_rotary_embedding(config, dtype_of(ROTARY_EMBEDDING))
     if config.naflex:  # per-token tables from the NaFlex inputs (`features`: their dict)
-        layer = naflex.make_naflex_rotary(config, ROTARY_EMBEDDING, dtype_of(ROTARY_EMBEDDING))
         return layer(features["patch_coord"], features["patch_valid"])
+    return layer(features)
+
+
+def make_rotary_embedding(config, dtype=None):
+    """The `rotary_embedding` layer of `config` (which has one): plain or NaFlex, axial or mixed.
+
+    Plain models' layers read the grid of the patch encoder's input (`patch_size`); NaFlex
+    models' (`NaFlexRotaryEmbedding`, `NaFlexMixedRotaryEmbedding`) each token's coordinates.
+    """
     head_dim = config.hidden_dim // config.num_heads
+    common = dict(temperature=config.rotary_temperature, name=ROTARY_EMBEDDING, dtype=dtype)
+    if not config.naflex:
+        common["patch_size"] = config.patch_size
     if config.rotary_embedding == "mixed":
-        return MixedRotaryEmbedding(
-            config.num_layers,
-            config.num_heads,
-            head_dim,
-            temperature=config.rotary_temperature,
-            patch_size=config.patch_size,
-            name=ROTARY_EMBEDDING,
-            dtype=dtype_of(ROTARY_EMBEDDING),
-        )(features)
+        layer = NaFlexMixedRotaryEmbedding if config.naflex else MixedRotaryEmbedding
+        return layer(config.num_layers, config.num_heads, head_dim, **common)
     options = {"grid_indexing": "xy"} if config.rotary_embedding == "axial" else {}
-    return RotaryEmbedding2D(
+    layer = NaFlexRotaryEmbedding if config.naflex else RotaryEmbedding2D
+    return layer(
         head_dim,
-        temperature=config.rotary_temperature,
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
-        patch_size=config.patch_size,
         kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
         normalize_coords=config.rotary_normalize_coords,
-        name=ROTARY_EMBEDDING,
-        dtype=dtype_of(ROTARY_EMBEDDING),
+        **common,
         **options,
-    )(features)
+    )
 
 
 def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attention_mask=None):

@@ -24,7 +24,6 @@ sines and cosines from its `patch_coord` and its image's grid.
 import keras
 
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
-from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
 
 
 def naflex_inputs(config):
@@ -51,31 +50,6 @@ def make_naflex_patch_encoder(config, name, dtype=None):
         align_corners=config.position_embedding_align_corners,
         aspect_preserving=config.position_embedding_aspect_preserving,
         dropout_rate=config.dropout_rate,
-        name=name,
-        dtype=dtype,
-    )
-
-
-def make_naflex_rotary(config, name, dtype=None):
-    """The `NaFlexRotaryEmbedding` (or mixed) of a NaFlex `config` with `rotary_embedding`."""
-    head_dim = config.hidden_dim // config.num_heads
-    if config.rotary_embedding == "mixed":
-        return NaFlexMixedRotaryEmbedding(
-            config.num_layers,
-            config.num_heads,
-            head_dim,
-            temperature=config.rotary_temperature,
-            name=name,
-            dtype=dtype,
-        )
-    return NaFlexRotaryEmbedding(
-        head_dim,
-        temperature=config.rotary_temperature,
-        reference_grid_size=config.rotary_reference_grid,
-        grid_offset=config.rotary_grid_offset,
-        grid_indexing="xy" if config.rotary_embedding == "axial" else "ij",
-        kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
-        normalize_coords=config.rotary_normalize_coords,
         name=name,
         dtype=dtype,
     )
