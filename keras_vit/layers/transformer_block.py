@@ -9,6 +9,7 @@ from keras import ops
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._checks import (
     check_bool,
+    check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
     check_rate,
@@ -17,6 +18,7 @@ from keras_vit.layers._checks import (
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
+from keras_vit.layers.differential_attention import DifferentialAttention, check_attention_type
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
@@ -124,6 +126,12 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `ResPostRelPosBlock`, `EvaBlockPostNorm`; `attention_norm` and `mlp_norm` then
             follow their branch). No LayerScale or parallel branches with it; computed by
             the portable path. Defaults to `"pre"`.
+        attention_type: `"standard"` or `"differential"` (`attention` is a
+            `keras_vit.layers.DifferentialAttention`: timm's `attn_layer='diff'`; portable
+            path; no rotary embedding, relative position bias, parallel branches, q/v-only
+            biases or inner norm with it). Defaults to `"standard"`.
+        block_index: int. The block's depth index (differential attention's `lambda_init`).
+            Defaults to 0.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -176,6 +184,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         num_parallel=1,
         norm="layernorm",
         block_norm="pre",
+        attention_type="standard",
+        block_index=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -242,6 +252,11 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
             )
         self.block_norm = block_norm
+        self.attention_type = check_attention_type(
+            attention_type, num_parallel=num_parallel, key_bias=key_bias,
+            relative_position_grid=relative_position_grid, inner_norm=attention_inner_norm,
+        )  # fmt: skip
+        self.block_index = check_non_negative_int(block_index, "block_index")
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -249,16 +264,18 @@ class TransformerBlock(RecordsQuantizedSublayers):
         dtype = self.dtype_policy
         eps = self.layer_norm_epsilon
         self.attention_norm = make_norm(self.norm, eps, "attention_norm", dtype)
-        self.attention = MultiHeadSelfAttention(
+        options = dict(qk_norm=self.qk_norm, layer_norm_epsilon=eps, norm=self.norm)
+        if self.attention_type == "differential":
+            options["block_index"] = self.block_index
+        else:
+            options.update(key_bias=self.key_bias, inner_norm=self.attention_inner_norm)
+        attention = dict(standard=MultiHeadSelfAttention, differential=DifferentialAttention)
+        self.attention = attention[self.attention_type](
             num_heads=self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
-            qk_norm=self.qk_norm,
-            layer_norm_epsilon=eps,
-            key_bias=self.key_bias,
-            inner_norm=self.attention_inner_norm,
-            norm=self.norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
+            **options,
         )
         dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
 
@@ -500,7 +517,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         # The fast path computes the original block (q/v-only biases, attention biases); RoPE,
         # SwiGLU, RMSNorm and post-norm blocks take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp" and self.norm == "layernorm"
-        plain = plain and self.block_norm == "pre"
+        plain = plain and self.block_norm == "pre" and self.attention_type == "standard"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
@@ -576,6 +593,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "num_parallel": self.num_parallel,
                 "norm": self.norm,
                 "block_norm": self.block_norm,
+                "attention_type": self.attention_type,
+                "block_index": self.block_index,
             }
         )
         return config

@@ -61,6 +61,9 @@ def ViT(
     rotary_grid_offset=0.0,
     rotary_normalize_coords="separate",
     block_norm="pre",
+    # timm's ParallelScalingBlock and differential attention (issue 30, parallel)
+    block_type="standard",
+    attention_type="standard",
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -189,6 +192,13 @@ def ViT(
         block_norm: `"pre"` or `"post"`: residual post-norm blocks
             (`x + LN(f(x))`, timm's `ResPostBlock`, EVA-02 enormous). Defaults to
             `"pre"`.
+        block_type: `"standard"` or `"parallel_scaling"`: timm's `ParallelScalingBlock`
+            (`keras_vit.layers.ParallelScalingBlock`: ViT-22B's parallel attention and MLP
+            with fused projections; `*_xp_*`, `vit_pwee_*`). Defaults to `"standard"`.
+        attention_type: `"standard"` or `"differential"`: timm's `DiffAttention`
+            (`keras_vit.layers.DifferentialAttention`; `vit_dwee_*`, `vit_dlittle_*`, and
+            with `"parallel_scaling"` timm's `DiffParallelScalingBlock`). Defaults to
+            `"standard"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.

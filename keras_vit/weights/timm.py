@@ -36,6 +36,7 @@ from keras_vit.weights.timm_eva import (
 )
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ def _parallel_block(i, config, qkv_bias):
 def _block(i, config, qkv_bias):
     if getattr(config, "num_parallel", 1) > 1:
         return _parallel_block(i, config, qkv_bias)
+    if getattr(config, "block_type", "standard") == "parallel_scaling":
+        return parallel_scaling_table(i, config, qkv_bias)
     key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
@@ -124,6 +127,9 @@ def _block(i, config, qkv_bias):
     if getattr(config, "qk_norm", False):
         table.update(_norm(f"{key}.attn.q_norm", f"{attention}/query_norm"))
         table.update(_norm(f"{key}.attn.k_norm", f"{attention}/key_norm"))
+    if getattr(config, "attention_type", "standard") == "differential":  # DiffAttention
+        for rows in differential_rows(f"{key}.attn", attention):
+            table.update(rows)
     if getattr(config, "relative_position_bias", None) == "mlp":  # vit_relpos: RelPosMlp
         table.update(_rel_pos_mlp(f"{key}.attn.rel_pos", f"{path}/{RELATIVE_POSITION_BIAS}"))
     if config.layer_scale_init_value is not None:
@@ -260,6 +266,8 @@ def _fills(config, spec):
         fills = eva_fills(config, spec)
     else:
         fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
+        if config.block_type == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
+            fills = {}
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))

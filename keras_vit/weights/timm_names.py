@@ -14,6 +14,7 @@ from keras_vit.weights import (
     timm_beit3_names,
     timm_eva_names,
     timm_naflex_names,
+    timm_parallel_names,
     timm_pe_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
@@ -426,6 +427,8 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
+    # timm's ParallelScalingBlock and differential attention (timm_parallel_names).
+    *(Family(*spec) for spec in timm_parallel_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
     # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
@@ -435,11 +438,6 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (
-        r".*_xp_.*|vit_(d)?pwee_.*",
-        "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",
-    ),
-    (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
         r"naflexvit_.*_radio_.*",

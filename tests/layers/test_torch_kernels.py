@@ -182,6 +182,25 @@ def test_fast_path_taken_and_left(monkeypatch):
 
 
 @torch_only
+def test_differential_attention_leaves_the_fast_path(monkeypatch):
+    """Differential attention: the block's guard and `attention_is_plain` send it to keras.ops."""
+    from keras_vit.layers import _torch_kernels
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fast path ran a differential-attention block")
+
+    monkeypatch.setattr(_torch_kernels, "transformer_block", refuse)
+    monkeypatch.setattr(_torch_kernels, "self_attention", refuse)
+    block = TransformerBlock(2, 24, attention_type="differential", block_index=1)
+    x = _tokens(width=16)
+    with portable_path(False):
+        fast = to_numpy(block(x))
+    assert not _torch_kernels.attention_is_plain(block.attention)
+    with portable_path():
+        _close(fast, to_numpy(block(x)))
+
+
+@torch_only
 def test_attention_scores_equal_fast_path_outputs():
     block = TransformerBlock(2, 24, qk_norm=True, layer_scale_init_value=0.3)
     x = _tokens()
