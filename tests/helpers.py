@@ -212,7 +212,10 @@ def block_params(block, branch=None):
             else {}
         ),
         **(
-            {"ls1": n(branch["attention_scale"]), "ls2": n(branch["mlp_scale"])}
+            {
+                "ls1": n(branch["attention_scale"]),
+                "ls2": n(branch["mlp_scale"]) if "mlp_scale" in branch else 1.0,
+            }
             if block.layer_scale_init_value is not None
             else {}
         ),

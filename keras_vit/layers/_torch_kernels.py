@@ -111,8 +111,8 @@ def linear(layer, x, read=_full_read):
 
 
 def attention_is_plain(attention):
-    if getattr(attention, "inner_norm", False):
-        return False  # EVA-CLIP's inner norm: the Keras call
+    if getattr(attention, "inner_norm", False) or getattr(attention, "num_key_value_heads", None):
+        return False  # EVA-CLIP's inner norm, grouped-query attention: the Keras call
     if getattr(attention, "differential", False):
         return False  # DifferentialAttention: the keras.ops path
     layers = (attention.query_dense, attention.key_dense, attention.value_dense)
@@ -191,7 +191,7 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     if block.mlp_inner_norm:  # BEiT-3's norm of the hidden activations
         y = layer_norm(y, block.mlp_hidden_norm, read)
     y = _dropout(block.mlp_dropout_2, linear(block.mlp_dense_2, y, read), training)
-    if block.layer_scale_init_value is not None:
+    if block.layer_scale_init_value is not None and not block.attention_only_layer_scale:
         y = y * _cast(read(block.mlp_scale), y.dtype)
     return x + _dropout(block.drop_path, y, training)
 

@@ -123,6 +123,12 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             `attn.norm`: EVA-CLIP's `scale_attn_inner`). Defaults to False.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of the QK and inner norms
             (`keras_vit.layers.norms`). Defaults to `"layernorm"`.
+        num_key_value_heads: optional int. Grouped-query attention (Sapiens2, timm's
+            `num_kv_heads`): the key and value projections have this many heads (kernels
+            `(D, kv_heads, D / heads)`), each shared by `heads / kv_heads` consecutive query
+            heads (repeated after the QK-norm and rotation, as timm's `repeat_interleave`).
+            Must divide `num_heads`. Computed by the portable path. Defaults to None
+            (`num_heads`: multi-head attention).
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -165,10 +171,18 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         key_bias=True,
         inner_norm=False,
         norm="layernorm",
+        num_key_value_heads=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.inner_norm = check_bool(inner_norm, "inner_norm")
+        check_positive_int(num_key_value_heads, "num_key_value_heads", allow_none=True)
+        if num_key_value_heads is not None and num_heads % num_key_value_heads:
+            raise ValueError(
+                "num_key_value_heads must divide num_heads. Received: "
+                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
+            )
+        self.num_key_value_heads = num_key_value_heads
         self.norm = check_norm(norm)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
@@ -184,10 +198,10 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         self._scale = 1.0 / math.sqrt(head_dim)
         dtype = self.dtype_policy
 
-        def projection(name, bias=True):
+        def projection(name, bias=True, heads=self.num_heads):
             return keras.layers.EinsumDense(
                 "abc,cde->abde",
-                output_shape=(None, self.num_heads, head_dim),
+                output_shape=(None, heads, head_dim),
                 bias_axes="de" if bias else None,
                 kernel_initializer="glorot_uniform",
                 bias_initializer="zeros",
@@ -197,8 +211,9 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
 
         shape = tuple(input_shape)
         self.query_dense = projection("query")
-        self.key_dense = projection("key", self.key_bias)
-        self.value_dense = projection("value")
+        kv_heads = self.num_key_value_heads or self.num_heads
+        self.key_dense = projection("key", self.key_bias, kv_heads)
+        self.value_dense = projection("value", heads=kv_heads)
         self.output_dense = keras.layers.EinsumDense(
             "abcd,cde->abe",
             output_shape=(None, hidden_dim),
@@ -217,7 +232,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
             self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
             self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
             self.query_norm.build(head_shape)
-            self.key_norm.build(head_shape)
+            self.key_norm.build(shape[:-1] + (kv_heads, head_dim))
         if self.inner_norm:
             self.output_norm = make_norm(
                 self.norm, self.layer_norm_epsilon, "inner_norm", dtype, axis=(-2, -1)
@@ -243,6 +258,9 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         if rotary_embedding is not None:
             query = self._rotate(query, rotary_embedding)
             key = self._rotate(key, rotary_embedding)
+        groups = self.num_heads // (self.num_key_value_heads or self.num_heads)
+        if groups > 1:  # grouped-query attention: kv head j serves query heads j * groups + ...
+            key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         return query, key, value
 
     def _rotate(self, x, embedding):
@@ -325,6 +343,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 "key_bias": self.key_bias,
                 "inner_norm": self.inner_norm,
                 "norm": self.norm,
+                "num_key_value_heads": self.num_key_value_heads,
             }
         )
         return config

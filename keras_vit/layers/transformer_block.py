@@ -1,7 +1,6 @@
 """`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3), or post-norm."""
 
 import functools
-import warnings
 
 import keras
 from keras import ops
@@ -18,6 +17,7 @@ from keras_vit.layers._checks import (
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
+from keras_vit.layers.block_remat import BlockRemat
 from keras_vit.layers.differential_attention import DifferentialAttention, check_attention_type
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
@@ -29,7 +29,7 @@ BLOCK_NORMS = ("pre", "post")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(RecordsQuantizedSublayers):
+class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
@@ -133,6 +133,13 @@ class TransformerBlock(RecordsQuantizedSublayers):
         block_index: int. The block's depth index (differential attention's `lambda_init`).
             Defaults to 0.
 
+        num_key_value_heads: optional int. Grouped-query attention (Sapiens2): the key and
+            value heads of `attention`, each shared by `num_heads / num_key_value_heads` query
+            heads (`keras_vit.layers.MultiHeadSelfAttention`). Defaults to None (all heads).
+        attention_only_layer_scale: bool. With `layer_scale_init_value`, LayerScale on the
+            attention branch only (`attention_scale`; no `mlp_scale`: timm's
+            `attn_only_layer_scale`, Sapiens2). Defaults to False.
+
     Call arguments:
         inputs: `(B, T, D)` tokens.
         training: bool, whether dropout and drop path are active.
@@ -186,6 +193,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         block_norm="pre",
         attention_type="standard",
         block_index=0,
+        num_key_value_heads=None,
+        attention_only_layer_scale=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -257,6 +266,15 @@ class TransformerBlock(RecordsQuantizedSublayers):
             relative_position_grid=relative_position_grid, inner_norm=attention_inner_norm,
         )  # fmt: skip
         self.block_index = check_non_negative_int(block_index, "block_index")
+        self.num_key_value_heads = num_key_value_heads  # checked by the attention layer
+        self.attention_only_layer_scale = check_bool(
+            attention_only_layer_scale, "attention_only_layer_scale"
+        )
+        if attention_only_layer_scale and (layer_scale_init_value is None or num_parallel > 1):
+            raise ValueError(
+                "attention_only_layer_scale needs layer_scale_init_value and one branch. Received: "
+                f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
+            )
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -269,6 +287,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             options["block_index"] = self.block_index
         else:
             options.update(key_bias=self.key_bias, inner_norm=self.attention_inner_norm)
+            if self.num_key_value_heads is not None:  # grouped-query attention
+                options["num_key_value_heads"] = self.num_key_value_heads
         attention = dict(standard=MultiHeadSelfAttention, differential=DifferentialAttention)
         self.attention = attention[self.attention_type](
             num_heads=self.num_heads,
@@ -352,9 +372,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self.attention_scale = self.add_weight(
                 name="attention_scale", shape=(hidden_dim,), initializer=init
             )
-            self.mlp_scale = self.add_weight(
-                name="mlp_scale", shape=(hidden_dim,), initializer=init
-            )
+            if not self.attention_only_layer_scale:
+                self.mlp_scale = self.add_weight(
+                    name="mlp_scale", shape=(hidden_dim,), initializer=init
+                )
         self.built = True
 
     def call(
@@ -379,60 +400,6 @@ class TransformerBlock(RecordsQuantizedSublayers):
             # the tokens only.
             return self._remat_call(inputs, training, rotary)
         return self._forward(inputs, training, return_attention_scores, rotary)
-
-    def _remat_call(self, inputs, training, rotary=(None, None, None)):
-        """The block under `keras.remat`, drawing the same dropout masks in the recomputation."""
-        seed_states = self.non_trainable_variables if training else []
-        if not seed_states:
-            return keras.remat(
-                lambda tokens: self._forward(tokens, training, False, rotary)
-            )(inputs)
-        if keras.backend.backend() == "jax":
-            return self._remat_call_jax(inputs, training, seed_states, rotary)
-        # PyTorch: torch.utils.checkpoint replays PyTorch's global generator (unseeded dropout)
-        # but not Keras seed generators (drop path, seeded dropout), whose state variables the
-        # first pass advanced: the recomputation starts again from the states the forward pass
-        # saw, so that it draws the same masks.
-        saved = [(variable, ops.copy(variable.value)) for variable in seed_states]
-
-        def forward(tokens):
-            for variable, state in saved:
-                variable.assign(state)
-            return self._forward(tokens, training, False, rotary)
-
-        return keras.remat(forward)(inputs)
-
-    def _remat_call_jax(self, inputs, training, seed_states, rotary=(None, None, None)):
-        """jax.checkpoint needs a pure function: variables in, new seed states out."""
-        variables = self.variables
-
-        def pure(tokens, values):
-            mapping = list(zip(variables, values, strict=True))
-            with keras.StatelessScope(state_mapping=mapping) as scope:
-                out = self._forward(tokens, training, False, rotary)
-            return out, [scope.get_current_value(variable) for variable in seed_states]
-
-        out, states = keras.remat(pure)(inputs, [variable.value for variable in variables])
-        for variable, state in zip(seed_states, states, strict=True):
-            variable.assign(state)
-        return out
-
-    def _remat_redraws_dropout(self, training):
-        """tf.recompute_grad draws new dropout masks in the recomputation (wrong gradients)."""
-        rates = (self.dropout_rate, self.drop_path_rate, self.attention_dropout_rate)
-        active = training and any(rates)
-        if not active or keras.backend.backend() != "tensorflow":
-            return False
-        if not getattr(self, "_warned_remat", False):
-            warnings.warn(
-                f"{self.name}: remat is off while training with dropout or drop path on the "
-                "TensorFlow backend (tf.recompute_grad would draw new dropout masks when it "
-                "recomputes the block, giving wrong gradients). JAX and PyTorch rematerialise "
-                "with dropout.",
-                stacklevel=3,
-            )
-            self._warned_remat = True
-        return True
 
     def _build_branch(self, j, shape, hidden_dim, dense):
         """Branch j > 0 of a parallel block: its norms, attention, MLP and LayerScale."""
@@ -469,8 +436,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         names = ("attention_norm", "attention", "mlp_norm")
         names += ("mlp_dense_1", "mlp_dense_2") if self.mlp == "mlp" else ()
         first = {name: getattr(self, name) for name in names}
-        if self.layer_scale_init_value is not None:
-            first.update(attention_scale=self.attention_scale, mlp_scale=self.mlp_scale)
+        scales = ("attention_scale", "mlp_scale") if self.layer_scale_init_value is not None else ()
+        first.update({name: getattr(self, name) for name in scales if hasattr(self, name)})
         return [first, *self.parallel_branches]
 
     def _parallel_forward(self, inputs, training, bias):
@@ -559,7 +526,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
             y = self.mlp_norm(y)
         if flat:
             y = ops.reshape(y, shape)
-        if self.layer_scale_init_value is not None:
+        if self.layer_scale_init_value is not None and not self.attention_only_layer_scale:
             y = y * self.mlp_scale
         out = x + self.drop_path(y, training=training)
         if return_attention_scores:
@@ -593,6 +560,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "num_parallel": self.num_parallel,
                 "norm": self.norm,
                 "block_norm": self.block_norm,
+                "num_key_value_heads": self.num_key_value_heads,
+                "attention_only_layer_scale": self.attention_only_layer_scale,
                 "attention_type": self.attention_type,
                 "block_index": self.block_index,
             }

@@ -19,7 +19,8 @@ arguments" reads one list instead of writing its own:
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
   `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, the norms
   `norm`, `patch_norm`, `final_norm`, `block_norm` (pre- or residual post-norm blocks),
-  `block_type` (timm's ParallelScalingBlock) and `attention_type` (differential attention);
+  `block_type` (timm's ParallelScalingBlock) and `attention_type` (differential attention),
+  `num_key_value_heads` (grouped-query attention) and `attention_only_layer_scale`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -60,6 +61,7 @@ BOOLS = (
     "patch_norm",
     "final_norm",
     "map_prefix_tokens",
+    "attention_only_layer_scale",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -168,6 +170,13 @@ class ViTConfig:
         attention_type: `"standard"` or `"differential"` (`keras_vit.layers.
             DifferentialAttention`: timm's `DiffAttention`, `lambda_init` from each block's
             index; 2 * `num_heads` must divide `hidden_dim`). Defaults to `"standard"`.
+        num_key_value_heads: None, an int or one entry (int or None) per block.
+            Grouped-query attention (Sapiens2, timm's `num_kv_heads`): the key / value heads
+            of the blocks' attention, each shared by `num_heads / num_key_value_heads`
+            consecutive query heads; None (or an entry None) is multi-head attention.
+            Defaults to None.
+        attention_only_layer_scale: bool. With `layer_scale_init_value`, LayerScale on the
+            attention branches only (timm's `attn_only_layer_scale`). Defaults to False.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
             QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
             `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
@@ -277,6 +286,10 @@ class ViTConfig:
     # 30, `parallel`): vit_*_xp_*, vit_pwee_*, vit_dwee_*, vit_dlittle_*, vit_dpwee_*.
     block_type: str = _field("encoder", "standard")
     attention_type: str = _field("encoder", "standard")
+    # Grouped-query attention (one count, or one per block) and LayerScale on the attention
+    # branch only (issue 30, `evafam`: Sapiens2).
+    num_key_value_heads: object = _field("encoder", None)
+    attention_only_layer_scale: bool = _field("encoder", False)
     # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
@@ -354,6 +367,7 @@ class ViTConfig:
         checks.check_families(self, normalize)
         checks.check_block_norm(self)
         checks.check_block_type(self)
+        checks.check_grouped_query(self, normalize)
         checks.check_norms(self)
         checks.check_map_head(self)
         checks.check_naflex(self, normalize)

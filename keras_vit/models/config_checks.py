@@ -235,6 +235,46 @@ def check_block_type(config):
         )
 
 
+def check_grouped_query(config, normalize):
+    """Grouped-query attention (`num_key_value_heads`) and attention-only LayerScale."""
+    heads = config.num_key_value_heads
+    if isinstance(heads, list):  # a per-block tuple read back from JSON
+        heads = tuple(heads)
+        normalize("num_key_value_heads", heads)
+    per_block = heads if isinstance(heads, tuple) else (heads,)
+    if isinstance(heads, tuple) and len(heads) != config.num_layers:
+        raise ValueError(
+            "num_key_value_heads needs one entry per block. "
+            f"Received: num_layers={config.num_layers}, num_key_value_heads={heads!r}"
+        )
+    for count in per_block:
+        check_positive_int(count, "num_key_value_heads", allow_none=True)
+        if count is not None and config.num_heads % count:
+            raise ValueError(
+                "num_key_value_heads must divide num_heads. Received: "
+                f"num_heads={config.num_heads}, num_key_value_heads={heads!r}"
+            )
+    grouped = any(count not in (None, config.num_heads) for count in per_block)
+    standard = config.block_type == config.attention_type == "standard"
+    if grouped and not (standard and config.num_parallel == 1 and
+                        config.rotary_embedding != "mixed"):  # fmt: skip
+        raise ValueError(
+            "num_key_value_heads (grouped-query attention) needs the standard block and "
+            "attention, one branch and no mixed RoPE. Received: "
+            f"block_type={config.block_type!r}, attention_type={config.attention_type!r}, "
+            f"num_parallel={config.num_parallel}, rotary_embedding={config.rotary_embedding!r}"
+        )
+    if config.attention_only_layer_scale and (
+        config.layer_scale_init_value is None or config.num_parallel > 1 or not standard
+    ):
+        raise ValueError(
+            "attention_only_layer_scale needs layer_scale_init_value, one branch and the "
+            "standard block. Received: "
+            f"layer_scale_init_value={config.layer_scale_init_value!r}, "
+            f"num_parallel={config.num_parallel}, block_type={config.block_type!r}"
+        )
+
+
 def check_relative_position_bias(config, normalize):
     mlp = config.relative_position_bias in ("mlp", "mlp_shared")
     if config.relative_position_mlp_dim is not None and not mlp:

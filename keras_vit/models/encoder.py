@@ -248,7 +248,19 @@ def _make_block(config, index, drop_path_rate, name, dtype):
     if config.block_type == "parallel_scaling":
         options.update(qk_norm=config.qk_norm, activation=config.activation, norm=config.norm)
         return ParallelScalingBlock(fused_output=differential, **options)  # timm's blocks
+    options.update(_grouped_query(config, index))
     return TransformerBlock(remat=config.remat, **_block_options(config), **options)
+
+
+def _grouped_query(config, index):
+    """Block `index`'s grouped-query attention and attention-only LayerScale, if any (so that
+    the layer configs of models without them stay as before)."""
+    heads = config.num_key_value_heads
+    heads = heads[index] if isinstance(heads, tuple) else heads
+    options = {} if heads in (None, config.num_heads) else {"num_key_value_heads": heads}
+    if config.attention_only_layer_scale:
+        options["attention_only_layer_scale"] = True
+    return options
 
 
 def _rotary_option(rotary, index):

@@ -64,6 +64,8 @@ def ViT(
     # timm's ParallelScalingBlock and differential attention (issue 30, parallel)
     block_type="standard",
     attention_type="standard",
+    num_key_value_heads=None,
+    attention_only_layer_scale=False,
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -199,6 +201,12 @@ def ViT(
             (`keras_vit.layers.DifferentialAttention`; `vit_dwee_*`, `vit_dlittle_*`, and
             with `"parallel_scaling"` timm's `DiffParallelScalingBlock`). Defaults to
             `"standard"`.
+        num_key_value_heads: None, an int, or one entry (int or None) per block:
+            grouped-query attention (Sapiens2), the key / value heads shared by groups of
+            `num_heads / num_key_value_heads` query heads; None is multi-head attention.
+            Defaults to None.
+        attention_only_layer_scale: bool. LayerScale on the attention branches only
+            (Sapiens2). Defaults to False.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.

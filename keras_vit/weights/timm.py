@@ -454,6 +454,9 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     map_ratio = spec.extras.get("map_mlp_ratio")  # Perception Encoder core's attention pool
     if map_ratio is not None and kwargs.get("map_mlp_dim") is None:
         arguments["map_mlp_dim"] = int(hidden * map_ratio)
+    kv_heads = spec.extras.get("kv_heads")  # Sapiens2: (grouped count, MHA blocks at each end)
+    if kv_heads is not None and "num_key_value_heads" not in kwargs:
+        arguments["num_key_value_heads"] = _kv_heads(kv_heads, kwargs, arguments)
     if ratio is not None and kwargs.get("mlp_dim") is None:
         # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
         # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
@@ -473,6 +476,16 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
             **kwargs,
         },
     )
+
+
+def _kv_heads(kv_heads, kwargs, arguments):
+    """timm's `_sapiens2_args` rule for the final depth: grouped-query attention with `count`
+    key / value heads except in the first and last `full` blocks (None: all heads)."""
+    count, full = kv_heads
+    layers = kwargs.get("num_layers") or arguments.get("num_layers")
+    layers = layers or parse_variant(arguments["variant"])["num_layers"]
+    heads = tuple(None if i < full or i >= layers - full else count for i in range(layers))
+    return heads if any(heads) else None
 
 
 def _describe(checkpoint):

@@ -79,7 +79,7 @@ def inner_norm(key, attention):
 
 
 def _attention(key, attention, config, spec):
-    if spec.extras.get("attention") == "rope":
+    if spec.extras.get("attention") == "rope" and spec.extras.get("qkv_fused", True):
         return _attention_rope(key, attention)
     # DINOv3's half-split rotation -> our interleaved one (query and key channels reordered).
     half = config.rotary_embedding == "dinov3"
@@ -101,9 +101,18 @@ def _attention(key, attention, config, spec):
         }
     if spec.qkv_bias:
         fused = spec.extras.get("qkv_fused", True)
-        for p, name in (("q", "query"), ("v", "value")):
+        # EvaAttention: q / v biases; AttentionRope unfused (Sapiens2): all three.
+        biased = (("q", "query"), ("k", "key"), ("v", "value"))[:: 1 if config.key_bias else 2]
+        for p, name in biased:
             source = f"{key}.{p}_bias" if fused else f"{key}.{p}_proj.bias"
             table[source] = (f"{attention}/{name}/bias", heads_in(L.HEADS_IN_BIAS, name))
+    if config.qk_norm:  # per-head norms: their channels reordered with the heads' (DINOv3 RoPE)
+        for p, name in (("q", "query"), ("k", "key")):
+            for suffix, variable in (("weight", "gamma"), ("bias", "beta")):
+                table[f"{key}.{p}_norm.{suffix}"] = (
+                    f"{attention}/{name}_norm/{variable}",
+                    interleave_halves(L.IDENTITY, (True,)) if half else L.IDENTITY,
+                )
     if config.attention_inner_norm:
         table.update(inner_norm(f"{key}.norm", attention))
     table[f"{key}.proj.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
@@ -138,7 +147,8 @@ def eva_block_table(i, config, spec):
     table = {}
     if config.layer_scale_init_value is not None:
         table[f"{key}.gamma_1"] = (f"{path}/attention_scale", L.IDENTITY)
-        table[f"{key}.gamma_2"] = (f"{path}/mlp_scale", L.IDENTITY)
+        if not config.attention_only_layer_scale:
+            table[f"{key}.gamma_2"] = (f"{path}/mlp_scale", L.IDENTITY)
     table.update(_norm(f"{key}.norm1", f"{path}/attention_norm"))
     table.update(_attention(f"{key}.attn", f"{path}/attention", config, spec))
     table.update(_norm(f"{key}.norm2", f"{path}/mlp_norm"))

@@ -448,10 +448,6 @@ FAMILIES = (
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
-    (
-        r".*sapiens.*",
-        "Sapiens2's grouped-query attention (key / value heads shared by groups of query heads)",
-    ),
 )
 
 
@@ -468,7 +464,8 @@ class TimmArchitecture:
         extras: dict. The checkpoint-layout keys of the family's arguments (`layout`,
             `qkv_fused`, `mlp_packed`, `mlp_ratio`: see `keras_vit.weights.timm_eva_names`),
             without their leading `_`.
-        image_size: int. The resolution the name stands for, rounded down to a multiple of
+        image_size: int (or `(height, width)`: Sapiens2's 1024 x 768). The resolution the
+            name stands for, rounded down to a multiple of
             the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
             see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
             columns), so ours take 378 px images.
@@ -536,8 +533,9 @@ def parse_timm_name(name):
         qkv_bias = arguments.pop("_qkv_bias", True)
         patch_bias = arguments.pop("_patch_bias", True)
         extras = {k[1:]: arguments.pop(k) for k in [k for k in arguments if k.startswith("_")]}
-        image_size = int(arguments.pop("image_size", 0) or groups.get("res") or 224)
-        if groups.get("patch"):  # timm's convolution drops what the patch does not divide
+        image_size = arguments.pop("image_size", 0) or int(groups.get("res") or 224)
+        # timm's convolution drops what the patch does not divide.
+        if groups.get("patch") and isinstance(image_size, int):
             image_size -= image_size % int(groups["patch"])
         default = 0 if family.name in _HEADLESS else 1000
         return TimmArchitecture(

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_vit.layers import MultiHeadSelfAttention
+from keras_vit.layers.attention import portable_path
 from tests.helpers import np_msa, to_numpy
 from tests.layer_harness import run_layer_test
 
@@ -79,6 +80,28 @@ def test_matches_numpy(qk_norm):
             x.astype("float64"), {k: v for k, v in _params(layer).items() if "norm" not in k}
         )
         assert np.abs(plain - expected).max() > 1e-2  # the norm changes the result
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_matches_numpy(kv_heads):
+    """Grouped-query attention is multi-head attention whose key / value heads are repeated,
+    each to `heads / kv_heads` consecutive query heads (timm's `repeat_interleave`)."""
+    x = _tokens()
+    layer = _randomize(MultiHeadSelfAttention(4, qk_norm=True, num_key_value_heads=kv_heads), x)
+    assert tuple(layer.key_dense.kernel.shape) == (D, kv_heads, D // 4)
+    p = _params(layer)
+    for name in ("key/kernel", "key/bias", "value/kernel", "value/bias"):
+        p[name] = np.repeat(p[name], 4 // kv_heads, axis=-2)  # (.., kv_heads, head_dim)
+    expected, weights = np_msa(x.astype("float64"), p)
+    out, scores = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-5, atol=1e-5)
+    with portable_path(False):  # PyTorch: the fast path leaves grouped-query attention alone
+        np.testing.assert_allclose(to_numpy(layer(x)), expected, rtol=1e-5, atol=1e-5)
+    assert MultiHeadSelfAttention.from_config(layer.get_config()).num_key_value_heads == kv_heads
+    with pytest.raises(ValueError, match="num_key_value_heads must divide num_heads"):
+        MultiHeadSelfAttention(4, num_key_value_heads=3)
 
 
 def test_same_function_and_weights_as_keras_multi_head_attention():

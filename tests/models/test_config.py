@@ -135,9 +135,10 @@ def test_to_kwargs_and_field_groups():
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
     # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks;
     # Perception Encoder's final_norm; block_type and attention_type: timm's
-    # ParallelScalingBlock and differential attention).
+    # ParallelScalingBlock and differential attention; Sapiens2's num_key_value_heads and
+    # attention_only_layer_scale).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 42
+    assert len(mpp.ENCODER_KEYS) == 44
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

@@ -440,6 +440,6 @@ def test_supported_count_over_all_timm_names():
     # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
     # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
     # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
-    # InternViT-300M 1, test_vit* 5, LingBot 4 (of 1371
-    # names)
-    assert reads == 283
+    # InternViT-300M 1, test_vit* 5, LingBot 4, Sapiens2 5
+    # (of 1371 names)
+    assert reads == 288

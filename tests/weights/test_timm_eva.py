@@ -173,7 +173,8 @@ def test_without_checkpoint_the_architecture_at_random():
 
 
 def _eva_names():
-    return [name for name in timm.list_models(module="eva") if _parses(name)]
+    names = timm.list_models(module="eva")
+    return [name for name in names if _parses(name) and "sapiens2" not in name]
 
 
 def _parses(name):
@@ -225,5 +226,6 @@ def test_every_eva_name_we_read_is_timms_architecture():
     # timm 1.0.31: 60 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
     # enormous, EVA 4, rope registers 4, RoPE-ViT 12: axial and mixed, with and without the
     # absolute position embedding; DINOv3 12; Perception Encoder 12: tests/weights/test_timm_pe.py;
-    # LingBot 4: tests/weights/test_timm_evafam.py)
+    # LingBot 4: tests/weights/test_timm_evafam.py; Sapiens2's 5 there too, at their own depth:
+    # timm's per-block num_kv_heads refuses depth=1)
     assert len(checked) == 60, checked
