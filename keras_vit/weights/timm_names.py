@@ -16,6 +16,7 @@ from keras_vit.weights import (
     timm_naflex_names,
     timm_parallel_names,
     timm_pe_names,
+    timm_radio_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -69,6 +70,7 @@ DEFAULT_CLASSES = {
     **timm_eva_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
+    **timm_radio_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -433,6 +435,9 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
     # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
     *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
+    # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
+    # (keras_vit.weights.timm_radio_names).
+    *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
@@ -440,11 +445,7 @@ UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r"naflexvit_.*_radio_.*",
-        "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
-    ),
-    (
-        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
+        r".*(sapiens|lingbot).*",
         "blocks or embeddings other than the ViT's (a timm model of its own kind)",
     ),
 )

@@ -22,6 +22,7 @@ from keras_vit.weights import (
     timm_eva_names,
     timm_parallel_names,
     timm_pe_names,
+    timm_radio_names,
 )
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
@@ -255,10 +256,11 @@ def test_every_family_has_a_case():
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
+    radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
     evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
     parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - parallel
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio
 
 
 def _activation(block):
@@ -433,7 +435,8 @@ def test_supported_count_over_all_timm_names():
     # timm 1.0.31: 147 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
     # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
     # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
-    # enormous's post-norm + Perception Encoder 12), NaFlexVit 8, FlexiViT 3, AIMv2 12, BEiT-3 4
-    # (of 1371 names), ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and differential
-    # attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*)
-    assert reads == 257
+    # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
+    # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
+    # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
+    # InternViT-300M 1, test_vit* 5 (of 1371 names)
+    assert reads == 279
