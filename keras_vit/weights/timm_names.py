@@ -14,6 +14,7 @@ from keras_vit.weights import (
     timm_eva_names,
     timm_naflex_names,
     timm_pe_names,
+    timm_stem_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -67,6 +68,7 @@ DEFAULT_CLASSES = {
     **timm_eva_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
+    **timm_stem_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -421,6 +423,8 @@ FAMILIES = (
         "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
         _hybrid,
     ),
+    # ResNet-D and MobileCLIP stems (keras_vit.weights.timm_stem_names).
+    *(Family(*spec) for spec in timm_stem_names.FAMILY_SPECS),
     # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
@@ -438,7 +442,6 @@ UNSUPPORTED = (
         "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",
     ),
     (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
-    (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
         r"naflexvit_.*_radio_.*",
         "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
