@@ -18,7 +18,7 @@ the parts by role, properties of the model:
   by (computed from the grid of each input), the `MixedRotaryEmbedding` giving each block
   its own, or None;
 - `pre_norm`: the LayerNorm before the blocks, or None;
-- `blocks`: the `TransformerBlock`s in depth order;
+- `blocks`: the `TransformerBlock`s (or `ParallelScalingBlock`s) in depth order;
 - `final_norm`: the norm after the blocks, or None with `fc_norm` or `final_norm=False`;
 - `pooling`: the `TokenPooling` / `MAPHead` (the class-token pooling of a distilled model),
   or None with `pooling=None`;
@@ -42,6 +42,7 @@ import keras
 
 from keras_vit.layers import (
     MixedRotaryEmbedding,
+    ParallelScalingBlock,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
@@ -210,23 +211,35 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
         name = BLOCK_NAME.format(i)
-        x = TransformerBlock(
-            num_heads=config.num_heads,
-            mlp_dim=config.mlp_dim,
-            dropout_rate=config.dropout_rate,
-            attention_dropout_rate=config.attention_dropout_rate,
-            drop_path_rate=rate,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            approximate_gelu=config.approximate_gelu,
-            layer_scale_init_value=config.layer_scale_init_value,
-            remat=config.remat,
-            **_block_options(config),
-            name=name,
-            dtype=dtype_of(name),
-        )(x, **shared, **_rotary_option(rotary, i if per_block else None), **mask)
+        x = _make_block(config, i, rate, name, dtype_of(name))(
+            x, **shared, **_rotary_option(rotary, i if per_block else None), **mask
+        )
     if config.fc_norm or not config.final_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
+
+
+def _make_block(config, index, drop_path_rate, name, dtype):
+    """Block `index`: a `TransformerBlock`, or a `ParallelScalingBlock` (`block_type`)."""
+    options = dict(
+        num_heads=config.num_heads,
+        mlp_dim=config.mlp_dim,
+        dropout_rate=config.dropout_rate,
+        attention_dropout_rate=config.attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        approximate_gelu=config.approximate_gelu,
+        layer_scale_init_value=config.layer_scale_init_value,
+        name=name,
+        dtype=dtype,
+    )
+    differential = config.attention_type == "differential"
+    if differential:  # lambda_init by depth (timm's DiffAttention)
+        options.update(attention_type="differential", block_index=index)
+    if config.block_type == "parallel_scaling":
+        options.update(qk_norm=config.qk_norm, activation=config.activation, norm=config.norm)
+        return ParallelScalingBlock(fused_output=differential, **options)  # timm's blocks
+    return TransformerBlock(remat=config.remat, **_block_options(config), **options)
 
 
 def _rotary_option(rotary, index):

@@ -201,7 +201,6 @@ def test_dinov3_rotary_option_builds_its_table():
     "options, message",
     [
         (dict(mlp="glu"), "mlp must be one of"),
-        (dict(mlp_inner_norm=True), "mlp_inner_norm needs mlp='swiglu'"),
         (dict(rotary_embedding="rope"), "rotary_embedding must be one of"),
         (dict(rotary_reference_grid=16), "Rotary settings need rotary_embedding"),
         (dict(rotary_embedding="eva02", num_heads=16), "head width .* divisible by 4"),
