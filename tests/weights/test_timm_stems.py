@@ -179,3 +179,16 @@ def test_every_name_is_timms_architecture_and_name_table():
         counters = set(batch_norm_counters(config))
         assert counters <= state and not counters & set(table)
         assert set(table) | counters == state, f"{name}: {sorted((set(table) | counters) ^ state)}"
+
+
+@backend_independent  # config checks only
+def test_exports_refuse_the_batch_norm_stems():
+    from keras_vit.weights.export_huggingface import check_huggingface_expressible
+    from keras_vit.weights.export_timm import check_timm_expressible
+
+    for name, ours in CASES.values():
+        config = T.timm_config(name, **OURS, **ours)
+        with pytest.raises(ValueError, match="stem="):
+            check_timm_expressible(config)
+        with pytest.raises(ValueError, match="stem"):
+            check_huggingface_expressible(config)
