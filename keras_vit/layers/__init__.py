@@ -7,6 +7,7 @@ from keras_vit.layers.differential_attention import DifferentialAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
+from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
 from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
@@ -44,7 +45,9 @@ __all__ = [
     "MAPHead",
     "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",
+    "NaFlexMixedRotaryEmbedding",
     "NaFlexPatchEncoder",
+    "NaFlexRotaryEmbedding",
     "ParallelScalingBlock",
     "PatchCorruption",
     "PatchEncoder",

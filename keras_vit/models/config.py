@@ -212,8 +212,9 @@ class ViTConfig:
             `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
             NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
             the position embedding (grid `image_size / patch_size`, patches only: the prefix
-            tokens get none) is resized per image, attention and pooling ignore padding.
-            Defaults to False.
+            tokens get none) is resized per image, attention and pooling ignore padding;
+            a `rotary_embedding` is computed per token from its coordinates and its image's
+            grid (`keras_vit.layers.NaFlexRotaryEmbedding`). Defaults to False.
         position_embedding_interpolation: `"bicubic"` or `"bilinear"`: the NaFlex resize of
             a learned table. Defaults to `"bicubic"` (timm's).
         position_embedding_antialias: bool. Antialiased resize. Defaults to True.

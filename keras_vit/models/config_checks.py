@@ -132,12 +132,6 @@ def check_families(config, normalize):
                 "rotary_embedding='mixed' (learned frequencies on integer positions) takes no "
                 f"reference grid or grid offset. Received: {', '.join(changed)}"
             )
-    if getattr(config, "naflex", False):
-        raise ValueError(
-            "rotary_embedding is not implemented for NaFlex models (their per-image grids "
-            "need per-token rotary tables). Received: rotary_embedding="
-            f"{config.rotary_embedding!r}, naflex=True"
-        )
     head_dim = config.hidden_dim // config.num_heads
     if head_dim % 4:
         raise ValueError(

@@ -42,6 +42,8 @@ import keras
 
 from keras_vit.layers import (
     MixedRotaryEmbedding,
+    NaFlexMixedRotaryEmbedding,
+    NaFlexRotaryEmbedding,
     ParallelScalingBlock,
     PatchEncoder,
     RelativePositionBias,
@@ -139,36 +141,43 @@ def _layer_norm(config, name, dtype_of):
 def rotary_table(features, config, dtype_of=_default_dtype):
     """The `rotary_embedding` layer's `(N, 2 * head_dim)` table for the grid of `features`.
 
-    `features` is what the patch encoder embeds (images, or a stem's map); None without
+    `features` is what the patch encoder embeds (images, or a stem's map; a NaFlex model's
+    input dict, giving `(B, N, 1, 2 * head_dim)` per-token tables); None without
     `config.rotary_embedding`; with `"mixed"`, a list of one `(N, heads, 2 * head_dim)` table
     per block.
     """
     if config.rotary_embedding is None:
         return None
+    layer = make_rotary_embedding(config, dtype_of(ROTARY_EMBEDDING))
+    if config.naflex:  # per-token tables from the NaFlex inputs (`features`: their dict)
+        return layer(features["patch_coord"], features["patch_valid"])
+    return layer(features)
+
+
+def make_rotary_embedding(config, dtype=None):
+    """The `rotary_embedding` layer of `config` (which has one): plain or NaFlex, axial or mixed.
+
+    Plain models' layers read the grid of the patch encoder's input (`patch_size`); NaFlex
+    models' (`NaFlexRotaryEmbedding`, `NaFlexMixedRotaryEmbedding`) each token's coordinates.
+    """
     head_dim = config.hidden_dim // config.num_heads
+    common = dict(temperature=config.rotary_temperature, name=ROTARY_EMBEDDING, dtype=dtype)
+    if not config.naflex:
+        common["patch_size"] = config.patch_size
     if config.rotary_embedding == "mixed":
-        return MixedRotaryEmbedding(
-            config.num_layers,
-            config.num_heads,
-            head_dim,
-            temperature=config.rotary_temperature,
-            patch_size=config.patch_size,
-            name=ROTARY_EMBEDDING,
-            dtype=dtype_of(ROTARY_EMBEDDING),
-        )(features)
+        layer = NaFlexMixedRotaryEmbedding if config.naflex else MixedRotaryEmbedding
+        return layer(config.num_layers, config.num_heads, head_dim, **common)
     options = {"grid_indexing": "xy"} if config.rotary_embedding == "axial" else {}
-    return RotaryEmbedding2D(
+    layer = NaFlexRotaryEmbedding if config.naflex else RotaryEmbedding2D
+    return layer(
         head_dim,
-        temperature=config.rotary_temperature,
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
-        patch_size=config.patch_size,
         kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
         normalize_coords=config.rotary_normalize_coords,
-        name=ROTARY_EMBEDDING,
-        dtype=dtype_of(ROTARY_EMBEDDING),
+        **common,
         **options,
-    )(features)
+    )
 
 
 def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attention_mask=None):
@@ -340,7 +349,7 @@ def _naflex_graph(config, dtype_of):
     )
     valid = inputs["patch_valid"]
     x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
-    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid, features=inputs)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).

@@ -12,6 +12,7 @@ import re
 from keras_vit.weights import (
     timm_aimv2_names,
     timm_beit3_names,
+    timm_eva_dinov3_names,
     timm_eva_names,
     timm_naflex_names,
     timm_parallel_names,
@@ -69,6 +70,7 @@ DEFAULT_CLASSES = {
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
+    **timm_eva_dinov3_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
     **timm_radio_names.DEFAULT_CLASSES,
@@ -437,6 +439,8 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_parallel_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # timm's LingBot and Sapiens2 (keras_vit.weights.timm_eva_dinov3_names).
+    *(Family(*spec) for spec in timm_eva_dinov3_names.FAMILY_SPECS),
     # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
     *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
     # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
@@ -448,8 +452,8 @@ FAMILIES = (
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
     (
-        r".*(sapiens|lingbot).*",
-        "blocks or embeddings other than the ViT's (a timm model of its own kind)",
+        r".*sapiens.*",
+        "Sapiens2's grouped-query attention (key / value heads shared by groups of query heads)",
     ),
 )
 
