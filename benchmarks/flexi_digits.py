@@ -2,7 +2,8 @@
 FlexiViT paper's Figure 3 in small).
 
 For each seed:
-1. trains one ViT per patch size in `--patch-sizes` (fixed patch, the usual training);
+1. trains one ViT per patch size in `--patch-sizes` (fixed patch, the usual training), for
+   `--epochs` or for each value of `--fixed-epochs` (the baseline trained as long as FlexiViT);
 2. trains one `keras_vit.FlexiViT` per value of `--flexi-epochs` (default: the same epochs as
    the fixed models) on the same data and batch, drawing a patch size from `--patch-sizes` at
    every step (base kernel `--base-patch`, base position-embedding grid
@@ -24,6 +25,8 @@ the numbers as JSON with `--out`. Command (JAX, about 35 minutes on 2 shared CPU
 
     KERAS_BACKEND=jax python benchmarks/flexi_digits.py --seeds 0,1,2 --flexi-epochs 20,60 \
         --out benchmarks/results/flexi_digits.json
+    KERAS_BACKEND=jax python benchmarks/flexi_digits.py --seeds 0,1,2 --fixed-epochs 60 \
+        --flexi-epochs 0 --out benchmarks/results/flexi_digits_fixed60.json
 """
 
 import argparse
@@ -102,7 +105,12 @@ def run_seed(seed, args):
     keras.utils.set_random_seed(seed)
     train_data, test_data = digits(args.image_size, seed)
     results, seconds = {}, {}
-    runs = [(f"fixed {p}", p, args.epochs) for p in args.patch_sizes]
+    plain = args.fixed_epochs == [args.epochs]  # the original table's names
+    runs = [
+        (f"fixed {p}" if plain else f"fixed {p}, {e} epochs", p, e)
+        for e in args.fixed_epochs
+        for p in args.patch_sizes
+    ]
     runs += [(f"FlexiViT, {e} epochs", None, e) for e in args.flexi_epochs]
     for name, patch, epochs in runs:
         keras.utils.set_random_seed(seed)
@@ -154,6 +162,12 @@ def build_parser():
         help="comma list: one FlexiViT run per value (default: --epochs; epochs x the number "
         "of patch sizes gives each size as many steps as its fixed model)",
     )
+    parser.add_argument(
+        "--fixed-epochs",
+        default=None,
+        help="comma list: the fixed-patch models' runs, one per value and patch size "
+        "(default: --epochs; 0 alone: none, to add FlexiViT runs to an earlier table)",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--out", default=None, help="JSON file for the numbers")
     return parser
@@ -163,7 +177,12 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     seeds = parse_ints(args.seeds, "--seeds", minimum=0)
     args.patch_sizes = parse_ints(args.patch_sizes, "--patch-sizes")
-    args.flexi_epochs = parse_ints(args.flexi_epochs or str(args.epochs), "--flexi-epochs")
+    args.flexi_epochs = parse_ints(args.flexi_epochs or str(args.epochs), "--flexi-epochs", 0)
+    args.fixed_epochs = parse_ints(args.fixed_epochs or str(args.epochs), "--fixed-epochs", 0)
+    args.flexi_epochs = [e for e in args.flexi_epochs if e]  # 0: no run of that kind
+    args.fixed_epochs = [e for e in args.fixed_epochs if e]
+    if not args.flexi_epochs and not args.fixed_epochs:
+        raise ValueError("--fixed-epochs and --flexi-epochs are both 0: nothing to train.")
     for p in [*args.patch_sizes, args.base_patch]:
         if args.image_size % p:
             raise ValueError(

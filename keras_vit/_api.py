@@ -60,6 +60,7 @@ from keras_vit.weights.export_huggingface import export_huggingface
 from keras_vit.weights.export_timm import export_timm
 from keras_vit.weights.huggingface import from_huggingface
 from keras_vit.weights.timm import from_timm
+from keras_vit.weights.timm_naflex_config import from_timm_naflexvit
 
 # Everything imported above is the public API (modules aside): `__all__` is derived from it.
 __all__ = _public_names(globals())

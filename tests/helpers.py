@@ -117,6 +117,8 @@ def np_block(x, p, eps=1e-6, approximate_gelu=True, activation="gelu", post=Fals
     x = x + (ln0(y) if post else y) * p.get("ls1", 1.0)
     y = x if post else ln2(x)
     y = np_activation(y @ p["mlp0/kernel"] + p["mlp0/bias"], activation, approximate_gelu)
+    if "mlp_inner_norm/scale" in p:  # BEiT-3: a norm of the hidden activations
+        y = np_layer_norm(y, p["mlp_inner_norm/scale"], p["mlp_inner_norm/bias"], eps)
     y = y @ p["mlp1/kernel"] + p["mlp1/bias"]
     return x + (ln2(y) if post else y) * p.get("ls2", 1.0), weights
 
@@ -189,6 +191,14 @@ def block_params(block, branch=None):
                 "mlp1/bias": n(branch["mlp_dense_2"].bias),
             }
             if block.mlp == "mlp"
+            else {}
+        ),
+        **(
+            {
+                "mlp_inner_norm/scale": n(block.mlp_hidden_norm.gamma),
+                "mlp_inner_norm/bias": n(block.mlp_hidden_norm.beta),
+            }
+            if block.mlp == "mlp" and block.mlp_inner_norm
             else {}
         ),
         **(

@@ -2,9 +2,12 @@
 
 from keras_vit.layers.activations import quick_gelu
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.differential_attention import DifferentialAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
+from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
+from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.patch_resize import resample_patch_embedding
@@ -35,11 +38,15 @@ from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "DifferentialAttention",
     "DropPath",
     "MAPHead",
     "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",
+    "NaFlexMixedRotaryEmbedding",
     "NaFlexPatchEncoder",
+    "NaFlexRotaryEmbedding",
+    "ParallelScalingBlock",
     "PatchCorruption",
     "PatchEncoder",
     "PatchTargets",

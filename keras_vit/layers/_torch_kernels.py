@@ -26,7 +26,10 @@ the reference (tested against it, outputs and gradients, on every block option):
 What takes the portable path instead: a dense layer that is quantized (int8, ...) or has LoRA
 enabled (that layer alone: it runs its own Keras call); the whole attention when one of its
 projections is such a layer, when attention dropout is active (training with
-`attention_dropout_rate > 0`), or when the attention weights are asked for.
+`attention_dropout_rate > 0`), or when the attention weights are asked for; a block with
+differential attention (`attention_type="differential"`: the block's guard, and
+`attention_is_plain` for the attention) and a `ParallelScalingBlock` (its own `keras.ops` call;
+`run_graph` calls it like any other layer).
 
 The switch: `KERAS_VIT_TORCH_KERNELS=0` (read at import) or
 `keras_vit.layers.attention.portable_path()` (a context manager) runs the `keras.ops` path.
@@ -110,6 +113,8 @@ def linear(layer, x, read=_full_read):
 def attention_is_plain(attention):
     if getattr(attention, "inner_norm", False):
         return False  # EVA-CLIP's inner norm: the Keras call
+    if getattr(attention, "differential", False):
+        return False  # DifferentialAttention: the keras.ops path
     layers = (attention.query_dense, attention.key_dense, attention.value_dense)
     return all(is_plain(layer) for layer in layers + (attention.output_dense,))
 
@@ -183,6 +188,8 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     else:
         y = mlp_activation(y, block.activation, block.approximate_gelu)
     y = _dropout(block.mlp_dropout_1, y, training)
+    if block.mlp_inner_norm:  # BEiT-3's norm of the hidden activations
+        y = layer_norm(y, block.mlp_hidden_norm, read)
     y = _dropout(block.mlp_dropout_2, linear(block.mlp_dense_2, y, read), training)
     if block.layer_scale_init_value is not None:
         y = y * _cast(read(block.mlp_scale), y.dtype)

@@ -129,7 +129,8 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         training: bool, whether attention dropout is active.
         rotary_embedding: optional `(N, 2 * head_dim)` sines and cosines (N <= T) rotating
             the last N queries and keys, or `(N, heads, 2 * head_dim)`: one table per head
-            (`keras_vit.layers.MixedRotaryEmbedding`). Defaults to None.
+            (`keras_vit.layers.MixedRotaryEmbedding`), or `(B, N, 1 or heads, 2 * head_dim)`:
+            one per image (`keras_vit.layers.NaFlexRotaryEmbedding`). Defaults to None.
         attention_bias: optional additive bias of the attention logits, broadcastable to
             `(B, heads, T, T)`. Defaults to None.
         return_attention_scores: bool. Also return the attention weights `(B, heads, T, T)`
@@ -246,20 +247,22 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
 
     def _rotate(self, x, embedding):
         """Rotates the last N tokens of `(B, T, heads, head_dim)` by `(N, 2 * head_dim)` (one
-        table for every head) or `(N, heads, 2 * head_dim)` (one per head: mixed RoPE)."""
+        table for every head), `(N, heads, 2 * head_dim)` (one per head: mixed RoPE), or
+        `(B, N, 1 or heads, 2 * head_dim)` (one per image: NaFlex)."""
         rank = len(embedding.shape)
-        heads = self.num_heads if rank == 3 else None
+        heads = embedding.shape[-2] if rank > 2 else None
         if (
-            rank not in (2, 3)
+            rank not in (2, 3, 4)
             or embedding.shape[-1] not in (None, 2 * self.head_dim)
-            or (rank == 3 and embedding.shape[1] not in (None, heads))
+            or heads not in (None, self.num_heads) + ((1,) if rank == 4 else ())
         ):
             raise ValueError(
                 f"{self.name}: rotary_embedding must be (tokens, 2 * head_dim = "
-                f"{2 * self.head_dim}) or (tokens, heads = {self.num_heads}, 2 * head_dim). "
+                f"{2 * self.head_dim}), (tokens, heads = {self.num_heads}, 2 * head_dim) or "
+                f"(batch, tokens, 1 or heads, 2 * head_dim). "
                 f"Received: shape={tuple(embedding.shape)}"
             )
-        prefix = ops.shape(x)[1] - ops.shape(embedding)[0]
+        prefix = ops.shape(x)[1] - ops.shape(embedding)[1 if rank == 4 else 0]
         table = embedding[:, None, :] if rank == 2 else embedding
         rotated = apply_rotary_embedding(x[:, prefix:], table)
         return ops.concatenate([x[:, :prefix], rotated], axis=1)

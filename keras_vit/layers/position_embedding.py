@@ -12,8 +12,9 @@ from keras import ops
 
 from keras_vit.layers import bicubic
 from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
+from keras_vit.layers.naflex_position import axis_weights
 
-INTERPOLATIONS = ("linear", "bicubic")
+INTERPOLATIONS = ("linear", "bicubic", "bilinear")
 
 
 def infer_grid(num_tokens, grid_size=None):
@@ -39,7 +40,13 @@ def infer_grid(num_tokens, grid_size=None):
 
 
 def resample_position_embedding(
-    posemb, new_grid, num_prefix_tokens=1, old_grid=None, interpolation="linear", antialias=True
+    posemb,
+    new_grid,
+    num_prefix_tokens=1,
+    old_grid=None,
+    interpolation="linear",
+    antialias=True,
+    align_corners=False,
 ):
     """Resamples a learned position embedding to another patch grid.
 
@@ -50,7 +57,10 @@ def resample_position_embedding(
     one zoom factor per axis. With `"bicubic"` it is timm's `resample_abs_pos_embed`:
     PyTorch's `F.interpolate(mode="bicubic", antialias=True, align_corners=False)`
     (see `keras_vit.layers.bicubic`); with `antialias=False` it is Hugging Face's ViT
-    (`interpolate_pos_encoding=True`). Equal grids are returned unchanged.
+    (`interpolate_pos_encoding=True`). `"bilinear"` is `F.interpolate(mode="bilinear")` with
+    `antialias` and `align_corners` (timm's RADIO loader: neither antialias nor, for some
+    names, `align_corners=False`), the weights of `keras_vit.layers.naflex_position`. Equal
+    grids are returned unchanged.
 
     Args:
         posemb: array `(1, num_prefix_tokens + gh * gw, D)` (or without the leading 1).
@@ -60,10 +70,12 @@ def resample_position_embedding(
             or register tokens). Defaults to 1.
         old_grid: optional (height, width) of the source grid; inferred as a square
             when None.
-        interpolation: `"linear"` (official loader) or `"bicubic"` (timm). Defaults to
-            `"linear"`.
-        antialias: bool. With `"bicubic"`: PyTorch's `antialias` argument, True for timm,
-            False for Hugging Face. Defaults to True.
+        interpolation: `"linear"` (official loader), `"bicubic"` (timm) or `"bilinear"`
+            (PyTorch's). Defaults to `"linear"`.
+        antialias: bool. With `"bicubic"` or `"bilinear"`: PyTorch's `antialias` argument,
+            True for timm, False for Hugging Face. Defaults to True.
+        align_corners: bool. With `"bilinear"` and `antialias=False`: PyTorch's
+            `align_corners`. Defaults to False.
 
     Returns:
         float32 NumPy array `(1, num_prefix_tokens + new_h * new_w, D)`.
@@ -98,6 +110,8 @@ def resample_position_embedding(
     grid = grid.reshape(old_grid[0], old_grid[1], -1)
     if interpolation == "bicubic":
         grid = bicubic.resize_bicubic(grid, new_grid, antialias=antialias)
+    elif interpolation == "bilinear":
+        grid = _resize_bilinear(grid, old_grid, new_grid, antialias, align_corners)
     else:
         zoom = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
         grid = scipy.ndimage.zoom(grid, zoom, order=1)
@@ -107,6 +121,17 @@ def resample_position_embedding(
         )
     grid = grid.reshape(1, new_grid[0] * new_grid[1], -1)
     return np.concatenate([prefix, grid], axis=1).astype("float32")
+
+
+def _resize_bilinear(grid, old_grid, new_grid, antialias, align_corners):
+    """`(h, w, D)` -> `(new_h, new_w, D)` by PyTorch's separable bilinear weights."""
+    def weights(n, in_size):
+        index = np.arange(n)
+        rows = axis_weights(index, np.full(n, n), in_size, "bilinear", antialias, align_corners)
+        return ops.convert_to_numpy(rows).astype("float64")
+
+    wy, wx = weights(new_grid[0], old_grid[0]), weights(new_grid[1], old_grid[1])
+    return np.einsum("ia,jb,abd->ijd", wy, wx, grid.astype("float64"))
 
 
 def sincos_2d_position_embedding(grid_size, hidden_dim, temperature=10_000.0):

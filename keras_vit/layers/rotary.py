@@ -138,44 +138,59 @@ def dinov3_rotary_embedding_2d(
             f"normalize_coords must be one of {NORMALIZE_COORDS}. "
             f"Received: normalize_coords={normalize_coords!r}"
         )
-    height, width = grid_size
+    size_h, size_w = dinov3_denominators(*grid_size, normalize_coords)
+    rows, cols = grid_positions(grid_size, None, 0.5 + grid_offset)
+    rows, cols = dinov3_angles(rows, size_h), dinov3_angles(cols, size_w)
+    return _axial_table(rows, cols, grid_size, head_dim, temperature, periods=True)
+
+
+def dinov3_denominators(height, width, normalize_coords):
+    """DINOv3's per-axis denominators of the patch centres (float32 of H and W, any shape)."""
     size_h, size_w = ops.cast(height, "float32"), ops.cast(width, "float32")
     if normalize_coords == "min":
         size_h = size_w = ops.minimum(size_h, size_w)
     elif normalize_coords == "max":
         size_h = size_w = ops.maximum(size_h, size_w)
-    rows, cols = grid_positions(grid_size, None, 0.5 + grid_offset)
-    rows = 2.0 * math.pi * (2.0 * (rows / size_h) - 1.0)
-    cols = 2.0 * math.pi * (2.0 * (cols / size_w) - 1.0)
-    return _axial_table(rows, cols, grid_size, head_dim, temperature, periods=True)
+    return size_h, size_w
+
+
+def dinov3_angles(centres, size):
+    """`2 pi * (2 * centres / size - 1)`: patch centres on [-1, 1], as angles (DINOv3)."""
+    return 2.0 * math.pi * (2.0 * (centres / size) - 1.0)
 
 
 def _axial_table(rows, cols, grid_size, head_dim, temperature, grid_indexing="ij", periods=False):
-    """Sines then cosines of row and column positions times `head_dim / 4` frequencies.
+    """The `token_table` of a grid's row and column positions `(H,)`, `(W,)`, row-major."""
+    height, width = grid_size
+    rows = ops.broadcast_to(rows[:, None], (height, width))
+    cols = ops.broadcast_to(cols[None, :], (height, width))
+    rows, cols = ops.reshape(rows, (-1,)), ops.reshape(cols, (-1,))
+    return token_table(rows, cols, head_dim, temperature, grid_indexing, periods)
+
+
+def token_table(rows, cols, head_dim, temperature, grid_indexing="ij", periods=False):
+    """Sines then cosines `(..., 2 * head_dim)` of each token's row and column position `(...)`.
 
     Frequencies `temperature ** (-i / (head_dim / 4))`: positions times `1 / temperature **
     (i / (head_dim / 4))` (EVA-02, RoPE-ViT), or divided by the period `temperature ** (...)`
     with `periods` (DINOv3: the same numbers, rounded as timm rounds them). Each token's
     angles are its row angles then its column angles (`"xy"`: columns first), each repeated
     twice (the interleaved pairs `(x0, x1), (x2, x3), ...` that `apply_rotary_embedding`
-    rotates). Row-major tokens, as the patch encoder flattens them.
+    rotates). The positions may be a grid's (`_axial_table`) or each token's own (NaFlex:
+    `keras_vit.layers.naflex_rotary`).
     """
     num_bands = head_dim // 4
     exponent = ops.arange(num_bands, dtype="float32") / float(num_bands)
-    height, width = grid_size
     if periods:
         period = ops.power(float(temperature), exponent)
-        row_angles = rows[:, None, None] / period  # (H, 1, bands)
-        col_angles = cols[None, :, None] / period  # (1, W, bands)
+        row_angles = rows[..., None] / period  # (..., bands)
+        col_angles = cols[..., None] / period
     else:
         bands = 1.0 / ops.power(float(temperature), exponent)
-        row_angles = rows[:, None, None] * bands  # (H, 1, bands)
-        col_angles = cols[None, :, None] * bands  # (1, W, bands)
-    row_angles = ops.broadcast_to(row_angles, (height, width, num_bands))
-    col_angles = ops.broadcast_to(col_angles, (height, width, num_bands))
+        row_angles = rows[..., None] * bands  # (..., bands)
+        col_angles = cols[..., None] * bands
     axes = [row_angles, col_angles] if grid_indexing == "ij" else [col_angles, row_angles]
-    angles = ops.reshape(ops.concatenate(axes, -1), (-1, 2 * num_bands))
-    angles = ops.repeat(angles, 2, axis=-1)  # (N, head_dim): f0 f0 f1 f1 ...
+    angles = ops.repeat(ops.concatenate(axes, -1), 2, axis=-1)  # (..., head_dim): f0 f0 f1 f1
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
 
 

@@ -44,10 +44,21 @@ def mixed_rotary_embedding(grid_size, frequencies):
     """
     rows, cols = grid_positions(grid_size)
     height, width = grid_size
-    t_x = ops.reshape(ops.broadcast_to(cols[None, :], (height, width)), (-1, 1, 1))
-    t_y = ops.reshape(ops.broadcast_to(rows[:, None], (height, width)), (-1, 1, 1))
+    t_x = ops.reshape(ops.broadcast_to(cols[None, :], (height, width)), (-1,))
+    t_y = ops.reshape(ops.broadcast_to(rows[:, None], (height, width)), (-1,))
+    return mixed_token_table(t_x, t_y, frequencies)
+
+
+def mixed_token_table(columns, rows, frequencies):
+    """Sines then cosines `(..., heads, 2 * head_dim)` of tokens at `columns`, `rows` `(...)`.
+
+    Angles `x * fx + y * fy` per head (`frequencies` `(2, heads, head_dim / 2)`), each
+    repeated twice (interleaved pairs). The positions may be a grid's
+    (`mixed_rotary_embedding`) or each token's own (NaFlex: `keras_vit.layers.naflex_rotary`).
+    """
     frequencies = ops.cast(frequencies, "float32")
-    angles = t_x * frequencies[0][None] + t_y * frequencies[1][None]  # (N, heads, hd / 2)
+    t_x, t_y = columns[..., None, None], rows[..., None, None]
+    angles = t_x * frequencies[0] + t_y * frequencies[1]  # (..., heads, hd / 2)
     angles = ops.repeat(angles, 2, axis=-1)
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
 

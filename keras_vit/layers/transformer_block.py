@@ -9,6 +9,7 @@ from keras import ops
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._checks import (
     check_bool,
+    check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
     check_rate,
@@ -17,6 +18,7 @@ from keras_vit.layers._checks import (
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
+from keras_vit.layers.differential_attention import DifferentialAttention, check_attention_type
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
@@ -90,8 +92,10 @@ class TransformerBlock(RecordsQuantizedSublayers):
         mlp: `"mlp"` (`mlp_dense_1`, activation, `mlp_dense_2`) or `"swiglu"` (a
             `keras_vit.layers.SwiGLU` named `mlp` of hidden width `mlp_dim`: EVA-02,
             DINOv2-giant; `activation` and `approximate_gelu` then unused). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
-            activations (timm's `scale_mlp`). Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output
+            projection: EVA-02's sub-LN in the SwiGLU (timm's `scale_mlp`), or with
+            `mlp="mlp"` BEiT-3's (timm's `scale_mlp_norm`: `mlp_inner_norm` after the
+            activation and dropout). Defaults to False.
         key_bias: bool. Whether the attention's key projection has a bias (False: BEiT's and
             EVA's q/v-only biases). Defaults to True.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
@@ -122,6 +126,12 @@ class TransformerBlock(RecordsQuantizedSublayers):
             `ResPostRelPosBlock`, `EvaBlockPostNorm`; `attention_norm` and `mlp_norm` then
             follow their branch). No LayerScale or parallel branches with it; computed by
             the portable path. Defaults to `"pre"`.
+        attention_type: `"standard"` or `"differential"` (`attention` is a
+            `keras_vit.layers.DifferentialAttention`: timm's `attn_layer='diff'`; portable
+            path; no rotary embedding, relative position bias, parallel branches, q/v-only
+            biases or inner norm with it). Defaults to `"standard"`.
+        block_index: int. The block's depth index (differential attention's `lambda_init`).
+            Defaults to 0.
 
     Call arguments:
         inputs: `(B, T, D)` tokens.
@@ -174,6 +184,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
         num_parallel=1,
         norm="layernorm",
         block_norm="pre",
+        attention_type="standard",
+        block_index=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -206,11 +218,6 @@ class TransformerBlock(RecordsQuantizedSublayers):
             raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={mlp!r}")
         self.mlp = mlp
         self.mlp_inner_norm = check_bool(mlp_inner_norm, "mlp_inner_norm")
-        if mlp_inner_norm and mlp != "swiglu":
-            raise ValueError(
-                "mlp_inner_norm needs mlp='swiglu'. "
-                f"Received: mlp={mlp!r}, mlp_inner_norm={mlp_inner_norm!r}"
-            )
         self.key_bias = check_bool(key_bias, "key_bias")
         self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
         if relative_position_grid is not None:
@@ -226,11 +233,14 @@ class TransformerBlock(RecordsQuantizedSublayers):
             )
         self.relative_position_mlp_dim = relative_position_mlp_dim
         self.num_parallel = check_positive_int(num_parallel, "num_parallel")
-        if num_parallel > 1 and (mlp != "mlp" or relative_position_grid is not None):
+        if num_parallel > 1 and (
+            mlp != "mlp" or relative_position_grid is not None or mlp_inner_norm
+        ):
             raise ValueError(
-                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp' and no "
-                f"relative_position_grid. Received: mlp={mlp!r}, "
-                f"relative_position_grid={relative_position_grid!r}"
+                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp', no "
+                f"relative_position_grid or mlp_inner_norm. Received: mlp={mlp!r}, "
+                f"relative_position_grid={relative_position_grid!r}, "
+                f"mlp_inner_norm={mlp_inner_norm!r}"
             )
         if block_norm not in BLOCK_NORMS:
             raise ValueError(
@@ -242,6 +252,11 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
             )
         self.block_norm = block_norm
+        self.attention_type = check_attention_type(
+            attention_type, num_parallel=num_parallel, key_bias=key_bias,
+            relative_position_grid=relative_position_grid, inner_norm=attention_inner_norm,
+        )  # fmt: skip
+        self.block_index = check_non_negative_int(block_index, "block_index")
         self.supports_masking = False
 
     def build(self, input_shape):
@@ -249,16 +264,18 @@ class TransformerBlock(RecordsQuantizedSublayers):
         dtype = self.dtype_policy
         eps = self.layer_norm_epsilon
         self.attention_norm = make_norm(self.norm, eps, "attention_norm", dtype)
-        self.attention = MultiHeadSelfAttention(
+        options = dict(qk_norm=self.qk_norm, layer_norm_epsilon=eps, norm=self.norm)
+        if self.attention_type == "differential":
+            options["block_index"] = self.block_index
+        else:
+            options.update(key_bias=self.key_bias, inner_norm=self.attention_inner_norm)
+        attention = dict(standard=MultiHeadSelfAttention, differential=DifferentialAttention)
+        self.attention = attention[self.attention_type](
             num_heads=self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
-            qk_norm=self.qk_norm,
-            layer_norm_epsilon=eps,
-            key_bias=self.key_bias,
-            inner_norm=self.attention_inner_norm,
-            norm=self.norm,
             dtype=sublayer_dtype(self, "attention"),
             name="attention",
+            **options,
         )
         dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
 
@@ -300,6 +317,9 @@ class TransformerBlock(RecordsQuantizedSublayers):
             self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
             self.mlp_dense_1.build(shape)
             self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
+            if self.mlp_inner_norm:  # BEiT-3's norm before mlp_dense_2
+                self.mlp_hidden_norm = make_norm(self.norm, eps, "mlp_inner_norm", dtype)
+                self.mlp_hidden_norm.build(shape[:-1] + (self.mlp_dim,))
         self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
 
         self.attention_norm.build(shape)
@@ -497,7 +517,7 @@ class TransformerBlock(RecordsQuantizedSublayers):
         # The fast path computes the original block (q/v-only biases, attention biases); RoPE,
         # SwiGLU, RMSNorm and post-norm blocks take the portable keras.ops path.
         plain = rotary is None and self.mlp == "mlp" and self.norm == "layernorm"
-        plain = plain and self.block_norm == "pre"
+        plain = plain and self.block_norm == "pre" and self.attention_type == "standard"
         if attention_module.torch_fast_path() and plain and not return_attention_scores:
             from keras_vit.layers import _torch_kernels
 
@@ -531,6 +551,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
             y = self.mlp_dense_1(y)
             y = mlp_activation(y, self.activation, self.approximate_gelu)
             y = self.mlp_dropout_1(y, training=training)
+            if self.mlp_inner_norm:
+                y = self.mlp_hidden_norm(y)
             y = self.mlp_dense_2(y)
             y = self.mlp_dropout_2(y, training=training)
         if post:
@@ -571,6 +593,8 @@ class TransformerBlock(RecordsQuantizedSublayers):
                 "num_parallel": self.num_parallel,
                 "norm": self.norm,
                 "block_norm": self.block_norm,
+                "attention_type": self.attention_type,
+                "block_index": self.block_index,
             }
         )
         return config

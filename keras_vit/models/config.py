@@ -18,7 +18,8 @@ arguments" reads one list instead of writing its own:
   `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
   `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
   `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, the norms
-  `norm`, `patch_norm`, `final_norm`, and `block_norm` (pre- or residual post-norm blocks);
+  `norm`, `patch_norm`, `final_norm`, `block_norm` (pre- or residual post-norm blocks),
+  `block_type` (timm's ParallelScalingBlock) and `attention_type` (differential attention);
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
   (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
 - `"name"`: the Keras model name.
@@ -131,8 +132,9 @@ class ViTConfig:
             `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
         mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
             hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. With `mlp="swiglu"`, EVA-02's LayerNorm on the hidden
-            activations. Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output
+            projection: EVA-02's sub-LN in the SwiGLU, or BEiT-3's after the GELU (timm's
+            `scale_mlp_norm`). Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D rotary
@@ -156,6 +158,16 @@ class ViTConfig:
             `x + LN(f(x))`, timm's `ResPostBlock` / `ResPostRelPosBlock` /
             `EvaBlockPostNorm`; no LayerScale or parallel branches with it). Defaults to
             `"pre"`.
+        block_type: `"standard"` (`keras_vit.layers.TransformerBlock`) or
+            `"parallel_scaling"` (`keras_vit.layers.ParallelScalingBlock`: timm's
+            `ParallelScalingBlock`, ViT-22B's parallel attention and MLP with one fused input
+            projection; with differential attention its fused output projection, timm's
+            `DiffParallelScalingBlock`). No parallel branches, RoPE, relative position bias,
+            q/v-only biases, inner norms, SwiGLU, post-norm or remat with it. Defaults to
+            `"standard"`.
+        attention_type: `"standard"` or `"differential"` (`keras_vit.layers.
+            DifferentialAttention`: timm's `DiffAttention`, `lambda_init` from each block's
+            index; 2 * `num_heads` must divide `hidden_dim`). Defaults to `"standard"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
             QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
             `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
@@ -189,8 +201,9 @@ class ViTConfig:
             `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
             NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
             the position embedding (grid `image_size / patch_size`, patches only: the prefix
-            tokens get none) is resized per image, attention and pooling ignore padding.
-            Defaults to False.
+            tokens get none) is resized per image, attention and pooling ignore padding;
+            a `rotary_embedding` is computed per token from its coordinates and its image's
+            grid (`keras_vit.layers.NaFlexRotaryEmbedding`). Defaults to False.
         position_embedding_interpolation: `"bicubic"` or `"bilinear"`: the NaFlex resize of
             a learned table. Defaults to `"bicubic"` (timm's).
         position_embedding_antialias: bool. Antialiased resize. Defaults to True.
@@ -260,6 +273,10 @@ class ViTConfig:
     # Residual post-norm blocks (issue 30, rope): x + norm(f(x)) (timm's ResPostBlock,
     # ResPostRelPosBlock, EvaBlockPostNorm).
     block_norm: str = _field("encoder", "pre")
+    # timm's ParallelScalingBlock / DiffParallelScalingBlock and differential attention (issue
+    # 30, `parallel`): vit_*_xp_*, vit_pwee_*, vit_dwee_*, vit_dlittle_*, vit_dpwee_*.
+    block_type: str = _field("encoder", "standard")
+    attention_type: str = _field("encoder", "standard")
     # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
@@ -336,6 +353,7 @@ class ViTConfig:
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
         checks.check_block_norm(self)
+        checks.check_block_type(self)
         checks.check_norms(self)
         checks.check_map_head(self)
         checks.check_naflex(self, normalize)

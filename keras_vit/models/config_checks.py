@@ -69,10 +69,6 @@ def check_families(config, normalize):
     """The EVA / EVA-02 / rotary options (`mlp`, `rotary_*`)."""
     if config.mlp not in MLPS:
         raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={config.mlp!r}")
-    if config.mlp_inner_norm and config.mlp != "swiglu":
-        raise ValueError(
-            f"mlp_inner_norm needs mlp='swiglu'. Received: mlp={config.mlp!r}, mlp_inner_norm=True"
-        )
     if config.rotary_embedding not in ROTARY_EMBEDDINGS:
         raise ValueError(
             f"rotary_embedding must be one of {ROTARY_EMBEDDINGS}. "
@@ -133,12 +129,6 @@ def check_families(config, normalize):
                 "rotary_embedding='mixed' (learned frequencies on integer positions) takes no "
                 f"reference grid or grid offset. Received: {', '.join(changed)}"
             )
-    if getattr(config, "naflex", False):
-        raise ValueError(
-            "rotary_embedding is not implemented for NaFlex models (their per-image grids "
-            "need per-token rotary tables). Received: rotary_embedding="
-            f"{config.rotary_embedding!r}, naflex=True"
-        )
     head_dim = config.hidden_dim // config.num_heads
     if head_dim % 4:
         raise ValueError(
@@ -200,6 +190,48 @@ def check_block_norm(config):
         raise ValueError(
             "block_norm='post' (residual post-norm: x + norm(f(x))) takes no LayerScale or "
             f"parallel branches. Received: {', '.join(problems)}"
+        )
+
+
+BLOCK_TYPES = ("standard", "parallel_scaling")
+ATTENTION_TYPES = ("standard", "differential")
+
+
+def check_block_type(config):
+    """timm's ParallelScalingBlock (`block_type`), differential attention (`attention_type`)."""
+    for name, allowed in (("block_type", BLOCK_TYPES), ("attention_type", ATTENTION_TYPES)):
+        if getattr(config, name) not in allowed:
+            raise ValueError(
+                f"{name} must be one of {allowed}. Received: {name}={getattr(config, name)!r}"
+            )
+    if config.attention_type == "differential" and config.hidden_dim % (2 * config.num_heads):
+        raise ValueError(
+            "attention_type='differential' needs 2 * num_heads to divide hidden_dim. "
+            f"Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads}"
+        )
+    parallel = config.block_type == "parallel_scaling"
+    if config.block_type == config.attention_type == "standard":
+        return
+    problems = [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in (
+            ("num_parallel", 1),
+            ("rotary_embedding", None),
+            ("relative_position_bias", None),
+            ("key_bias", True),
+            ("attention_inner_norm", False),
+            ("mlp_inner_norm", False),
+            *((("mlp", "mlp"), ("block_norm", "pre"), ("remat", False)) if parallel else ()),
+        )
+        if getattr(config, name) != default
+    ]
+    if problems:
+        kind = "block_type='parallel_scaling'" if parallel else "attention_type='differential'"
+        raise ValueError(
+            f"{kind} (timm's ParallelScalingBlock / DiffAttention) takes no parallel branches, "
+            "rotary embedding, relative position bias, q/v-only biases or attention / MLP inner "
+            f"norms{' and no SwiGLU, post-norm or remat' if parallel else ''}. "
+            f"Received: {', '.join(problems)}"
         )
 
 

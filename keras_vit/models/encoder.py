@@ -18,7 +18,7 @@ the parts by role, properties of the model:
   by (computed from the grid of each input), the `MixedRotaryEmbedding` giving each block
   its own, or None;
 - `pre_norm`: the LayerNorm before the blocks, or None;
-- `blocks`: the `TransformerBlock`s in depth order;
+- `blocks`: the `TransformerBlock`s (or `ParallelScalingBlock`s) in depth order;
 - `final_norm`: the norm after the blocks, or None with `fc_norm` or `final_norm=False`;
 - `pooling`: the `TokenPooling` / `MAPHead` (the class-token pooling of a distilled model),
   or None with `pooling=None`;
@@ -42,6 +42,9 @@ import keras
 
 from keras_vit.layers import (
     MixedRotaryEmbedding,
+    NaFlexMixedRotaryEmbedding,
+    NaFlexRotaryEmbedding,
+    ParallelScalingBlock,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
@@ -138,36 +141,43 @@ def _layer_norm(config, name, dtype_of):
 def rotary_table(features, config, dtype_of=_default_dtype):
     """The `rotary_embedding` layer's `(N, 2 * head_dim)` table for the grid of `features`.
 
-    `features` is what the patch encoder embeds (images, or a stem's map); None without
+    `features` is what the patch encoder embeds (images, or a stem's map; a NaFlex model's
+    input dict, giving `(B, N, 1, 2 * head_dim)` per-token tables); None without
     `config.rotary_embedding`; with `"mixed"`, a list of one `(N, heads, 2 * head_dim)` table
     per block.
     """
     if config.rotary_embedding is None:
         return None
+    layer = make_rotary_embedding(config, dtype_of(ROTARY_EMBEDDING))
+    if config.naflex:  # per-token tables from the NaFlex inputs (`features`: their dict)
+        return layer(features["patch_coord"], features["patch_valid"])
+    return layer(features)
+
+
+def make_rotary_embedding(config, dtype=None):
+    """The `rotary_embedding` layer of `config` (which has one): plain or NaFlex, axial or mixed.
+
+    Plain models' layers read the grid of the patch encoder's input (`patch_size`); NaFlex
+    models' (`NaFlexRotaryEmbedding`, `NaFlexMixedRotaryEmbedding`) each token's coordinates.
+    """
     head_dim = config.hidden_dim // config.num_heads
+    common = dict(temperature=config.rotary_temperature, name=ROTARY_EMBEDDING, dtype=dtype)
+    if not config.naflex:
+        common["patch_size"] = config.patch_size
     if config.rotary_embedding == "mixed":
-        return MixedRotaryEmbedding(
-            config.num_layers,
-            config.num_heads,
-            head_dim,
-            temperature=config.rotary_temperature,
-            patch_size=config.patch_size,
-            name=ROTARY_EMBEDDING,
-            dtype=dtype_of(ROTARY_EMBEDDING),
-        )(features)
+        layer = NaFlexMixedRotaryEmbedding if config.naflex else MixedRotaryEmbedding
+        return layer(config.num_layers, config.num_heads, head_dim, **common)
     options = {"grid_indexing": "xy"} if config.rotary_embedding == "axial" else {}
-    return RotaryEmbedding2D(
+    layer = NaFlexRotaryEmbedding if config.naflex else RotaryEmbedding2D
+    return layer(
         head_dim,
-        temperature=config.rotary_temperature,
         reference_grid_size=config.rotary_reference_grid,
         grid_offset=config.rotary_grid_offset,
-        patch_size=config.patch_size,
         kind="dinov3" if config.rotary_embedding == "dinov3" else "eva02",
         normalize_coords=config.rotary_normalize_coords,
-        name=ROTARY_EMBEDDING,
-        dtype=dtype_of(ROTARY_EMBEDDING),
+        **common,
         **options,
-    )(features)
+    )
 
 
 def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attention_mask=None):
@@ -210,23 +220,35 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
         name = BLOCK_NAME.format(i)
-        x = TransformerBlock(
-            num_heads=config.num_heads,
-            mlp_dim=config.mlp_dim,
-            dropout_rate=config.dropout_rate,
-            attention_dropout_rate=config.attention_dropout_rate,
-            drop_path_rate=rate,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            approximate_gelu=config.approximate_gelu,
-            layer_scale_init_value=config.layer_scale_init_value,
-            remat=config.remat,
-            **_block_options(config),
-            name=name,
-            dtype=dtype_of(name),
-        )(x, **shared, **_rotary_option(rotary, i if per_block else None), **mask)
+        x = _make_block(config, i, rate, name, dtype_of(name))(
+            x, **shared, **_rotary_option(rotary, i if per_block else None), **mask
+        )
     if config.fc_norm or not config.final_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
+
+
+def _make_block(config, index, drop_path_rate, name, dtype):
+    """Block `index`: a `TransformerBlock`, or a `ParallelScalingBlock` (`block_type`)."""
+    options = dict(
+        num_heads=config.num_heads,
+        mlp_dim=config.mlp_dim,
+        dropout_rate=config.dropout_rate,
+        attention_dropout_rate=config.attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        approximate_gelu=config.approximate_gelu,
+        layer_scale_init_value=config.layer_scale_init_value,
+        name=name,
+        dtype=dtype,
+    )
+    differential = config.attention_type == "differential"
+    if differential:  # lambda_init by depth (timm's DiffAttention)
+        options.update(attention_type="differential", block_index=index)
+    if config.block_type == "parallel_scaling":
+        options.update(qk_norm=config.qk_norm, activation=config.activation, norm=config.norm)
+        return ParallelScalingBlock(fused_output=differential, **options)  # timm's blocks
+    return TransformerBlock(remat=config.remat, **_block_options(config), **options)
 
 
 def _rotary_option(rotary, index):
@@ -327,7 +349,7 @@ def _naflex_graph(config, dtype_of):
     )
     valid = inputs["patch_valid"]
     x = patch_encoder(inputs["patches"], inputs["patch_coord"], valid)
-    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid)
+    return inputs, encode_tokens(x, config, dtype_of, patch_valid=valid, features=inputs)
 
 
 # Layers that compute in float32 under a mixed-precision policy (float32 logits).

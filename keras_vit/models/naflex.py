@@ -14,6 +14,11 @@ flattened patches, the position table resized per image); `patch_valid` masks th
 every attention (padding never changes a valid token) and the GAP / MAP pooling. A batch of
 one unpadded image gives the plain model's output on that image (same weights, position
 embedding without prefix rows).
+
+With `rotary_embedding` (`"eva02"`, `"axial"`, `"mixed"`, `"dinov3"`: the plain models'
+variants, timm's `NaFlexVit` with a `rope_type`), the `rotary_embedding` layer is a
+`keras_vit.layers.NaFlexRotaryEmbedding` / `NaFlexMixedRotaryEmbedding` computing each token's
+sines and cosines from its `patch_coord` and its image's grid.
 """
 
 import keras

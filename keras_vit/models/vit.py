@@ -61,6 +61,9 @@ def ViT(
     rotary_grid_offset=0.0,
     rotary_normalize_coords="separate",
     block_norm="pre",
+    # timm's ParallelScalingBlock and differential attention (issue 30, parallel)
+    block_type="standard",
+    attention_type="standard",
     # RMSNorm and the patch-embedding norm (issue 30: AIMv2, Perception Encoder)
     norm="layernorm",
     patch_norm=False,
@@ -169,8 +172,8 @@ def ViT(
             `"quick_gelu"` (`x * sigmoid(1.702 x)`, CLIP). Defaults to `"gelu"`.
         mlp: `"mlp"` or `"swiglu"` (gated SiLU MLP of hidden width `mlp_dim`,
             `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. EVA-02's LayerNorm inside the SwiGLU MLP.
-            Defaults to False.
+        mlp_inner_norm: bool. A norm on the MLP's hidden activations: EVA-02's
+            inside the SwiGLU, BEiT-3's after the GELU. Defaults to False.
         attention_inner_norm: bool. EVA-CLIP's LayerNorm over the heads before
             each attention's output projection. Defaults to False.
         rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D
@@ -189,6 +192,13 @@ def ViT(
         block_norm: `"pre"` or `"post"`: residual post-norm blocks
             (`x + LN(f(x))`, timm's `ResPostBlock`, EVA-02 enormous). Defaults to
             `"pre"`.
+        block_type: `"standard"` or `"parallel_scaling"`: timm's `ParallelScalingBlock`
+            (`keras_vit.layers.ParallelScalingBlock`: ViT-22B's parallel attention and MLP
+            with fused projections; `*_xp_*`, `vit_pwee_*`). Defaults to `"standard"`.
+        attention_type: `"standard"` or `"differential"`: timm's `DiffAttention`
+            (`keras_vit.layers.DifferentialAttention`; `vit_dwee_*`, `vit_dlittle_*`, and
+            with `"parallel_scaling"` timm's `DiffParallelScalingBlock`). Defaults to
+            `"standard"`.
         norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model
             (`keras.layers.RMSNormalization`, timm's `RmsNorm`: AIMv2). Defaults
             to `"layernorm"`.

@@ -199,6 +199,15 @@ def check_timm_expressible(config):
             "export_timm names timm models by their VisionTransformer arguments; the parallel "
             "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
         )
+    for option in ("block_type", "attention_type"):
+        if getattr(config, option) != "standard":
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "timm's ParallelScalingBlock / DiffAttention models (*_xp_*, vit_pwee_*, "
+                "vit_dwee_*, vit_dlittle_*, vit_dpwee_*) load through from_timm but are not "
+                "exported",
+            )
     for option, default in _EVA_OPTIONS.items():
         if getattr(config, option) != default:
             raise _refuse(

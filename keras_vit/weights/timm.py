@@ -32,9 +32,11 @@ from keras_vit.weights.timm_eva import (
     eva_block_table,
     eva_fills,
     eva_model_table,
+    inner_norm,
 )
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +65,10 @@ _norm, _linear = L.torch_norm, L.torch_linear
 def _mlp(key, path, config):
     """timm's `Mlp` (`fc1`, `fc2`), or `SwiGLUPacked` (DINOv2 giant: `fc1` = gate rows, then up)."""
     if getattr(config, "mlp", "mlp") != "swiglu":
+        inner = getattr(config, "mlp_inner_norm", False)  # BEiT-3's scale_mlp_norm
         return {
             **_linear(f"{key}.fc1", f"{path}/mlp_dense_1"),
+            **(_norm(f"{key}.norm", f"{path}/mlp_inner_norm") if inner else {}),
             **_linear(f"{key}.fc2", f"{path}/mlp_dense_2"),
         }
     gate_up = (f"{path}/mlp/gate_dense", f"{path}/mlp/up_dense")
@@ -104,12 +108,15 @@ def _parallel_block(i, config, qkv_bias):
 def _block(i, config, qkv_bias):
     if getattr(config, "num_parallel", 1) > 1:
         return _parallel_block(i, config, qkv_bias)
+    if getattr(config, "block_type", "standard") == "parallel_scaling":
+        return parallel_scaling_table(i, config, qkv_bias)
     key, path = f"blocks.{i}", BLOCK_NAME.format(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
     table = {
         **_norm(f"{key}.norm1", f"{path}/attention_norm"),
         f"{key}.attn.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
+        **(inner_norm(f"{key}.attn.norm", attention) if _inner(config) else {}),
         f"{key}.attn.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
         f"{key}.attn.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
         **_norm(f"{key}.norm2", f"{path}/mlp_norm"),
@@ -120,12 +127,20 @@ def _block(i, config, qkv_bias):
     if getattr(config, "qk_norm", False):
         table.update(_norm(f"{key}.attn.q_norm", f"{attention}/query_norm"))
         table.update(_norm(f"{key}.attn.k_norm", f"{attention}/key_norm"))
+    if getattr(config, "attention_type", "standard") == "differential":  # DiffAttention
+        for rows in differential_rows(f"{key}.attn", attention):
+            table.update(rows)
     if getattr(config, "relative_position_bias", None) == "mlp":  # vit_relpos: RelPosMlp
         table.update(_rel_pos_mlp(f"{key}.attn.rel_pos", f"{path}/{RELATIVE_POSITION_BIAS}"))
     if config.layer_scale_init_value is not None:
         table[f"{key}.ls1.gamma"] = (f"{path}/attention_scale", L.IDENTITY)
         table[f"{key}.ls2.gamma"] = (f"{path}/mlp_scale", L.IDENTITY)
     return table
+
+
+def _inner(config):
+    """BEiT-3's `attn.norm` (timm's `scale_attn_norm`): our attention's `inner_norm`."""
+    return getattr(config, "attention_inner_norm", False)
 
 
 def _rel_pos_mlp(key, path):
@@ -162,17 +177,20 @@ def _map_head(prefix):
     return table
 
 
-def _position_transform(config):
-    """timm's `pos_embed` -> ours, resampled as timm does (bicubic, antialiased) if needed."""
+def _position_transform(config, spec=None):
+    """timm's `pos_embed` -> ours, resampled as timm does if needed: bicubic, antialiased, or
+    the family's resize (`spec.extras["position_resize"]`: RADIO's bilinear)."""
     prefix_rows = 0
     if getattr(config, "prefix_position_embedding", True):
         prefix_rows = int(config.class_token) + getattr(config, "num_register_tokens", 0)
         prefix_rows += int(getattr(config, "distillation_token", False))
 
+    resize = dict(interpolation="bicubic", antialias=True)
+    if spec is not None:
+        resize.update(spec.extras.get("position_resize", {}))
+
     def resample(posemb, grid, prefix):
-        return resample_position_embedding(
-            posemb, grid, prefix, interpolation="bicubic", antialias=True
-        )
+        return resample_position_embedding(posemb, grid, prefix, **resize)
 
     return L.position_embedding(config.grid_size, prefix_rows, resample)
 
@@ -214,7 +232,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     if getattr(config, "distillation_token", False):
         table["dist_token"] = (p["distillation_token"], L.IDENTITY)
     if config.position_embedding == "learned":
-        table["pos_embed"] = (p["position_embedding"], _position_transform(config))
+        table["pos_embed"] = (p["position_embedding"], _position_transform(config, spec))
     if config.resnet_units is not None:
         table.update(_stem(config))
     table["patch_embed.proj.weight"] = (p["patch_kernel"], L.CONV)
@@ -251,6 +269,8 @@ def _fills(config, spec):
         fills = eva_fills(config, spec)
     else:
         fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
+        if config.block_type == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
+            fills = {}
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))
@@ -325,7 +345,7 @@ def from_timm(
     *,
     image_size=None,
     num_classes=None,
-    dynamic_image_size=False,
+    dynamic_image_size=None,
     **kwargs,
 ):
     """Builds the keras_vit model of a timm ViT and loads a timm checkpoint into it.
@@ -347,14 +367,16 @@ def from_timm(
     the hybrids
     `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
     `vit_large_r50_s32_*`, FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other
-    patch sizes), and timm's NaFlex ViTs `naflexvit_*` (not the C-RADIO ones) as NaFlex
+    patch sizes), and timm's NaFlex ViTs `naflexvit_*` (C-RADIO's included) as NaFlex
     models (`naflex=True`: a dict input of `patches`, `patch_coord`, `patch_valid`, made by
     `keras_vit.data.naflex_batch`); timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
     (`eva_giant_*`), rotary register ViTs (`vit_*_rope_reg*_gap_256`) and DINOv3
     (`vit_*_patch16_dinov3*`, DINOv3's RoPE: `rotary_embedding="dinov3"`); EVA-01
     `eva_large_patch14_*`; BEiT and relpos ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`,
     SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
-    lang / spatial, the core towers' attention pool). Other timm ViTs (parallel scaling
+    lang / spatial, the core towers' attention pool); C-RADIO (`vit_*_patch16_radio_v*`,
+    its 128 x 128 table resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
+    `vit_intern300m_patch14_448` and timm's `test_vit*` models. Other timm ViTs (parallel scaling
     blocks, ...) raise a `ValueError` saying what they need.
 
     Args:
@@ -366,9 +388,11 @@ def from_timm(
         num_classes: optional int. Defaults to the checkpoint head's class count (no head
             when the checkpoint has none), or timm's default for the name without a
             checkpoint. Another count gives a new zero-initialised head.
-        dynamic_image_size: bool. Accept any image size the patch divides at call time
-            (input `(None, None, C)`), resampling the position embedding at every call as
-            timm's `dynamic_img_size=True` does. Defaults to False.
+        dynamic_image_size: optional bool. Accept any image size the patch divides at call
+            time (input `(None, None, C)`), resampling the position embedding at every call
+            as timm's `dynamic_img_size=True` does. Defaults to None: the name's default in
+            timm (True for `vit_intern300m_patch14_448`, `test_vit`, `test_vit2`,
+            `test_vit4`; False for the others).
         **kwargs: other `keras_vit.ViT` arguments (`include_top`, `classifier_activation`,
             dropout rates, `name`, size overrides for tests, ...).
 
@@ -388,8 +412,8 @@ def from_timm(
     (None, 10)
     """
     spec = parse_timm_name(name)
-    if dynamic_image_size:
-        kwargs["dynamic_image_size"] = True
+    if dynamic_image_size is not None:
+        kwargs["dynamic_image_size"] = dynamic_image_size
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
     if num_classes is None and arrays is not None:
         head = arrays.get("head.weight")

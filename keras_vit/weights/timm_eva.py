@@ -69,6 +69,15 @@ def _attention_rope(key, attention):
     }
 
 
+def inner_norm(key, attention):
+    """timm's `attn.norm` over the concatenated heads (EVA-CLIP's `scale_attn_inner`, BEiT-3's
+    `scale_attn_norm`) -> the `inner_norm` of our `attention`."""
+    return {
+        f"{key}.{suffix}": (f"{attention}/inner_norm/{variable}", L.HEADS_IN_BIAS)
+        for suffix, variable in (("weight", "gamma"), ("bias", "beta"))
+    }
+
+
 def _attention(key, attention, config, spec):
     if spec.extras.get("attention") == "rope":
         return _attention_rope(key, attention)
@@ -96,8 +105,7 @@ def _attention(key, attention, config, spec):
             source = f"{key}.{p}_bias" if fused else f"{key}.{p}_proj.bias"
             table[source] = (f"{attention}/{name}/bias", heads_in(L.HEADS_IN_BIAS, name))
     if config.attention_inner_norm:
-        for suffix, variable in (("weight", "gamma"), ("bias", "beta")):
-            table[f"{key}.norm.{suffix}"] = (f"{attention}/inner_norm/{variable}", L.HEADS_IN_BIAS)
+        table.update(inner_norm(f"{key}.norm", attention))
     table[f"{key}.proj.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
     table[f"{key}.proj.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
     return table

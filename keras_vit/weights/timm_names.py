@@ -11,9 +11,13 @@ import re
 
 from keras_vit.weights import (
     timm_aimv2_names,
+    timm_beit3_names,
+    timm_eva_dinov3_names,
     timm_eva_names,
     timm_naflex_names,
+    timm_parallel_names,
     timm_pe_names,
+    timm_radio_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -65,8 +69,10 @@ DEFAULT_CLASSES = {
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
+    **timm_eva_dinov3_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
+    **timm_radio_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -425,27 +431,26 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
     *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
+    # timm's ParallelScalingBlock and differential attention (timm_parallel_names).
+    *(Family(*spec) for spec in timm_parallel_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # timm's LingBot and Sapiens2 (keras_vit.weights.timm_eva_dinov3_names).
+    *(Family(*spec) for spec in timm_eva_dinov3_names.FAMILY_SPECS),
+    # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
+    *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
+    # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
+    # (keras_vit.weights.timm_radio_names).
+    *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (r"beit3_.*", "BEiT-3's multiway blocks (a timm model of its own kind)"),
-    (
-        r".*_xp_.*|vit_(d)?pwee_.*",
-        "timm's ParallelScalingBlock (one fused q/k/v + MLP input projection; RmsNorm for *_xp_*)",
-    ),
-    (r"vit_dlittle_.*|vit_dwee_.*", "differential attention"),
     (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r"naflexvit_.*_radio_.*",
-        "C-RADIO's NaFlex backbone (no final norm, a 128 x 128 align-corners table)",
-    ),
-    (
-        r".*(sapiens|radio|lingbot|tipsv2|intern).*",
-        "blocks or embeddings other than the ViT's (a timm model of its own kind)",
+        r".*sapiens.*",
+        "Sapiens2's grouped-query attention (key / value heads shared by groups of query heads)",
     ),
 )
 

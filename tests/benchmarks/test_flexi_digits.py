@@ -56,6 +56,11 @@ def test_tiny_run_writes_every_model_at_every_patch_size(bench, tmp_path, monkey
         assert all(0.0 <= v <= 1.0 for v in per_size.values())
 
 
+def test_nothing_to_train_is_refused(bench):
+    with pytest.raises(ValueError, match="both 0"):
+        bench.main(["--fixed-epochs", "0", "--flexi-epochs", "0"])
+
+
 def test_patch_sizes_must_divide_the_image(bench):
     with pytest.raises(ValueError, match="must divide --image-size 16"):
         bench.main(["--image-size", "16", "--patch-sizes", "4,5"])

@@ -78,3 +78,24 @@ def test_factorized_is_timm_linear():
 
     expected = interp(rows, 3)[:, None] + interp(columns, 7)[None]
     np.testing.assert_allclose(ops.convert_to_numpy(got)[0], expected.reshape(21, 6), atol=1e-5)
+
+
+@pytest.mark.parametrize("antialias,align_corners", [(False, True), (False, False), (True, False)])
+def test_resample_position_embedding_bilinear_is_torch(antialias, align_corners):
+    """The checkpoint loader's bilinear resize (timm's RADIO loader) keeps the prefix rows and
+    resizes the grid as `F.interpolate(mode="bilinear")`, through these weights."""
+    from keras_vit.layers.position_embedding import resample_position_embedding
+
+    table = np.random.default_rng(2).normal(size=(3, 3, 4)).astype("float32")
+    prefix = np.ones((1, 2, 4), "float32")
+    posemb = np.concatenate([prefix, table.reshape(1, 9, 4)], axis=1)
+    opts = dict(interpolation="bilinear", antialias=antialias, align_corners=align_corners)
+    for size in [(5, 5), (2, 4)]:
+        got = resample_position_embedding(posemb, size, 2, **opts)
+        expected = _torch_resize(table, size, "bilinear", antialias, align_corners)
+        np.testing.assert_array_equal(got[:, :2], prefix)
+        np.testing.assert_allclose(got[0, 2:], expected.reshape(-1, 4), atol=1e-6)
+    if align_corners:  # 3 -> 5 with corners aligned: the rows, and midpoints between them
+        got = resample_position_embedding(posemb, (5, 5), 2, **opts)[0, 2:].reshape(5, 5, 4)
+        np.testing.assert_allclose(got[::2, ::2], table, atol=1e-6)
+        np.testing.assert_allclose(got[1::2, ::2], (table[1:] + table[:-1]) / 2, atol=1e-6)

@@ -116,6 +116,7 @@ OPTIONS = {
     "epsilon": dict(layer_norm_epsilon=1e-5),
     "remat": dict(remat=True),
     "zero_rates": dict(dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0),
+    "mlp_inner_norm": dict(mlp_inner_norm=True),  # BEiT-3's norm before mlp_dense_2
     "all": dict(qk_norm=True, layer_scale_init_value=0.1, remat=True, activation="quick_gelu"),
     # RMSNorm blocks (AIMv2) and RMS QK-norms fall back to the portable path.
     "rmsnorm_qk_norm": dict(norm="rmsnorm", qk_norm=True, layer_norm_epsilon=1e-5),
@@ -178,6 +179,25 @@ def test_fast_path_taken_and_left(monkeypatch):
     assert calls == [block.name]
     _close(to_numpy(out), plain)
     assert tuple(scores.shape) == (2, 2, 5, 5)
+
+
+@torch_only
+def test_differential_attention_leaves_the_fast_path(monkeypatch):
+    """Differential attention: the block's guard and `attention_is_plain` send it to keras.ops."""
+    from keras_vit.layers import _torch_kernels
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fast path ran a differential-attention block")
+
+    monkeypatch.setattr(_torch_kernels, "transformer_block", refuse)
+    monkeypatch.setattr(_torch_kernels, "self_attention", refuse)
+    block = TransformerBlock(2, 24, attention_type="differential", block_index=1)
+    x = _tokens(width=16)
+    with portable_path(False):
+        fast = to_numpy(block(x))
+    assert not _torch_kernels.attention_is_plain(block.attention)
+    with portable_path():
+        _close(fast, to_numpy(block(x)))
 
 
 @torch_only

@@ -95,6 +95,7 @@ def test_matches_numpy_equations(approximate):
         dict(qk_norm=True),
         dict(activation="quick_gelu", approximate_gelu=False),
         dict(qk_norm=True, activation="quick_gelu", layer_norm_epsilon=1e-5),
+        dict(mlp_inner_norm=True, layer_norm_epsilon=1e-5),  # BEiT-3's MLP norm
     ],
 )
 def test_qk_norm_and_quick_gelu_match_numpy(kwargs):
@@ -314,8 +315,8 @@ def test_layer_eva_options():
 def test_eva_options_bad_arguments():
     with pytest.raises(ValueError, match="mlp must be one of"):
         TransformerBlock(2, M, mlp="glu")
-    with pytest.raises(ValueError, match="mlp_inner_norm needs mlp='swiglu'"):
-        TransformerBlock(2, M, mlp_inner_norm=True)
+    with pytest.raises(ValueError, match="needs mlp='mlp', no relative_position_grid or mlp_in"):
+        TransformerBlock(2, M, mlp_inner_norm=True, num_parallel=2)
 
 
 def _linear(dense, linear, shape=None):

@@ -134,9 +134,10 @@ def test_to_kwargs_and_field_groups():
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
     # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks;
-    # Perception Encoder's final_norm).
+    # Perception Encoder's final_norm; block_type and attention_type: timm's
+    # ParallelScalingBlock and differential attention).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 40
+    assert len(mpp.ENCODER_KEYS) == 42
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 
@@ -244,3 +245,15 @@ def test_std_conv_is_one_registered_class_everywhere():
 
     assert keras_vit.StdConv2D is keras_vit.layers.StdConv2D is StdConv2D
     assert keras.saving.get_registered_name(StdConv2D) == "keras_vit>StdConv2D"
+
+
+def test_block_type_and_attention_type_checks():
+    tiny = dict(patch_size=8, num_layers=1, hidden_dim=16, mlp_dim=32, num_heads=2)
+    with pytest.raises(ValueError, match="block_type must be one of"):
+        ViTConfig(**tiny, block_type="parallel")
+    with pytest.raises(ValueError, match="takes no parallel branches.*num_parallel=2"):
+        ViTConfig(**tiny, block_type="parallel_scaling", num_parallel=2)
+    with pytest.raises(ValueError, match="2 \\* num_heads to divide hidden_dim"):
+        ViTConfig(**{**tiny, "hidden_dim": 6}, attention_type="differential")
+    with pytest.raises(ValueError, match="attention_type='differential'.*rotary_embedding"):
+        ViTConfig(**tiny, attention_type="differential", rotary_embedding="eva02")

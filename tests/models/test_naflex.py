@@ -132,3 +132,41 @@ def test_bad_configs(kwargs, match):
 
 def test_prefix_position_rows_are_dropped():
     assert _config(pooling="token").prefix_position_embedding is False
+
+
+# --- rotary position embeddings (per-token tables from patch_coord) ----------------------------
+# (Every kind's per-token table is checked against the plain one in
+# tests/layers/test_naflex_rotary.py, and against timm in tests/weights/test_timm_naflex_rope.py.)
+ROTARY = {
+    "eva02": dict(rotary_reference_grid=4, rotary_grid_offset=0.5),
+    "mixed": dict(rotary_temperature=10.0),
+}
+
+
+def test_rotary_one_unpadded_image_equals_the_plain_model():
+    """One unpadded non-square image, same weights, as the plain rotary model."""
+    image = RNG.normal(size=(16, 24, 3)).astype("float32")
+    batch = naflex_batch([image], 8, 6)
+    assert batch["patch_valid"].all()
+    for kind, options in ROTARY.items():
+        config = _config(image_size=(16, 24), pooling="gap", rotary_embedding=kind, **options)
+        naflex = _perturbed(build_model(config))
+        plain = build_model(dataclasses.replace(naflex.config, naflex=False))
+        plain.set_weights(naflex.get_weights())
+        expected = _run(plain, image[None])
+        got = _run(naflex, batch)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=kind)
+
+
+def test_rotary_padding_is_harmless_and_saves(tmp_path):
+    """Padding coordinates and pixels never change valid outputs; `.keras` round trip."""
+    model = _perturbed(build_model(_config(pooling="map", rotary_embedding="mixed")))
+    assert type(model.rotary_embedding).__name__ == "NaFlexMixedRotaryEmbedding"
+    batch = naflex_batch(IMAGES, 8, 14)
+    mixed = _run(model, batch)
+    noisy = dict(batch)
+    noisy["patches"] = np.where(batch["patch_valid"][..., None], batch["patches"], 50.0)
+    noisy["patch_coord"] = np.where(batch["patch_valid"][..., None], batch["patch_coord"], 9)
+    np.testing.assert_allclose(_run(model, noisy), mixed, rtol=1e-5, atol=1e-5)
+    loaded = roundtrip_model(model, batch, tmp_path)
+    assert loaded.config == model.config

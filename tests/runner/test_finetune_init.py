@@ -166,7 +166,7 @@ def test_cli_lora_on_swiglu_targets_from_a_rotary_timm_file(tmp_path, timm_files
            "--timm-name", FAMILIES["vit"][0], "--out", str(tmp_path / "vit")]  # fmt: skip
     assert main(["finetune", *argv, *vit]) == 2
     err = capsys.readouterr().err
-    assert "has a GELU MLP (mlp='mlp') and no LoRA target 'mlp_gate'" in err, err
+    assert "with a GELU MLP, mlp='mlp') has no LoRA target 'mlp_gate'" in err, err
     assert "'mlp_dense_1', 'mlp_dense_2')" in err and "--lora-targets" in err
 
 

@@ -16,7 +16,15 @@ from keras_vit import feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import timm as T
-from keras_vit.weights import timm_aimv2_names, timm_eva_names, timm_pe_names
+from keras_vit.weights import (
+    timm_aimv2_names,
+    timm_beit3_names,
+    timm_eva_dinov3_names,
+    timm_eva_names,
+    timm_parallel_names,
+    timm_pe_names,
+    timm_radio_names,
+)
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -241,8 +249,6 @@ def test_names_and_tags():
     giant = T.timm_config("vit_giant_patch14_dinov2.lvd142m", num_layers=1)
     sizes = (giant.hidden_dim, giant.num_heads, giant.mlp, giant.mlp_dim)
     assert sizes == (1536, 24, "swiglu", 4096)  # DINOv2 giant: SwiGLUPacked
-    with pytest.raises(ValueError, match="differential attention"):
-        from_timm("vit_dlittle_patch16_reg1_gap_256")
 
 
 def test_every_family_has_a_case():
@@ -251,7 +257,12 @@ def test_every_family_has_a_case():
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
-    assert tested == {family.name for family in N.FAMILIES} - eva - aimv2 - pe
+    radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
+    evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
+    evafam |= {spec[0] for spec in timm_eva_dinov3_names.FAMILY_SPECS}
+    parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
+    families = {family.name for family in N.FAMILIES}
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio
 
 
 def _activation(block):
@@ -280,6 +291,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             continue
         if spec.extras.get("layout") == "eva":
             continue  # timm's Eva models: tests/weights/test_timm_eva.py
+        if spec.arguments.get("block_type") == "parallel_scaling":
+            continue  # (Diff)ParallelScalingBlock: tests/weights/test_timm_parallel.py
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
@@ -424,6 +437,9 @@ def test_supported_count_over_all_timm_names():
     # timm 1.0.31: 147 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
     # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
     # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
-    # enormous's post-norm + Perception Encoder 12), NaFlexVit 8, FlexiViT 3, AIMv2 12 (of 1371
+    # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
+    # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
+    # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
+    # InternViT-300M 1, test_vit* 5, LingBot 4 (of 1371
     # names)
-    assert reads == 246
+    assert reads == 283
