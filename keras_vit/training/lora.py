@@ -33,13 +33,21 @@ import numpy as np
 TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
 # The projections of a SwiGLU MLP (`mlp="swiglu"`: EVA-02), which has no mlp_dense_1 / _2.
 SWIGLU_TARGETS = ("mlp_gate", "mlp_up", "mlp_down")
-ALL_TARGETS = TARGETS + SWIGLU_TARGETS
+# The Dense layers of a `ParallelScalingBlock` (`block_type="parallel_scaling"`: timm's
+# ParallelScalingBlock): the fused input projection (MLP hidden, q, k, v), then the attention
+# and MLP output projections, or one fused output projection (`fused_output`: timm's
+# DiffParallelScalingBlock). Such a block has none of `TARGETS`.
+PARALLEL_SCALING_TARGETS = ("in_proj", "attention_out", "mlp_out", "out_proj")
+ALL_TARGETS = TARGETS + SWIGLU_TARGETS + PARALLEL_SCALING_TARGETS
 DEFAULT_TARGETS = ("query", "value")
 LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
 def _block_targets(block):
     """The targets a block has: the attention's, then its MLP's (plain or SwiGLU)."""
+    if hasattr(block, "fused_output"):  # a ParallelScalingBlock: its Dense layers
+        out = ("out_proj",) if block.fused_output else ("attention_out", "mlp_out")
+        return ("in_proj", *out)
     mlp = SWIGLU_TARGETS if block.mlp == "swiglu" else ("mlp_dense_1", "mlp_dense_2")
     return TARGETS[:4] + mlp
 
@@ -47,7 +55,8 @@ def _block_targets(block):
 def _target_layer(block, target):
     if target not in _block_targets(block):
         raise ValueError(
-            f"{block.name} (mlp={block.mlp!r}) has no LoRA target {target!r}; its targets are "
+            f"{block.name} ({type(block).__name__}, mlp={getattr(block, 'mlp', 'mlp')!r}) has "
+            f"no LoRA target {target!r}; its targets are "
             f"{_block_targets(block)}. Received: target={target!r}"
         )
     path = {
@@ -60,6 +69,7 @@ def _target_layer(block, target):
         "mlp_gate": ("swiglu", "gate_dense"),
         "mlp_up": ("swiglu", "up_dense"),
         "mlp_down": ("swiglu", "down_dense"),
+        **{name: (name,) for name in PARALLEL_SCALING_TARGETS},
     }[target]
     layer = block
     for name in path:
@@ -271,8 +281,12 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
         rank: int. The LoRA rank.
         targets: sequence of str from `("query", "key", "value", "attention_output",
             "mlp_dense_1", "mlp_dense_2")`, and for SwiGLU blocks (`mlp="swiglu"`)
-            `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`.
-            Defaults to `("query", "value")`.
+            `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`; the
+            `ParallelScalingBlock`s of `block_type="parallel_scaling"` have `"in_proj"` (the
+            fused MLP-hidden + q/k/v projection) and `"attention_out"` / `"mlp_out"`, or
+            `"out_proj"` with differential attention, instead of all of these.
+            Defaults to `("query", "value")` (refused on parallel-scaling blocks, which have
+            no separate query and value: pass their targets).
         alpha: optional positive float. The update is scaled by `alpha / rank`.
             Defaults to None (`alpha = rank`: scale 1, Keras' default).
 

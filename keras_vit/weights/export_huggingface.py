@@ -66,6 +66,7 @@ _PLAIN = (
     ("classifier_activation", None, "it returns logits"),
     ("backbone", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
     ("resnet_units", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
+    ("stem", None, "it has no CNN stem"),
     ("block_norm", "pre", "its blocks are pre-norm"),
     ("key_bias", True, "its query, key and value all have biases"),
     ("mlp", "mlp", "its MLP is dense-GELU-dense"),

@@ -12,11 +12,13 @@ import re
 from keras_vit.weights import (
     timm_aimv2_names,
     timm_beit3_names,
+    timm_eva_dinov3_names,
     timm_eva_names,
     timm_naflex_names,
     timm_parallel_names,
     timm_pe_names,
     timm_radio_names,
+    timm_stem_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -68,9 +70,11 @@ DEFAULT_CLASSES = {
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
     **timm_eva_names.DEFAULT_CLASSES,
+    **timm_eva_dinov3_names.DEFAULT_CLASSES,
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
     **timm_radio_names.DEFAULT_CLASSES,
+    **timm_stem_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -425,6 +429,8 @@ FAMILIES = (
         "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
         _hybrid,
     ),
+    # ResNet-D and MobileCLIP stems (keras_vit.weights.timm_stem_names).
+    *(Family(*spec) for spec in timm_stem_names.FAMILY_SPECS),
     # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
@@ -433,6 +439,8 @@ FAMILIES = (
     *(Family(*spec) for spec in timm_parallel_names.FAMILY_SPECS),
     # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
     *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
+    # timm's LingBot and Sapiens2 (keras_vit.weights.timm_eva_dinov3_names).
+    *(Family(*spec) for spec in timm_eva_dinov3_names.FAMILY_SPECS),
     # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
     *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
     # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
@@ -443,10 +451,9 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
     (
-        r".*(sapiens|lingbot).*",
-        "blocks or embeddings other than the ViT's (a timm model of its own kind)",
+        r".*sapiens.*",
+        "Sapiens2's grouped-query attention (key / value heads shared by groups of query heads)",
     ),
 )
 

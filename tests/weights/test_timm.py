@@ -19,10 +19,12 @@ from keras_vit.weights import timm as T
 from keras_vit.weights import (
     timm_aimv2_names,
     timm_beit3_names,
+    timm_eva_dinov3_names,
     timm_eva_names,
     timm_parallel_names,
     timm_pe_names,
     timm_radio_names,
+    timm_stem_names,
 )
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
@@ -256,11 +258,13 @@ def test_every_family_has_a_case():
     eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
     aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
     pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
+    stems = {spec[0] for spec in timm_stem_names.FAMILY_SPECS}  # test_timm_stems.py
     radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
     evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
+    evafam |= {spec[0] for spec in timm_eva_dinov3_names.FAMILY_SPECS}
     parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems
 
 
 def _activation(block):
@@ -291,6 +295,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             continue  # timm's Eva models: tests/weights/test_timm_eva.py
         if spec.arguments.get("block_type") == "parallel_scaling":
             continue  # (Diff)ParallelScalingBlock: tests/weights/test_timm_parallel.py
+        if spec.family.name in ("resnet_d", "mci"):
+            continue  # BatchNorm stems: tests/weights/test_timm_stems.py
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]
@@ -438,5 +444,6 @@ def test_supported_count_over_all_timm_names():
     # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
     # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
     # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
-    # InternViT-300M 1, test_vit* 5 (of 1371 names)
-    assert reads == 279
+    # InternViT-300M 1, test_vit* 5, LingBot 4, ResNet-D hybrids 4 and MobileCLIP's
+    # vit_base_mci_224 (test_timm_stems.py) (of 1371 names)
+    assert reads == 288

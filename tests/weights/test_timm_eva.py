@@ -132,14 +132,6 @@ def test_feature_extractor_matches_forward_intermediates(references, models):
         assert_close(to_numpy(a), b)
 
 
-def test_refused_names_say_why():
-    for name, why in (
-        ("vit_small_patch16_lingbot", "blocks or embeddings other than the ViT's"),
-    ):
-        with pytest.raises(ValueError, match=f"not supported by keras_vit: it needs .*{why}"):
-            from_timm(name)
-
-
 def test_rope_vit_depth_override_and_attention_maps(references, models):
     """A RoPE-ViT of another depth (timm's `depth=1`), and mixed RoPE's per-block tables in
     the attention maps: block l's scores are timm's `attn` softmax with rope[l]."""
@@ -230,7 +222,8 @@ def test_every_eva_name_we_read_is_timms_architecture():
         state = set(model.state_dict())
         assert set(table) == state, f"{name}: {sorted(set(table) ^ state)}"
         checked.append(name)
-    # timm 1.0.31: 56 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
+    # timm 1.0.31: 60 of eva.py's 65 names (EVA-02 8, EVA-02 CLIP 4 with the post-norm
     # enormous, EVA 4, rope registers 4, RoPE-ViT 12: axial and mixed, with and without the
-    # absolute position embedding; DINOv3 12; Perception Encoder 12: tests/weights/test_timm_pe.py)
-    assert len(checked) == 56, checked
+    # absolute position embedding; DINOv3 12; Perception Encoder 12: tests/weights/test_timm_pe.py;
+    # LingBot 4: tests/weights/test_timm_evafam.py)
+    assert len(checked) == 60, checked
