@@ -25,6 +25,7 @@ Reference:
     Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
 """
 
+import gc
 import inspect
 
 import keras
@@ -52,29 +53,33 @@ def _block_targets(block):
     return TARGETS[:4] + mlp
 
 
-def _target_layer(block, target):
+_ATTENTION_LAYERS = {
+    "query": "query_dense",
+    "key": "key_dense",
+    "value": "value_dense",
+    "attention_output": "output_dense",
+}
+_SWIGLU_LAYERS = {"mlp_gate": "gate_dense", "mlp_up": "up_dense", "mlp_down": "down_dense"}
+
+
+def _target_layers(block, target):
+    """The layers `target` names in `block`: one per branch (a parallel block, timm's
+    `ParallelThingsBlock`, has `num_parallel` attentions and MLPs; each is adapted)."""
     if target not in _block_targets(block):
+        mlp = getattr(block, "mlp", None)
+        kind = {"swiglu": " with a SwiGLU MLP, mlp='swiglu'", "mlp": " with a GELU MLP, mlp='mlp'"}
         raise ValueError(
-            f"{block.name} ({type(block).__name__}, mlp={getattr(block, 'mlp', 'mlp')!r}) has "
-            f"no LoRA target {target!r}; its targets are "
-            f"{_block_targets(block)}. Received: target={target!r}"
+            f"{block.name} ({type(block).__name__}{kind.get(mlp, '')}) has no LoRA target "
+            f"{target!r}; its targets are {_block_targets(block)}. Received: target={target!r}"
         )
-    path = {
-        "query": ("attention", "query_dense"),
-        "key": ("attention", "key_dense"),
-        "value": ("attention", "value_dense"),
-        "attention_output": ("attention", "output_dense"),
-        "mlp_dense_1": ("mlp_dense_1",),
-        "mlp_dense_2": ("mlp_dense_2",),
-        "mlp_gate": ("swiglu", "gate_dense"),
-        "mlp_up": ("swiglu", "up_dense"),
-        "mlp_down": ("swiglu", "down_dense"),
-        **{name: (name,) for name in PARALLEL_SCALING_TARGETS},
-    }[target]
-    layer = block
-    for name in path:
-        layer = getattr(layer, name)
-    return layer
+    if target in PARALLEL_SCALING_TARGETS:
+        return [getattr(block, target)]
+    if target in _SWIGLU_LAYERS:
+        return [getattr(block.swiglu, _SWIGLU_LAYERS[target])]
+    branches = block._branches()
+    if target in _ATTENTION_LAYERS:
+        return [getattr(b["attention"], _ATTENTION_LAYERS[target]) for b in branches]
+    return [b[target] for b in branches]
 
 
 def _sublayers(layer):
@@ -185,17 +190,17 @@ def get_lora_settings(model):
     """
     found = set()
     for block in transformer_blocks(model):
+        layers = {t: _target_layers(block, t) for t in _block_targets(block)}
         enabled = tuple(
-            t
-            for t in _block_targets(block)
-            if getattr(_target_layer(block, t), "lora_enabled", False)
+            t for t, group in layers.items() if any(getattr(x, "lora_enabled", 0) for x in group)
         )
         if not enabled:
             found.add(None)
             continue
         settings = {
-            (_target_layer(block, t).lora_rank, float(_target_layer(block, t).lora_alpha))
+            (x.lora_rank, float(x.lora_alpha) if x.lora_enabled else None)
             for t in enabled
+            for x in layers[t]
         }
         found.update((rank, alpha, enabled) for rank, alpha in settings)
     if found in (set(), {None}):
@@ -273,7 +278,8 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     On `query` / `key` / `value`, whose kernels are `(D, heads, D / heads)`, Keras'
     factorisation gives each head its own rank-`rank` update (A `(D, heads, rank)`, B
     `(rank, D / heads)`); on `attention_output`, `mlp_dense_1`, `mlp_dense_2` it is the usual
-    rank-`rank` LoRA. On PyTorch the blocks run the Keras layers (not the fused kernels) while
+    rank-`rank` LoRA. A parallel block (`num_parallel` > 1) gets adapters on the target of
+    every branch. On PyTorch the blocks run the Keras layers (not the fused kernels) while
     LoRA is on.
 
     Args:
@@ -328,7 +334,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
             f"rank={rank}, Keras {keras.__version__}"
         )
     _check_optimizer_not_built(model, "enable_lora")
-    layers = [_target_layer(block, t) for block in blocks for t in targets]
+    layers = [x for block in blocks for t in targets for x in _target_layers(block, t)]
     for layer in layers:
         if getattr(layer, "kernel_constraint", None) is not None:
             raise ValueError(
@@ -369,13 +375,21 @@ def _check_rank_fits(layers, rank):
             )
 
 
+def _delete_variable(layer, name):
+    """`del layer.<name>` for a variable, as Keras' `Layer.__delattr__` does it (untrack, then
+    delete) without its `gc.collect()` per variable (0.1-1 s each in a large process):
+    `merge_lora` collects once for all layers."""
+    layer._untrack_variable(getattr(layer, name))
+    super(keras.layers.Layer, layer).__delattr__(name)
+
+
 def _disable_lora(layer):
     """Folds `layer`'s LoRA into its kernel and removes the LoRA matrices (in place)."""
     store = {}
     layer.save_own_variables(store)  # Keras' merge: W + alpha / rank * A @ B (re-quantized)
     values = {key: keras.ops.convert_to_numpy(value) for key, value in store.items()}
-    del layer.lora_kernel_a  # untracks the variable (Keras' Layer.__delattr__)
-    del layer.lora_kernel_b
+    for name in LORA_VARIABLES:
+        _delete_variable(layer, name)
     layer.lora_enabled = False
     layer.lora_rank = None
     if hasattr(layer, "lora_alpha"):
@@ -424,6 +438,7 @@ def merge_lora(model):
     _check_optimizer_not_built(model, "merge_lora")
     for layer in layers:
         _disable_lora(layer)
+    gc.collect()  # frees the LoRA matrices' buffers, as Keras' Layer.__delattr__ does
     _reset_compiled(model)
     return model
 
