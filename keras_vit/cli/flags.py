@@ -280,8 +280,9 @@ def finetune_flags(parser):
         "--lora-targets",
         type=str_list,
         metavar="NAMES",
-        help="comma list of the blocks' layers to adapt, from query, key, value, "
-        "attention_output, mlp_dense_1, mlp_dense_2 (default query,value)",
+        help="comma list of the blocks' layers to adapt: query, key, value, attention_output, "
+        "and the MLP's mlp_dense_1, mlp_dense_2 (GELU MLP) or mlp_gate, mlp_up, mlp_down "
+        "(SwiGLU MLP: EVA-02, DINOv3+, AIMv2; default query,value)",
     )
     group.add_argument(
         "--lora-alpha",

@@ -50,7 +50,8 @@ def attention_maps(model, images, batch_size=32):
 
     Returns:
         float32 NumPy array `(B, layers, heads, T, T)`; row `q` of a map holds
-        the weights query token `q` gives to every key token (rows sum to 1).
+        the weights query token `q` gives to every key token (rows sum to 1;
+        differential attention's maps `A1 - lambda * A2` sum to `1 - lambda`).
         T = prefix tokens (class token) + patches. For a NaFlex batch, T = prefix +
         the padded length: padding keys get no weight (the model masks them) and
         padding rows are zeros.

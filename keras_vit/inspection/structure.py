@@ -6,6 +6,7 @@ import collections
 import keras
 import numpy as np
 
+from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
 from keras_vit.layers.patch_encoder import PatchEncoder
 from keras_vit.layers.transformer_block import TransformerBlock
 
@@ -56,15 +57,17 @@ def find_patch_encoder(model):
 def find_transformer_blocks(model):
     """Returns the model's `TransformerBlock` layers in depth order: its `blocks` role.
 
-    A functional model without the role gives its `TransformerBlock` layers in its own layer
-    order, the order of its graph (each block called once), which is depth order.
+    A functional model without the role gives its `TransformerBlock` (and
+    `ParallelScalingBlock`) layers in its own layer order, the order of its graph (each block
+    called once), which is depth order.
 
     Raises:
         ValueError: when the model has no `TransformerBlock`.
     """
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+        kinds = (TransformerBlock, ParallelScalingBlock)
+        blocks = [layer for layer in model.layers if isinstance(layer, kinds)]
     blocks = list(blocks)
     if not blocks:
         raise ValueError(

@@ -2,6 +2,7 @@
 
 from keras_vit.layers.activations import quick_gelu
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.conv_stem import conv_stem
 from keras_vit.layers.differential_attention import DifferentialAttention
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.map_head import MAPHead
@@ -25,6 +26,7 @@ from keras_vit.layers.relative_position import (
     resize_relative_position_table,
 )
 from keras_vit.layers.resnet import residual_unit, resnet_stem
+from keras_vit.layers.resnet_d import resnet_d_stem, resnet_d_unit
 from keras_vit.layers.rotary import (
     RotaryEmbedding2D,
     apply_rotary_embedding,
@@ -60,6 +62,7 @@ __all__ = [
     "TokenPooling",
     "TransformerBlock",
     "apply_rotary_embedding",
+    "conv_stem",
     "dinov3_rotary_embedding_2d",
     "mixed_rotary_embedding",
     "quick_gelu",
@@ -68,6 +71,8 @@ __all__ = [
     "resample_position_embedding",
     "residual_unit",
     "resize_relative_position_table",
+    "resnet_d_stem",
+    "resnet_d_unit",
     "resnet_stem",
     "rotary_embedding_2d",
     "sincos_2d_position_embedding",

@@ -45,6 +45,16 @@ def check_positive_int(value, name, allow_none=False):
     return value
 
 
+def check_layer_scale(value):
+    """`layer_scale_init_value`: a float (not a bool) or None, else a ValueError."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(
+            f"layer_scale_init_value must be a float or None. Received: layer_scale_init_value="
+            f"{value!r}"
+        )
+    return value
+
+
 def check_non_negative_int(value, name):
     """`value` as an int (a Python or NumPy integer, not a bool, >= 0), else a ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

@@ -59,6 +59,18 @@ def check_attention_type(attention_type, **block):
     return attention_type
 
 
+def check_no_rotary_or_bias(layer, rotary_embedding, attention_bias):
+    """A ValueError when `layer` (ours of timm's DiffAttention / ParallelScalingBlock, which have
+    neither) is called with a rotary embedding or an attention bias."""
+    if rotary_embedding is not None or attention_bias is not None:
+        raise ValueError(
+            f"{layer.name}: a {type(layer).__name__} takes no rotary embedding or attention "
+            "bias (timm's has neither). Received: "
+            f"rotary_embedding={rotary_embedding is not None}, "
+            f"attention_bias={attention_bias is not None}"
+        )
+
+
 def lambda_init(block_index):
     """timm's depth-dependent `lambda_init = 0.8 - 0.6 * exp(-0.3 * block_index)`."""
     return 0.8 - 0.6 * math.exp(-0.3 * block_index)
@@ -246,13 +258,7 @@ class DifferentialAttention(RecordsQuantizedSublayers):
         attention_bias=None,
         attention_mask=None,
     ):
-        if rotary_embedding is not None or attention_bias is not None:
-            raise ValueError(
-                f"{self.name}: differential attention takes no rotary embedding or attention "
-                "bias (timm's DiffAttention has neither). Received: "
-                f"rotary_embedding={rotary_embedding is not None}, "
-                f"attention_bias={attention_bias is not None}"
-            )
+        check_no_rotary_or_bias(self, rotary_embedding, attention_bias)
         query, key = self.query_dense(inputs), self.key_dense(inputs)
         if self.qk_norm:
             query, key = self.query_norm(query), self.key_norm(key)

@@ -9,6 +9,7 @@ from keras import ops
 from keras_vit.layers import differential_attention as diff
 from keras_vit.layers._checks import (
     check_bool,
+    check_layer_scale,
     check_non_negative_int,
     check_positive_int,
     check_rate,
@@ -123,15 +124,7 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.approximate_gelu = check_bool(approximate_gelu, "approximate_gelu")
-        if layer_scale_init_value is not None and (
-            isinstance(layer_scale_init_value, bool)
-            or not isinstance(layer_scale_init_value, (int, float))
-        ):
-            raise ValueError(
-                "layer_scale_init_value must be a float or None. "
-                f"Received: layer_scale_init_value={layer_scale_init_value!r}"
-            )
-        self.layer_scale_init_value = layer_scale_init_value
+        self.layer_scale_init_value = check_layer_scale(layer_scale_init_value)
         self.qk_norm = check_bool(qk_norm, "qk_norm")
         self.activation = check_activation(activation)
         self.norm = check_norm(norm)
@@ -202,12 +195,7 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         attention_bias=None,
         attention_mask=None,
     ):
-        if rotary_embedding is not None or attention_bias is not None:
-            raise ValueError(
-                f"{self.name}: a ParallelScalingBlock takes no rotary embedding or attention "
-                f"bias (timm's has neither). Received: rotary_embedding="
-                f"{rotary_embedding is not None}, attention_bias={attention_bias is not None}"
-            )
+        diff.check_no_rotary_or_bias(self, rotary_embedding, attention_bias)
         inputs = ops.cast(inputs, self.compute_dtype)
         mask = attention_mask_4d(attention_mask, inputs)
         d, heads = self.hidden_dim, self.num_heads

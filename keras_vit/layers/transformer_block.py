@@ -8,6 +8,7 @@ from keras import ops
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._checks import (
     check_bool,
+    check_layer_scale,
     check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
@@ -206,15 +207,7 @@ class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
         self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.approximate_gelu = bool(approximate_gelu)
-        if layer_scale_init_value is not None and (
-            isinstance(layer_scale_init_value, bool)
-            or not isinstance(layer_scale_init_value, (int, float))
-        ):
-            raise ValueError(
-                "layer_scale_init_value must be a float or None. "
-                f"Received: layer_scale_init_value={layer_scale_init_value!r}"
-            )
-        self.layer_scale_init_value = layer_scale_init_value
+        self.layer_scale_init_value = check_layer_scale(layer_scale_init_value)
         check_bool(remat, "remat")
         if remat and not hasattr(keras, "remat"):
             raise ValueError(

@@ -22,12 +22,14 @@ arguments" reads one list instead of writing its own:
   `block_type` (timm's ParallelScalingBlock) and `attention_type` (differential attention),
   `num_key_value_heads` (grouped-query attention) and `attention_only_layer_scale`;
 - `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
-  (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem);
+  (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem),
+  `stem` (`"bit"`, `"resnet_d"`, `"conv"`), `stem_widths`, `stem_strides`;
 - `"name"`: the Keras model name.
 """
 
 import dataclasses
 import functools
+import math
 
 import keras
 
@@ -206,6 +208,15 @@ class ViTConfig:
         resnet_norm_epsilon: optional float. GroupNorm epsilon of the stem; None means the
             official 1e-6 (timm: 1e-5). Defaults to None.
         backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
+        stem: None, `"bit"`, `"resnet_d"` or `"conv"`: the CNN stem. `"bit"` (what None
+            means with `resnet_units`) is the BiT ResNetV2 (`keras_vit.layers.resnet_stem`);
+            `"resnet_d"` timm's ResNet-D (`keras_vit.layers.resnet_d_stem`: deep root,
+            BatchNorm, average-pool shortcuts; `resnet_units`, `resnet_width`,
+            `resnet_norm_epsilon` (None: timm's 1e-5) apply); `"conv"` MobileCLIP's
+            non-overlapping conv -> BatchNorm -> GELU layers (`keras_vit.layers.conv_stem`,
+            `stem_widths`, `stem_strides`; no `resnet_*`). Defaults to None.
+        stem_widths, stem_strides: optional sequences of int, one per convolution of the
+            `"conv"` stem: its output channels and its kernel size = stride. Default to None.
         naflex: bool. A NaFlex model: its input is a dict of `patches` `(B, N, ph * pw * C)`,
             `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
             NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
@@ -308,6 +319,11 @@ class ViTConfig:
     resnet_conv_epsilon_mode: object = _field("hybrid", None)
     resnet_norm_epsilon: object = _field("hybrid", None)
     backbone: object = _field("hybrid", None)
+    # ResNet-D and MobileCLIP conv stems (issue 30, `resnetd`): the kind of CNN stem, and the
+    # conv stem's widths and strides.
+    stem: object = _field("hybrid", None)
+    stem_widths: object = _field("hybrid", None)
+    stem_strides: object = _field("hybrid", None)
     # NaFlex (issue 31): dict inputs, per-image position embeddings, masks.
     naflex: bool = _field("input", False)
     position_embedding_interpolation: str = _field("encoder", "bicubic")
@@ -376,15 +392,24 @@ class ViTConfig:
 
     @property
     def is_hybrid(self):
-        """True when a CNN stem (ResNet or `backbone`) feeds the patch encoder."""
-        return self.resnet_units is not None or self.backbone is not None
+        """True when a CNN stem (ResNet, conv stem or `backbone`) feeds the patch encoder."""
+        return self.resnet_units is not None or self.backbone is not None or self.stem == "conv"
+
+    @property
+    def stem_stride(self):
+        """The stem's total stride (1: no stem); None for a `backbone` (known once it runs)."""
+        if self.backbone is not None:
+            return None
+        if self.stem == "conv":
+            return math.prod(self.stem_strides)
+        return 1 if self.resnet_units is None else variants.resnet_stride(self.resnet_units)
 
     @property
     def grid_size(self):
         """Token grid `(rows, columns)`; None for a `backbone`, whose grid shows once it runs."""
         if self.backbone is not None:
             return None
-        stride = 1 if self.resnet_units is None else variants.resnet_stride(self.resnet_units)
+        stride = self.stem_stride
         (height, width), (ph, pw) = self.image_size, self.patch_size
         return (height // (stride * ph), width // (stride * pw))
 

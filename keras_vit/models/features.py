@@ -58,21 +58,25 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
     """A functional model returning the outputs of the given transformer blocks.
 
     Args:
-        model: a (plain, hybrid, or `dynamic_image_size`) ViT built by `keras_vit.ViT`, any head.
+        model: a (plain, hybrid, `dynamic_image_size` or NaFlex) ViT built by
+            `keras_vit.ViT`, any head.
         indices: int n (the last n blocks) or a list of block indices (negatives count from
             the end), as timm's `forward_intermediates(indices=...)`.
         output: `"spatial"`: `(B, h, w, D)` maps of the patch tokens (prefix tokens dropped;
             the grid of each input, so dynamic-size models give maps of their input's size),
             timm's `output_fmt="NCHW"` transposed to NHWC; `"tokens"`: the `(B, T, D)`
-            sequences with the prefix tokens (timm's `"NLC"` with `return_prefix_tokens`).
-            Defaults to `"spatial"`.
+            sequences with the prefix tokens (timm's `"NLC"` with `return_prefix_tokens`), the
+            only choice for NaFlex models. Defaults to `"spatial"`.
         name: optional model name. Defaults to `model.name + "_features"`.
 
     Returns:
         A functional `keras.Model` on `model`'s input (sharing its layers and weights) with one
         output per index, in the order given (a list; one tensor when a single block is
         taken, as Keras returns single outputs). No final norm is applied (timm's
-        `norm=False`).
+        `norm=False`). A NaFlex model's takes its dict batch and returns a dict: `"tokens"`,
+        the list of `(B, prefix + N, D)` sequences, and `"patch_valid"`, the `(B, N)`
+        validity of their patch tokens (timm's `forward_intermediates(..., output_dict=True)`
+        on NaFlex input; padding tokens hold values nothing reads).
 
     Raises:
         ValueError: a model that is not a keras_vit `VisionTransformer`, an index out of
@@ -95,6 +99,13 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
             f"from keras_vit.ViT or keras_vit.load_model). Received: {type(model).__name__} "
             f"{getattr(model, 'name', '')!r}"
         )
+    naflex = model.config.naflex
+    if naflex and output == "spatial":
+        raise ValueError(
+            "A NaFlex model's images have grids of their own (and padding): there is no one "
+            "spatial map per batch. Use output='tokens' (as timm's forward_intermediates on "
+            "NaFlex input: output_fmt='NLC'). Received: output='spatial', naflex=True"
+        )
     blocks, encoder = model.blocks, model.patch_encoder
     outputs = []
     for index in take_indices(len(blocks), indices):
@@ -106,5 +117,9 @@ def feature_extractor(model, indices, *, output="spatial", name=None):
                 name=f"feature_grid_{len(outputs)}",
             )(tokens, encoder.input)
         outputs.append(tokens)
+    name = name or f"{model.name}_features"
+    if naflex:  # the patch tokens' validity beside the sequences (timm's output_dict)
+        patch_valid = model.input["patch_valid"]
+        return keras.Model(model.input, {"tokens": outputs, "patch_valid": patch_valid}, name=name)
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    return keras.Model(inputs, outputs, name=name or f"{model.name}_features")
+    return keras.Model(inputs, outputs, name=name)

@@ -1,11 +1,13 @@
-"""What feeds the patch encoder: the images, a BiT ResNet stem, or a user's CNN `backbone`.
+"""What feeds the patch encoder: the images, a CNN stem (BiT, ResNet-D, conv) or a `backbone`.
 
 The paper's Hybrid Architecture (Sec. 3.1): the patch embedding is applied to patches of a CNN
 feature map instead of raw pixels. Everything after the stem is the same for plain and hybrid
 models (`keras_vit.models.encoder`).
 """
 
+from keras_vit.layers.conv_stem import conv_stem
 from keras_vit.layers.resnet import resnet_stem
+from keras_vit.layers.resnet_d import resnet_d_stem
 
 
 def _backbone_features(backbone, inputs, config):
@@ -52,13 +54,13 @@ def _backbone_features(backbone, inputs, config):
 
 
 def stem_features(inputs, config, dtype=None):
-    """The tensor the patch encoder reads: `inputs` itself, a ResNet feature map or a backbone's.
+    """The tensor the patch encoder reads: `inputs` itself, a stem's feature map or a backbone's.
 
     Args:
         inputs: functional `(B, H, W, C)` images.
         config: a `keras_vit.models.config.ViTConfig` (validated: only the backbone's output
             is checked here, since it is known once the backbone runs).
-        dtype: optional dtype policy of the ResNet stem's layers (a `backbone` keeps its own).
+        dtype: optional dtype policy of the stem's layers (a `backbone` keeps its own).
             Defaults to None (the global policy).
 
     Returns:
@@ -66,6 +68,16 @@ def stem_features(inputs, config, dtype=None):
     """
     if config.backbone is not None:
         return _backbone_features(config.backbone, inputs, config)
+    if config.stem == "conv":
+        return conv_stem(inputs, config.stem_widths, config.stem_strides, dtype=dtype)
+    if config.stem == "resnet_d":
+        return resnet_d_stem(
+            inputs,
+            config.resnet_units,
+            config.resnet_width,
+            norm_epsilon=config.resnet_norm_epsilon,
+            dtype=dtype,
+        )
     if config.resnet_units is not None:
         return resnet_stem(
             inputs,

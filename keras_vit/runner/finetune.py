@@ -327,7 +327,10 @@ def build_lora_model(num_classes, config):
     if settings is None:
         return flexi_model(model, info, config)
     rank, targets, alpha = settings
-    lora.enable_lora(model, rank, targets=targets, alpha=alpha)
+    try:
+        lora.enable_lora(model, rank, targets=targets, alpha=alpha)
+    except ValueError as error:  # e.g. a target this model's blocks lack: name the flags
+        raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
     trainable = int(sum(np.prod(w.shape) for w in model.trainable_weights))
     return model, dict(info, lora=dict(lora.get_lora_settings(model), trainable_params=trainable))
 

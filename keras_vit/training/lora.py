@@ -25,6 +25,7 @@ Reference:
     Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
 """
 
+import gc
 import inspect
 
 import keras
@@ -33,38 +34,52 @@ import numpy as np
 TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
 # The projections of a SwiGLU MLP (`mlp="swiglu"`: EVA-02), which has no mlp_dense_1 / _2.
 SWIGLU_TARGETS = ("mlp_gate", "mlp_up", "mlp_down")
-ALL_TARGETS = TARGETS + SWIGLU_TARGETS
+# The Dense layers of a `ParallelScalingBlock` (`block_type="parallel_scaling"`: timm's
+# ParallelScalingBlock): the fused input projection (MLP hidden, q, k, v), then the attention
+# and MLP output projections, or one fused output projection (`fused_output`: timm's
+# DiffParallelScalingBlock). Such a block has none of `TARGETS`.
+PARALLEL_SCALING_TARGETS = ("in_proj", "attention_out", "mlp_out", "out_proj")
+ALL_TARGETS = TARGETS + SWIGLU_TARGETS + PARALLEL_SCALING_TARGETS
 DEFAULT_TARGETS = ("query", "value")
 LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
 def _block_targets(block):
     """The targets a block has: the attention's, then its MLP's (plain or SwiGLU)."""
+    if hasattr(block, "fused_output"):  # a ParallelScalingBlock: its Dense layers
+        out = ("out_proj",) if block.fused_output else ("attention_out", "mlp_out")
+        return ("in_proj", *out)
     mlp = SWIGLU_TARGETS if block.mlp == "swiglu" else ("mlp_dense_1", "mlp_dense_2")
     return TARGETS[:4] + mlp
 
 
-def _target_layer(block, target):
+_ATTENTION_LAYERS = {
+    "query": "query_dense",
+    "key": "key_dense",
+    "value": "value_dense",
+    "attention_output": "output_dense",
+}
+_SWIGLU_LAYERS = {"mlp_gate": "gate_dense", "mlp_up": "up_dense", "mlp_down": "down_dense"}
+
+
+def _target_layers(block, target):
+    """The layers `target` names in `block`: one per branch (a parallel block, timm's
+    `ParallelThingsBlock`, has `num_parallel` attentions and MLPs; each is adapted)."""
     if target not in _block_targets(block):
+        mlp = getattr(block, "mlp", None)
+        kind = {"swiglu": " with a SwiGLU MLP, mlp='swiglu'", "mlp": " with a GELU MLP, mlp='mlp'"}
         raise ValueError(
-            f"{block.name} (mlp={block.mlp!r}) has no LoRA target {target!r}; its targets are "
-            f"{_block_targets(block)}. Received: target={target!r}"
+            f"{block.name} ({type(block).__name__}{kind.get(mlp, '')}) has no LoRA target "
+            f"{target!r}; its targets are {_block_targets(block)}. Received: target={target!r}"
         )
-    path = {
-        "query": ("attention", "query_dense"),
-        "key": ("attention", "key_dense"),
-        "value": ("attention", "value_dense"),
-        "attention_output": ("attention", "output_dense"),
-        "mlp_dense_1": ("mlp_dense_1",),
-        "mlp_dense_2": ("mlp_dense_2",),
-        "mlp_gate": ("swiglu", "gate_dense"),
-        "mlp_up": ("swiglu", "up_dense"),
-        "mlp_down": ("swiglu", "down_dense"),
-    }[target]
-    layer = block
-    for name in path:
-        layer = getattr(layer, name)
-    return layer
+    if target in PARALLEL_SCALING_TARGETS:
+        return [getattr(block, target)]
+    if target in _SWIGLU_LAYERS:
+        return [getattr(block.swiglu, _SWIGLU_LAYERS[target])]
+    branches = block._branches()
+    if target in _ATTENTION_LAYERS:
+        return [getattr(b["attention"], _ATTENTION_LAYERS[target]) for b in branches]
+    return [b[target] for b in branches]
 
 
 def _sublayers(layer):
@@ -175,17 +190,17 @@ def get_lora_settings(model):
     """
     found = set()
     for block in transformer_blocks(model):
+        layers = {t: _target_layers(block, t) for t in _block_targets(block)}
         enabled = tuple(
-            t
-            for t in _block_targets(block)
-            if getattr(_target_layer(block, t), "lora_enabled", False)
+            t for t, group in layers.items() if any(getattr(x, "lora_enabled", 0) for x in group)
         )
         if not enabled:
             found.add(None)
             continue
         settings = {
-            (_target_layer(block, t).lora_rank, float(_target_layer(block, t).lora_alpha))
+            (x.lora_rank, float(x.lora_alpha) if x.lora_enabled else None)
             for t in enabled
+            for x in layers[t]
         }
         found.update((rank, alpha, enabled) for rank, alpha in settings)
     if found in (set(), {None}):
@@ -263,7 +278,8 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     On `query` / `key` / `value`, whose kernels are `(D, heads, D / heads)`, Keras'
     factorisation gives each head its own rank-`rank` update (A `(D, heads, rank)`, B
     `(rank, D / heads)`); on `attention_output`, `mlp_dense_1`, `mlp_dense_2` it is the usual
-    rank-`rank` LoRA. On PyTorch the blocks run the Keras layers (not the fused kernels) while
+    rank-`rank` LoRA. A parallel block (`num_parallel` > 1) gets adapters on the target of
+    every branch. On PyTorch the blocks run the Keras layers (not the fused kernels) while
     LoRA is on.
 
     Args:
@@ -271,8 +287,12 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
         rank: int. The LoRA rank.
         targets: sequence of str from `("query", "key", "value", "attention_output",
             "mlp_dense_1", "mlp_dense_2")`, and for SwiGLU blocks (`mlp="swiglu"`)
-            `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`.
-            Defaults to `("query", "value")`.
+            `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`; the
+            `ParallelScalingBlock`s of `block_type="parallel_scaling"` have `"in_proj"` (the
+            fused MLP-hidden + q/k/v projection) and `"attention_out"` / `"mlp_out"`, or
+            `"out_proj"` with differential attention, instead of all of these.
+            Defaults to `("query", "value")` (refused on parallel-scaling blocks, which have
+            no separate query and value: pass their targets).
         alpha: optional positive float. The update is scaled by `alpha / rank`.
             Defaults to None (`alpha = rank`: scale 1, Keras' default).
 
@@ -314,7 +334,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
             f"rank={rank}, Keras {keras.__version__}"
         )
     _check_optimizer_not_built(model, "enable_lora")
-    layers = [_target_layer(block, t) for block in blocks for t in targets]
+    layers = [x for block in blocks for t in targets for x in _target_layers(block, t)]
     for layer in layers:
         if getattr(layer, "kernel_constraint", None) is not None:
             raise ValueError(
@@ -355,13 +375,21 @@ def _check_rank_fits(layers, rank):
             )
 
 
+def _delete_variable(layer, name):
+    """`del layer.<name>` for a variable, as Keras' `Layer.__delattr__` does it (untrack, then
+    delete) without its `gc.collect()` per variable (0.1-1 s each in a large process):
+    `merge_lora` collects once for all layers."""
+    layer._untrack_variable(getattr(layer, name))
+    super(keras.layers.Layer, layer).__delattr__(name)
+
+
 def _disable_lora(layer):
     """Folds `layer`'s LoRA into its kernel and removes the LoRA matrices (in place)."""
     store = {}
     layer.save_own_variables(store)  # Keras' merge: W + alpha / rank * A @ B (re-quantized)
     values = {key: keras.ops.convert_to_numpy(value) for key, value in store.items()}
-    del layer.lora_kernel_a  # untracks the variable (Keras' Layer.__delattr__)
-    del layer.lora_kernel_b
+    for name in LORA_VARIABLES:
+        _delete_variable(layer, name)
     layer.lora_enabled = False
     layer.lora_rank = None
     if hasattr(layer, "lora_alpha"):
@@ -410,6 +438,7 @@ def merge_lora(model):
     _check_optimizer_not_built(model, "merge_lora")
     for layer in layers:
         _disable_lora(layer)
+    gc.collect()  # frees the LoRA matrices' buffers, as Keras' Layer.__delattr__ does
     _reset_compiled(model)
     return model
 

@@ -22,7 +22,7 @@ from keras_vit.training.lora import (
     _check_targets,
     _lora_layers,
     _own_variables,
-    _target_layer,
+    _target_layers,
     _walk,
     enable_lora,
     get_lora_settings,
@@ -195,11 +195,11 @@ def _expected_lora_shapes(model, config):
     shapes = {}
     for block in transformer_blocks(model):
         for target in config["targets"]:
-            layer = _target_layer(block, target)
-            kernel_shape = tuple(layer.kernel.shape)
-            name = names[id(layer)]
-            shapes[f"{name}/lora_kernel_a"] = kernel_shape[:-1] + (config["rank"],)
-            shapes[f"{name}/lora_kernel_b"] = (config["rank"], kernel_shape[-1])
+            for layer in _target_layers(block, target):
+                kernel_shape = tuple(layer.kernel.shape)
+                name = names[id(layer)]
+                shapes[f"{name}/lora_kernel_a"] = kernel_shape[:-1] + (config["rank"],)
+                shapes[f"{name}/lora_kernel_b"] = (config["rank"], kernel_shape[-1])
     return shapes
 
 

@@ -66,6 +66,7 @@ _PLAIN = (
     ("classifier_activation", None, "it returns logits"),
     ("backbone", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
     ("resnet_units", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
+    ("stem", None, "it has no CNN stem"),
     ("block_norm", "pre", "its blocks are pre-norm"),
     ("key_bias", True, "its query, key and value all have biases"),
     ("mlp", "mlp", "its MLP is dense-GELU-dense"),
@@ -75,6 +76,8 @@ _PLAIN = (
     ("relative_position_bias", None, "it has no relative position bias (BEiT is another "
      "model type)"),
     ("num_parallel", 1, "its blocks have one attention and one MLP branch"),
+    ("num_key_value_heads", None, "its attention has as many key / value heads as queries"),
+    ("attention_only_layer_scale", False, "it has no LayerScale"),
     ("naflex", False, "it takes images, not NaFlex patch batches"),
     ("map_num_heads", None, "it has no attention-pooling head"),
     ("map_mlp_dim", None, "it has no attention-pooling head"),

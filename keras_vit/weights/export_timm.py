@@ -60,6 +60,7 @@ _HYBRID_FIELDS = (
     "resnet_conv_epsilon",
     "resnet_conv_epsilon_mode",
     "resnet_norm_epsilon",
+    "stem",
 )
 
 
@@ -161,6 +162,8 @@ _EVA_OPTIONS = dict(
     key_bias=True,
     attention_inner_norm=False,
     rotary_embedding=None,
+    num_key_value_heads=None,  # Sapiens2's grouped-query attention (AttentionRope)
+    attention_only_layer_scale=False,  # Sapiens2's attn_only_layer_scale
 )
 
 
@@ -177,6 +180,13 @@ def check_timm_expressible(config):
             name,
             "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
             "an arbitrary Keras backbone",
+        )
+    if config.stem not in (None, "bit"):  # ResNet-D, conv stems: read by from_timm, not written
+        raise _refuse(
+            "stem",
+            config.stem,
+            "export_timm writes timm's ResNetV2 hybrids only; the ResNet-D and MobileCLIP "
+            "stems' BatchNorm state (num_batches_tracked) is not written",
         )
     if config.relative_position_bias is not None:
         raise _refuse(
@@ -316,7 +326,7 @@ def _no_candidate(config):
             "timm's ViTs use 1e-6 and its CLIP towers 1e-5 (fixed by the model name)",
         )
     if config.is_hybrid:
-        stems = sorted({f[2] for _, f in fixed if f[2] is not None})
+        stems = {f[2] for _, f in fixed if f[2] is not None}
         ours = dict(zip(_HYBRID_FIELDS, _fixed(config)[2], strict=True))
         if _fixed(config)[2] not in stems:
             return ValueError(

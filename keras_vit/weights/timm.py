@@ -37,6 +37,7 @@ from keras_vit.weights.timm_eva import (
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
+from keras_vit.weights.timm_stems import batch_norm_counters, conv_stem_projection, stem_name_table
 
 logger = logging.getLogger(__name__)
 
@@ -233,11 +234,16 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         table["dist_token"] = (p["distillation_token"], L.IDENTITY)
     if config.position_embedding == "learned":
         table["pos_embed"] = (p["position_embedding"], _position_transform(config, spec))
-    if config.resnet_units is not None:
+    stem = getattr(config, "stem", None)
+    if stem in ("resnet_d", "conv"):  # timm's ResNet-D and MobileCLIP stems
+        table.update(stem_name_table(config))
+    elif config.resnet_units is not None:
         table.update(_stem(config))
-    table["patch_embed.proj.weight"] = (p["patch_kernel"], L.CONV)
+    # MobileCLIP's last stem convolution is the patch embedding (timm's proj=False).
+    projection = conv_stem_projection(config) if stem == "conv" else "patch_embed.proj"
+    table[f"{projection}.weight"] = (p["patch_kernel"], L.CONV)
     if patch_bias:
-        table["patch_embed.proj.bias"] = (p["patch_bias"], L.IDENTITY)
+        table[f"{projection}.bias"] = (p["patch_bias"], L.IDENTITY)
     if eva:
         table.update(eva_model_table(config))
     if getattr(config, "pre_norm", False):
@@ -297,6 +303,9 @@ def _head_skips(arrays, config):
     for key in arrays:
         if key.startswith("pre_logits."):
             skip[key] = f"dropped {key} (timm drops pre_logits too)"
+    if getattr(config, "stem", None) in ("resnet_d", "conv"):
+        for key in batch_norm_counters(config):
+            skip[key] = f"left out {key}: BatchNorm's step count, which Keras does not keep"
     return skip
 
 

@@ -18,6 +18,7 @@ from keras_vit.weights import (
     timm_parallel_names,
     timm_pe_names,
     timm_radio_names,
+    timm_stem_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -73,6 +74,7 @@ DEFAULT_CLASSES = {
     **timm_aimv2_names.DEFAULT_CLASSES,
     **timm_pe_names.DEFAULT_CLASSES,
     **timm_radio_names.DEFAULT_CLASSES,
+    **timm_stem_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -427,6 +429,8 @@ FAMILIES = (
         "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
         _hybrid,
     ),
+    # ResNet-D and MobileCLIP stems (keras_vit.weights.timm_stem_names).
+    *(Family(*spec) for spec in timm_stem_names.FAMILY_SPECS),
     # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
     *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
     # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
@@ -447,7 +451,6 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
-    (r".*_resnet(26|50)d.*|vit_base_mci_.*", "a ResNet-D or MobileCLIP convolutional stem"),
 )
 
 

@@ -117,42 +117,16 @@ def _intern(g):
     }
 
 
-# timm's test models: (width, depth, heads, mlp_ratio) and options.
+# timm's test models: (width, depth, heads, mlp_ratio) and options. test_vit2..4: one register,
+# no class token, LayerScale 1e-5.
+_REG1 = dict(class_token=False, num_register_tokens=1, layer_scale_init_value=1e-5)
+_GAP = dict(pooling="gap", fc_norm=True, dynamic_image_size=True)
 _TEST = {
     "": ((64, 6, 2, 3), dict(dynamic_image_size=True)),
-    "2": (
-        (64, 8, 2, 3),
-        dict(
-            class_token=False,
-            num_register_tokens=1,
-            pooling="gap",
-            fc_norm=True,
-            layer_scale_init_value=1e-5,
-            dynamic_image_size=True,
-        ),
-    ),
-    "3": (
-        (96, 9, 3, 2),
-        dict(
-            class_token=False,
-            num_register_tokens=1,
-            pooling="map",
-            map_prefix_tokens=True,  # timm's pool_include_prefix=True
-            layer_scale_init_value=1e-5,
-        ),
-    ),
-    "4": (
-        (96, 9, 3, 3),
-        dict(
-            class_token=False,
-            num_register_tokens=1,
-            pooling="gap",
-            fc_norm=True,
-            layer_scale_init_value=1e-5,
-            dynamic_image_size=True,
-            norm="rmsnorm",
-        ),
-    ),
+    "2": ((64, 8, 2, 3), {**_REG1, **_GAP}),
+    # timm's pool_include_prefix=True: the MAP head pools the register token too.
+    "3": ((96, 9, 3, 2), {**_REG1, "pooling": "map", "map_prefix_tokens": True}),
+    "4": ((96, 9, 3, 3), {**_REG1, **_GAP, "norm": "rmsnorm"}),
     "_relpos": (
         (96, 9, 3, 2),
         dict(

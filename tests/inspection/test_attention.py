@@ -95,3 +95,25 @@ def test_uniform_attention_gives_uniform_map(pooling):
 
 
 # --- mean attention distance -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention_type", ["standard", "differential"])
+def test_parallel_scaling_and_differential_attention_maps(attention_type):
+    """ParallelScalingBlock maps sum to 1; differential maps (A1 - lambda A2) to 1 - lambda."""
+    import math
+
+    import keras_vit
+    from keras_vit.layers.differential_attention import lambda_init
+    from tests.helpers import to_numpy
+
+    model = keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1,
+                          block_type="parallel_scaling", attention_type=attention_type)  # fmt: skip
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    maps = vi.attention_maps(model, images)
+    assert maps.shape == (2, 1, 2, 5, 5)  # class token + 2 x 2 patches
+    expected = 1.0
+    if attention_type == "differential":
+        q1, k1, q2, k2 = (to_numpy(w).astype("float64") for w in model.blocks[0].lambdas)
+        lam = math.exp((q1 * k1).sum()) - math.exp((q2 * k2).sum()) + lambda_init(0)
+        expected = 1.0 - lam
+    np.testing.assert_allclose(maps.sum(-1), expected, rtol=1e-5, atol=1e-5)

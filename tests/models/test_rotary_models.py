@@ -167,7 +167,7 @@ def test_lora_on_swiglu_projections_merges_exactly(model):
     out = to_numpy(built(x))
     assert np.abs(out - to_numpy(model(x))).max() > 1e-3  # the adapters act
     _close(to_numpy(merged_copy(built)(x)), out)
-    with pytest.raises(ValueError, match="has no LoRA target 'mlp_dense_1'"):
+    with pytest.raises(ValueError, match=r"mlp='swiglu'\) has no LoRA target 'mlp_dense_1'"):
         enable_lora(keras_vit.ViT("mu/8", **EVA), rank=2, targets=("mlp_dense_1",))
 
 

@@ -141,6 +141,35 @@ def test_init_from_huggingface_folder(tmp_path):
     _check_transferred(model, from_huggingface(folder))
 
 
+def test_cli_lora_on_swiglu_targets_from_a_rotary_timm_file(tmp_path, timm_files, capsys):
+    """`keras-vit finetune --init FILE --timm-name eva02_* --lora-targets ...mlp_gate...`
+    end to end (rotary + SwiGLU: EVA-02); the SwiGLU targets on a GELU-MLP model: a clear
+    error naming the targets it has."""
+    from keras_vit.training.lora import get_lora_settings
+
+    name = FAMILIES["eva02"][0]
+    argv = ["--smoke", "--dataset", "synthetic:3:48:28", "--verbose", "0", "--lora-rank", "2",
+            "--lora-targets", "value,mlp_gate,mlp_up,mlp_down", "--num-layers", "1",
+            "--hidden-dim", "32", "--num-heads", "2"]  # fmt: skip
+    out = str(tmp_path / "eva02")
+    assert main(["finetune", *argv, "--image-size", "28", "--init", timm_files["eva02"][0],
+                 "--timm-name", name, "--out", out]) == 0  # fmt: skip
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["model"]["init_format"] == "timm" and metrics["model"]["timm_name"] == name
+    assert metrics["model"]["lora"]["targets"] == ["value", "mlp_gate", "mlp_up", "mlp_down"]
+    assert all(np.isfinite(metrics["history"]["loss"]))
+    trained = keras.saving.load_model(os.path.join(out, "model.keras"))  # merged kernels
+    assert get_lora_settings(trained) is None and trained.config.rotary_embedding == "eva02"
+    assert os.path.isfile(os.path.join(out, "lora.npz"))
+    vit = ["--image-size", "32", "--mlp-dim", "128", "--init", timm_files["vit"][0],
+           "--timm-name", FAMILIES["vit"][0], "--out", str(tmp_path / "vit")]  # fmt: skip
+    assert main(["finetune", *argv, *vit]) == 2
+    err = capsys.readouterr().err
+    assert "with a GELU MLP, mlp='mlp') has no LoRA target 'mlp_gate'" in err, err
+    assert "'mlp_dense_1', 'mlp_dense_2')" in err and "--lora-targets" in err
+
+
 @backend_independent  # file-format and argument checks: no Keras computation
 def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
     (tmp_path / "hf").mkdir()

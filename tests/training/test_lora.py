@@ -259,3 +259,24 @@ def test_merge_lora_gives_plain_model_with_same_outputs(base_weights):
     assert not any("lora" in w.path for w in model.weights)
     assert len(model.weights) == len(_model(base_weights).weights)
     np.testing.assert_allclose(to_numpy(model(IMAGES)), out, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention_type", ["differential"])  # fused out_proj (CI time)
+def test_parallel_scaling_block_targets(attention_type):
+    """A ParallelScalingBlock's Dense layers: in_proj, attention_out / mlp_out or out_proj."""
+    model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1,
+                block_type="parallel_scaling", attention_type=attention_type)  # fmt: skip
+    randomize_weights(model, seed=4)
+    before = to_numpy(model(IMAGES))
+    with pytest.raises(ValueError, match="has no LoRA target 'query'; its targets are"):
+        enable_lora(model, rank=2)
+    fused = attention_type == "differential"
+    targets = ("in_proj", "out_proj") if fused else ("in_proj", "attention_out", "mlp_out")
+    enable_lora(model, rank=2, targets=targets)
+    assert get_lora_settings(model)["targets"] == targets
+    np.testing.assert_allclose(to_numpy(model(IMAGES)), before, rtol=1e-6, atol=1e-6)
+    _randomize_lora(model)
+    adapted = to_numpy(model(IMAGES))
+    merge_lora(model)
+    assert not _lora_layers(model)
+    np.testing.assert_allclose(to_numpy(model(IMAGES)), adapted, rtol=1e-5, atol=1e-5)

@@ -98,3 +98,26 @@ def test_quantize_errors_name_expected_and_received():
     model = quantize(ViT("mu/8", image_size=16, num_classes=3, num_layers=1), "int8")
     with pytest.raises(ValueError, match=r"already quantized \(\['int8'\]"):
         quantize(model, "float8")
+
+
+@pytest.mark.parametrize(
+    "options,count",
+    [
+        (dict(block_type="parallel_scaling", attention_type="differential"), 2),  # in, out_proj
+        # DifferentialAttention's q, k, v, out and the MLP's 2: about 10 s on a loaded CPU
+        pytest.param(dict(attention_type="differential"), 6, marks=pytest.mark.slow),
+    ],
+)
+def test_int8_parallel_scaling_and_differential_reload_quantized(options, count, tmp_path):
+    """timm's ParallelScalingBlock / DiffAttention models: int8 Dense layers, `.keras` reload."""
+    model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1, **options)
+    randomize_weights(model, seed=2)
+    quantize(model, "int8")
+    modes = quantization_modes(model)
+    assert set(modes.values()) == {"int8"} and len(modes) == count + 1  # + the classifier
+    out = to_numpy(model(IMAGES[:2]))
+    path = str(tmp_path / "int8.keras")
+    model.save(path)
+    loaded = load_model(path)
+    assert quantization_modes(loaded) == modes
+    np.testing.assert_array_equal(to_numpy(loaded(IMAGES[:2])), out)

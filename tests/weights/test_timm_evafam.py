@@ -10,7 +10,8 @@ of the families against timm's state dict on the meta device.
 
 import pytest
 
-from keras_vit import feature_extractor, from_timm
+import keras_vit
+from keras_vit import export_timm, feature_extractor, from_timm
 from keras_vit.weights import timm as T
 from keras_vit.weights import timm_names as N
 from tests.helpers import roundtrip_model, to_numpy
@@ -117,6 +118,9 @@ def test_grouped_query_model_keras_round_trip(references, models, tmp_path):
     assert tuple(second.attention.key_dense.kernel.shape) == (32, 2, 16)
     assert not hasattr(first, "mlp_scale") and first.attention_only_layer_scale
     roundtrip_model(model, references["sapiens2"]["images"], tmp_path)
+    grouped = keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_key_value_heads=1)
+    with pytest.raises(ValueError, match="timm cannot express num_key_value_heads=1"):
+        export_timm(grouped, str(tmp_path / "unused.safetensors"))
 
 
 def test_sapiens2_depth_rule_and_overrides():

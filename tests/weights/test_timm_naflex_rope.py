@@ -59,3 +59,30 @@ def test_configs_without_rope_and_refusals():
         naflexvit_config(NaFlexVitCfg(**TINY, swiglu_mlp=True, rope_type="mrope"))
     with pytest.raises(ValueError, match="needs timm's NaFlexVitCfg"):
         naflexvit_config("naflexvit_base_patch16_gap")
+
+
+def test_feature_extractor_matches_forward_intermediates():
+    """NaFlex `feature_extractor` (tokens + validity) against timm's NLC intermediates."""
+    from keras_vit import feature_extractor
+
+    cfg = NaFlexVitCfg(**{**TINY, "depth": 2}, **CASES["mixed_ij"])
+    reference = perturb(torch, NaFlexVit(cfg, num_classes=3).eval())
+    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+    inputs = {k: torch.from_numpy(v) for k, v in BATCH.items()}
+    with torch.no_grad():
+        expected = reference.forward_intermediates(
+            inputs, indices=[0, -1], output_fmt="NLC", intermediates_only=True,
+            return_prefix_tokens=True, output_dict=True,
+        )  # fmt: skip
+    features = feature_extractor(from_timm_naflexvit(cfg, state), [0, -1], output="tokens")
+    got = features.predict_on_batch(BATCH)
+    valid = BATCH["patch_valid"]
+    np.testing.assert_array_equal(to_numpy(got["patch_valid"]), valid)
+    prefix = reference.num_prefix_tokens
+    patches, heads = expected["image_intermediates"], expected["image_intermediates_prefix"]
+    for ours, patch, head in zip(got["tokens"], patches, heads, strict=True):
+        ours = to_numpy(ours)
+        assert_close(ours[:, :prefix], head.numpy(), RTOL)
+        assert_close(ours[:, prefix:][valid], patch.numpy()[valid], RTOL)
+    with pytest.raises(ValueError, match="Use output='tokens'"):
+        feature_extractor(from_timm_naflexvit(cfg), 1)
