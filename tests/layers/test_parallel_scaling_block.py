@@ -83,6 +83,7 @@ def test_block_matches_numpy(case):
     assert tuple(scores.shape) == (B, HEADS, T, T)
 
 
+@pytest.mark.slow  # the harness's fit and mixed precision: about 30 s on JAX on a loaded CPU
 @pytest.mark.parametrize("case", ["dpwee"])
 def test_block_layer(case):
     kwargs, num_weights = BLOCKS[case]

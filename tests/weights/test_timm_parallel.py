@@ -51,6 +51,7 @@ def test_matches_timm(case, references):
     assert_close(to_numpy(model(ref["images"], training=False)), ref["expected"])
 
 
+@pytest.mark.slow  # about 15 s on JAX on a loaded CPU (one compile per grid), 2 s elsewhere
 def test_dynamic_image_size_features_and_saving_match_timm(references, tmp_path):
     """DiffParallelScalingBlock: timm's dynamic_img_size=True on a 2 x 3 grid, its
     intermediates, and our `.keras` round trip."""

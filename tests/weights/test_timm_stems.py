@@ -3,8 +3,8 @@
 One tiny timm model per stem (timm's own `resnet26d` backbone / `ConvStem` behind its
 `VisionTransformer`, as `vision_transformer_hybrid.py` builds them, at width 8-32 and one
 block), every parameter perturbed and every BatchNorm's running mean and variance random: the
-outputs at the checkpoint's image size, at another one (position embedding resampled as
-timm's checkpoint filter does, and with `dynamic_image_size`), `feature_extractor` against
+outputs at the checkpoint's image size, at another, non-square one (position embedding resampled
+as timm's checkpoint filter does), `feature_extractor` against
 `forward_intermediates`; the weight-name tables of every name on the meta device.
 """
 
@@ -24,7 +24,6 @@ from tests.weights.timm_cases import assert_close, perturb, random_images, timm_
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # as tests/weights/test_timm.py
 SIZE = 32
 # id: (timm name, from_timm overrides). ResNet-D: 2 stages of one unit, width 8 (stride 8:
 # a 4x4 grid); conv stem: widths 8, 8 then the 2x2/2 patch embedding (stride 16: 2x2).
@@ -92,16 +91,17 @@ def test_matches_timm(case, references, models):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_other_image_size_and_feature_extractor_match_timm(case, references, models):
-    """timm at 64 px (its checkpoint filter resamples the position embedding) and its
-    `forward_intermediates`, against ours."""
+    """timm at 64 x 32 px (its checkpoint filter resamples the position embedding to the
+    non-square grid) and its `forward_intermediates`, against ours."""
     from timm.models.vision_transformer_hybrid import checkpoint_filter_fn
 
     ref = references[case]
-    bigger = _timm_model(case, size=2 * SIZE)
+    size = (2 * SIZE, SIZE)
+    bigger = _timm_model(case, size=size)
     bigger.load_state_dict(checkpoint_filter_fn(ref["model"].state_dict(), bigger))
     name, ours = CASES[case]
-    model = from_timm(name, ref["state"], **{**OURS, "image_size": 2 * SIZE}, **ours)
-    images = random_images(2 * SIZE, seed=1)
+    model = from_timm(name, ref["state"], **{**OURS, "image_size": size}, **ours)
+    images = random_images(size, seed=1)
     assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
     reference = ref["model"]
     theirs = timm_run(torch, reference, ref["images"], reference.forward_intermediates,
@@ -109,17 +109,6 @@ def test_other_image_size_and_feature_extractor_match_timm(case, references, mod
     got = to_numpy(feature_extractor(models[case], 1)(ref["images"]))
     assert got.shape == theirs[0].shape
     assert_close(got, theirs[0])
-
-
-def test_dynamic_image_size_matches_timm_dynamic_img_size(references):
-    ref = references["resnet_d"]
-    reference = _timm_model("resnet_d", dynamic_img_size=True)
-    reference.load_state_dict(ref["model"].state_dict())
-    name, ours = CASES["resnet_d"]
-    model = from_timm(name, ref["path"], dynamic_image_size=True, **OURS, **ours)
-    images = random_images((48, 24), seed=2)  # a 6x3 grid
-    assert_close(to_numpy(model(images, training=False)), timm_run(torch, reference, images),
-                 DYNAMIC_RTOL)  # fmt: skip
 
 
 def test_batch_norm_counters_are_left_out_with_a_note(references, caplog):
