@@ -19,7 +19,8 @@ import fnmatch
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _reference_imports
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this keras_vit
 
 VIT_MODULES = (
     "vision_transformer",

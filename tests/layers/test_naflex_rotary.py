@@ -1,6 +1,5 @@
 """Tests for keras_vit/layers/naflex_rotary.py: per-token rotary tables of NaFlex batches."""
 
-import keras
 import numpy as np
 import pytest
 
@@ -95,15 +94,9 @@ def test_configs_round_trip_and_bad_inputs():
         NaFlexRotaryEmbedding(8, normalize_coords="max")
 
 
-def test_attention_rotates_each_image_by_its_own_table():
-    """A (B, N, 1, 2 * head_dim) table: each image as if alone with its (N, 2 * head_dim)."""
-    coord, valid, _ = _batch()
-    table = NaFlexRotaryEmbedding(8)(coord, valid)
+def test_attention_takes_per_image_tables():
+    """`(B, N, 1 or heads, 2 * head_dim)`: one table per image (numbers: test_timm_naflex_rope)."""
     attention = MultiHeadSelfAttention(num_heads=2)
-    tokens = np.random.default_rng(1).normal(size=(2, 1 + LENGTH, 16)).astype("float32")
-    both = to_numpy(attention(tokens, rotary_embedding=table))
-    second = keras.ops.convert_to_tensor(table)[1, :, 0]  # (N, 2 * head_dim)
-    alone = to_numpy(attention(tokens[1:], rotary_embedding=second))
-    np.testing.assert_allclose(both[1], alone[0], rtol=1e-5, atol=1e-5)
+    tokens = np.zeros((2, 1 + LENGTH, 16), "float32")
     with pytest.raises(ValueError, match=r"\(batch, tokens, 1 or heads, 2 \* head_dim\)"):
         attention(tokens, rotary_embedding=np.zeros((2, LENGTH, 3, 16), "float32"))
