@@ -168,7 +168,7 @@ _EVA_OPTIONS = dict(
 
 
 def _refuse(option, value, why):
-    return ValueError(f"timm cannot express {option}={value!r}: {why}.")
+    return ValueError(f"export_timm cannot write {option}={value!r}: {why}.")
 
 
 def check_timm_expressible(config):
@@ -232,9 +232,10 @@ def check_timm_expressible(config):
         raise _refuse(
             option,
             getattr(config, option),
-            "export_timm writes timm's LayerNorm ViTs with a final norm; AIMv2 (RMSNorm, patch "
-            "norm) and Perception Encoder (no final norm) load through from_timm but are not "
-            "exported",
+            "export_timm writes timm's LayerNorm ViTs with a final norm; timm's "
+            "VisionTransformer also takes RmsNorm, embed_norm_layer and final_norm=False "
+            "(AIMv2, C-RADIO, InternViT, Perception Encoder load through from_timm), but "
+            "export_timm does not write them yet",
         )
     for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
                             ("map_prefix_tokens", False)):  # fmt: skip
@@ -242,8 +243,9 @@ def check_timm_expressible(config):
             raise _refuse(
                 option,
                 getattr(config, option),
-                "timm's VisionTransformer MAP head has the blocks' heads and MLP width and pools "
-                "the patch tokens only (Perception Encoder core loads through from_timm)",
+                "export_timm writes timm's default MAP head (the blocks' heads and MLP width, "
+                "patch tokens only); other head widths and pool_include_prefix (Perception "
+                "Encoder core, test_vit3: read by from_timm) are not written yet",
             )
     if config.representation_size is not None:
         raise _refuse(
@@ -356,7 +358,7 @@ def timm_model_for(config, *, zero_qkv_bias=False):
         q/k/v biases.
 
     Raises:
-        ValueError: what timm cannot express, naming the option and its value.
+        ValueError: what export_timm cannot write, naming the option and its value.
 
     Example:
 
@@ -513,7 +515,7 @@ def export_timm(model, path, *, overwrite=False):
 
     Raises:
         FileExistsError: `path` exists and `overwrite` is False.
-        ValueError: what timm cannot express (a `backbone` stem, `representation_size`,
+        ValueError: what export_timm cannot write (a `backbone` stem, `representation_size`,
             `classifier_activation`, another LayerNorm epsilon or ResNet stem than timm's,
             LoRA adapters or quantized weights), naming the option and its value. Nothing
             is written.

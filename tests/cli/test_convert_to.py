@@ -86,5 +86,5 @@ def test_what_timm_cannot_express_exits_2_and_writes_nothing(tmp_path, capsys):
     ViT("mu/8", image_size=32, num_classes=3, representation_size=16).save(path)
     output = tmp_path / "out.safetensors"
     assert main(["convert", path, str(output), "--to", "timm"]) == 2
-    assert "timm cannot express representation_size=16" in error_of(capsys)
+    assert "export_timm cannot write representation_size=16" in error_of(capsys)
     assert not output.exists()

@@ -119,7 +119,7 @@ def test_grouped_query_model_keras_round_trip(references, models, tmp_path):
     assert not hasattr(first, "mlp_scale") and first.attention_only_layer_scale
     roundtrip_model(model, references["sapiens2"]["images"], tmp_path)
     grouped = keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_key_value_heads=1)
-    with pytest.raises(ValueError, match="timm cannot express num_key_value_heads=1"):
+    with pytest.raises(ValueError, match="export_timm cannot write num_key_value_heads=1"):
         export_timm(grouped, str(tmp_path / "unused.safetensors"))
 
 

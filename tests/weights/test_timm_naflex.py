@@ -87,5 +87,5 @@ def test_every_naflex_and_flexivit_name_is_timms_architecture():
 def test_export_refuses_naflex():
     from keras_vit.weights.export_timm import check_timm_expressible
 
-    with pytest.raises(ValueError, match="timm cannot express naflex=True"):
+    with pytest.raises(ValueError, match="export_timm cannot write naflex=True"):
         check_timm_expressible(T.timm_config(NAMES["gap"], **OURS))

@@ -83,7 +83,7 @@ def test_export_timm_refuses_no_final_norm():
     config = T.timm_config("vit_pe_spatial_tiny_patch16_512", num_layers=1)
     plain = dataclasses.replace(config, rotary_embedding=None, rotary_reference_grid=None,
                                 rotary_grid_offset=0.0)  # fmt: skip
-    with pytest.raises(ValueError, match="timm cannot express final_norm=False"):
+    with pytest.raises(ValueError, match="export_timm cannot write final_norm=False"):
         check_timm_expressible(plain)
 
 
