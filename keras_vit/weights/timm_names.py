@@ -451,6 +451,16 @@ FAMILIES = (
 # Names timm has that keras_vit does not implement, and why (checked before the families).
 UNSUPPORTED = (
     *timm_eva_names.UNSUPPORTED,
+    (
+        r"samvit_.*",
+        "SAM's image encoder (windowed attention with decomposed relative positions and a "
+        "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
+    ),
+    (
+        r"(qwen3|gemma4|deepseek)_vit_.*",
+        "a VLM vision tower of its own kind (timm's qwen3_vit / gemma4_vit / deepseek_vit: "
+        "their own patch merging, projectors and blocks)",
+    ),
 )
 
 

@@ -366,7 +366,7 @@ def test_beit_refuses_dynamic_image_size_and_exports():
         from_timm("beit_base_patch16_224", dynamic_image_size=True, num_layers=1)
     beit3 = from_timm("beit3_base_patch16_224", num_layers=1, hidden_dim=32, num_heads=2,
                       image_size=32)  # fmt: skip
-    with pytest.raises(ValueError, match="timm cannot express mlp_inner_norm=True"):
+    with pytest.raises(ValueError, match="export_timm cannot write mlp_inner_norm=True"):
         export_timm(beit3, "unused.safetensors")
 
 
@@ -449,3 +449,23 @@ def test_supported_count_over_all_timm_names():
     # InternViT-300M 1, test_vit* 5, LingBot 4, ResNet-D hybrids 4 and MobileCLIP's
     # vit_base_mci_224 (test_timm_stems.py), Sapiens2 5 (of 1371 names)
     assert reads == 293
+
+
+def test_every_vit_module_name_is_read_or_refused_with_its_reason():
+    """Over timm's ViT modules (297 names in 1.0.31) only SAM's encoders are refused, and the
+    VLM vision towers say what they are."""
+    modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
+               "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
+    refused = {}
+    for module in modules:
+        for name in timm.list_models(module=module):
+            try:
+                N.parse_timm_name(name)
+            except ValueError as error:
+                refused[name] = str(error)
+    assert sorted(refused) == sorted(timm.list_models("samvit_*")) and len(refused) == 4
+    assert all("SAM's image encoder" in why for why in refused.values())
+    for module in ("qwen3_vit", "gemma4_vit", "deepseek_vit"):
+        for name in timm.list_models(module=module):
+            with pytest.raises(ValueError, match="a VLM vision tower of its own kind"):
+                N.parse_timm_name(name)
