@@ -66,7 +66,7 @@ class ExportResult:
             ONNX graph for `export_onnx`).
         format: str. `"saved_model"`, `"onnx"` or `"litert"`.
         quantize: optional str. The LiteRT quantization mode (`export_litert`).
-        inputs: tuple of str. The input names (ONNX, LiteRT; a NaFlex model's three).
+        inputs: tuple of str. The input names of an ONNX or LiteRT export (else empty).
     """
 
     path: str
@@ -76,7 +76,7 @@ class ExportResult:
     outputs: tuple
     format: str = "saved_model"
     quantize: str = None
-    inputs: tuple = ("images",)
+    inputs: tuple = ()
 
     def describe(self):
         how = (
