@@ -38,6 +38,8 @@ from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 from keras_vit.weights.timm_stems import batch_norm_counters, conv_stem_projection, stem_name_table
+from keras_vit.weights.timm_vlm import vlm_fills, vlm_name_table
+from keras_vit.weights.timm_vlm_names import merger_dim
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +268,10 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         return naflex_name_table(config, table)  # timm's NaFlexVit (naflexvit_*)
     # AIMv2's options: unpacked SwiGLU, no projection biases, patch norm, RMSNorm names.
     extras = {} if spec is None or eva else spec.extras
-    return adapt_name_table(table, config, extras, patch_bias)
+    table = adapt_name_table(table, config, extras, patch_bias)
+    if spec is not None and spec.extras.get("vlm"):  # Qwen3-VL, DeepSeek-V4 towers
+        return vlm_name_table(table, config, spec)
+    return table
 
 
 def _fills(config, spec):
@@ -280,6 +285,8 @@ def _fills(config, spec):
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))
+    if spec.extras.get("vlm"):
+        fills.update(vlm_fills(config, spec))
     return fills
 
 
@@ -457,6 +464,10 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
+    if spec.extras.get("merger_dims"):  # the projector width of the name's tag
+        arguments["merger_dim"] = kwargs.get("merger_dim") or merger_dim(spec)
+        if spec.extras.get("merger_hidden_is_dim"):  # DeepSeek's aligner: fc1 that wide too
+            arguments["merger_hidden_dim"] = arguments["merger_dim"]
     ratio = spec.extras.get("mlp_ratio")
     hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
     hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]

@@ -19,6 +19,7 @@ from keras_vit.weights import (
     timm_pe_names,
     timm_radio_names,
     timm_stem_names,
+    timm_vlm_names,
 )
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -75,6 +76,7 @@ DEFAULT_CLASSES = {
     **timm_pe_names.DEFAULT_CLASSES,
     **timm_radio_names.DEFAULT_CLASSES,
     **timm_stem_names.DEFAULT_CLASSES,
+    **timm_vlm_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -446,6 +448,8 @@ FAMILIES = (
     # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
     # (keras_vit.weights.timm_radio_names).
     *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
+    # Qwen3-VL and DeepSeek-V4 vision towers (keras_vit.weights.timm_vlm_names).
+    *(Family(*spec) for spec in timm_vlm_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
@@ -457,9 +461,9 @@ UNSUPPORTED = (
         "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
     ),
     (
-        r"(qwen3|gemma4|deepseek)_vit_.*",
-        "a VLM vision tower of its own kind (timm's qwen3_vit / gemma4_vit / deepseek_vit: "
-        "their own patch merging, projectors and blocks)",
+        r"gemma4_vit_.*",
+        "a VLM vision tower of its own kind (timm's gemma4_vit: its own patch embedding, "
+        "position embedding, pooling and blocks)",
     ),
 )
 
