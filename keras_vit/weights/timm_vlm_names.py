@@ -1,4 +1,4 @@
-"""timm's VLM vision towers keras_vit reads: Qwen3-VL (`qwen3_vit_*`), DeepSeek-V4 (`deepseek_vit_*`).
+"""timm's VLM vision towers keras_vit reads: Qwen3-VL `qwen3_vit_*`, DeepSeek-V4 `deepseek_vit_*`.
 
 Pure data, as `keras_vit.weights.timm_eva_names` (whose private `_layout` / `_attention` /
 `_qkv_fused` / `_mlp_*` keys these use too): `FAMILY_SPECS`, the class counts and the projector
