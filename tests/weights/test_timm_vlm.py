@@ -62,7 +62,8 @@ def references(tmp_path_factory):
     for case, (name, overrides, size, _) in CASES.items():
         model = timm.create_model(name, pretrained=False, img_size=size, **SMALL, **overrides)
         model = perturb(torch, model.eval(), seed=len(case))
-        found[case] = timm_reference(torch, model, random_images(size), folder / f"{case}.safetensors")
+        path = folder / f"{case}.safetensors"
+        found[case] = timm_reference(torch, model, random_images(size), path)
     return found
 
 
