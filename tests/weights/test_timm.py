@@ -25,6 +25,7 @@ from keras_vit.weights import (
     timm_pe_names,
     timm_radio_names,
     timm_stem_names,
+    timm_vlm_names,
 )
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
@@ -263,8 +264,9 @@ def test_every_family_has_a_case():
     evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
     evafam |= {spec[0] for spec in timm_eva_dinov3_names.FAMILY_SPECS}
     parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
+    vlm = {spec[0] for spec in timm_vlm_names.FAMILY_SPECS}  # test_timm_vlm.py
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems - vlm
 
 
 def _activation(block):
