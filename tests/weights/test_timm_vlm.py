@@ -153,3 +153,14 @@ def test_every_name_and_tag_is_timms_architecture():
         config = T.timm_config(N.parse_timm_name(name), num_layers=1)
         assert config.merger_dim == (merger.out_features if merger else None), name
     assert len(tagged) == 45, tagged  # 13 Qwen3 tags and 2 DeepSeek tags, 3 names each
+
+
+def test_export_timm_refuses_the_projector():
+    import dataclasses
+
+    from keras_vit.weights.export_timm import check_timm_expressible
+
+    config = T.timm_config("qwen3_vit_88m_merge", num_layers=1)
+    plain = dataclasses.replace(config, rotary_embedding=None, final_norm=True)
+    with pytest.raises(ValueError, match="export_timm cannot write merger_size=2"):
+        check_timm_expressible(plain)
