@@ -67,9 +67,9 @@ class PatchMerger(keras.layers.Layer):
 
     >>> import numpy as np
     >>> merger = PatchMerger(2, output_dim=24, patch_size=8, norm="layernorm")
-    >>> tokens, images = np.zeros((2, 12, 16), "float32"), np.zeros((2, 32, 24, 3), "float32")
+    >>> tokens, images = np.zeros((2, 8, 16), "float32"), np.zeros((2, 16, 32, 3), "float32")
     >>> tuple(merger(tokens, images).shape)
-    (2, 3, 24)
+    (2, 2, 24)
 
     Reference:
         Qwen3-VL Technical Report (arXiv:2511.21631), vision encoder; DeepSeek-V4.1-Flash
