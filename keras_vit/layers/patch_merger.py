@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_positive_int_pair
+from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 
@@ -32,7 +33,7 @@ def merged_grid(rows, columns, merge_size, padding, name="patch_merger"):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class PatchMerger(keras.layers.Layer):
+class PatchMerger(RecordsQuantizedSublayers):
     """Merges each `k x k` block of patch tokens into one token: `fc2(gelu(fc1(unshuffle(x))))`.
 
     The `(B, h * w, D)` patch tokens (row-major, no prefix tokens) are laid out on their grid,
@@ -110,8 +111,10 @@ class PatchMerger(keras.layers.Layer):
         if self.norm is not None:
             self.token_norm = make_norm(self.norm, self.norm_epsilon, "norm", self.dtype_policy)
             self.token_norm.build((None, None, width))
-        self.fc1 = keras.layers.Dense(hidden, dtype=self.dtype_policy, name="fc1")
-        self.fc2 = keras.layers.Dense(self.output_dim, dtype=self.dtype_policy, name="fc2")
+        self.fc1 = keras.layers.Dense(hidden, dtype=sublayer_dtype(self, "fc1"), name="fc1")
+        self.fc2 = keras.layers.Dense(
+            self.output_dim, dtype=sublayer_dtype(self, "fc2"), name="fc2"
+        )
         self.fc1.build((None, None, self._merged_width(width)))
         self.fc2.build((None, None, hidden))
         self.built = True

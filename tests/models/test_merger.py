@@ -71,3 +71,15 @@ def test_configs_without_the_new_fields_still_load():
 def test_validation_errors_name_expected_and_received(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ViTConfig.from_variant("mu/8", image_size=32, **kwargs)
+
+
+def test_int8_model_with_the_merger_saves_and_loads(tmp_path):
+    model = keras_vit.ViT("mu/8", **TINY, **MERGER, include_top=False, pooling=None)
+    model.quantize("int8")
+    assert model.merger.fc1.dtype_policy.name.startswith("int8")
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    path = str(tmp_path / "int8.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.merger.fc1.dtype_policy.name == model.merger.fc1.dtype_policy.name
+    np.testing.assert_allclose(to_numpy(loaded(images)), to_numpy(model(images)), atol=1e-6)
