@@ -392,8 +392,10 @@ def from_timm(
     SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
     lang / spatial, the core towers' attention pool); C-RADIO (`vit_*_patch16_radio_v*`,
     its 128 x 128 table resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
-    `vit_intern300m_patch14_448` and timm's `test_vit*` models. Other timm ViTs (parallel scaling
-    blocks, ...) raise a `ValueError` saying what they need.
+    `vit_intern300m_patch14_448`, timm's `test_vit*` models, and the VLM vision towers of
+    Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`; `_merge` / `_align` / `_enc`
+    keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
+    Gemma 4's towers, ...) raise a `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
