@@ -2,21 +2,27 @@
 
 For each name `parse_timm_name` accepts (timm's `list_models()`, optionally `--match` glob and
 `--limit`): timm's model built small (`timm.create_model(name, pretrained=False, depth=1,
-embed_dim=32, num_heads=2, num_classes=3, img_size=...)`; its own width at depth 1 where timm
-refuses the narrow one), every parameter perturbed (`tests.weights.timm_cases.perturb`: no bias,
-norm or scale at its trivial 0 / 1; BatchNorm running statistics random too), saved as
-`.safetensors`, read by `keras_vit.from_timm(name, path, <matching overrides>)`, and both run on
-the same random images: a 2 x 2 grid of the model's stride (or a `--grid` of rows x columns),
-NaFlex names on a NaFlex batch of three images of other sizes and aspect ratios (padding
-included, as tests/weights/test_timm_naflex.py). The error is the max absolute difference over
-the largest magnitude of timm's output (`tests.weights.timm_cases.assert_close`); ok at most
-1e-5.
+embed_dim=32, num_heads=2, num_classes=3, img_size=...)`, Sapiens2 with its `num_kv_heads`; its
+own width where timm refuses the narrow one), every parameter perturbed
+(`tests.weights.timm_cases.perturb`: no bias, norm or scale at its trivial 0 / 1; BatchNorm
+running statistics random too), saved as `.safetensors`, read by `keras_vit.from_timm(name,
+path, <matching overrides>)`, and both run on the same random images: a 2 x 2 grid of the
+model's stride (`--grid ROWSxCOLS`, or `default`: the name's own image size). NaFlex names run
+on a NaFlex batch of three images of other sizes and aspect ratios (padding included, as
+tests/weights/test_timm_naflex.py). `--depth N`: N blocks. `--resample GRID`: the checkpoint
+written at `--grid`, both models read it at GRID (timm through its own pretrained loader and
+checkpoint filter, `pretrained_cfg_overlay=dict(file=...)`; ours resampling in `from_timm`).
+`--dynamic GRID`: both with a dynamic image size (timm's `dynamic_img_size=True`, our
+`dynamic_image_size=True`), run on images of GRID (ok at most 1e-4, as the unit tests).
 
-Prints one line per name (name, status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK, max
-error, seconds) and a summary per family; `--json out.json` writes the results.
+The error is the max absolute difference over the largest magnitude of timm's output
+(`tests.weights.timm_cases.assert_close`); ok at most 1e-5. Prints one line per name (name,
+status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK / TIMM-CANNOT-LOAD, max error, seconds)
+and a summary per family; `--json out.json` writes the results.
 
     KERAS_BACKEND=torch python benchmarks/timm_sweep.py [--match 'vit_*'] [--limit 10]
-        [--sample 3 0.33 --seed 0] [--grid 3x2 | default] [--depth 2] [--json out.json]
+        [--sample 3 0.33 --seed 0] [--grid 3x2 | default] [--depth 2] [--resample 3x3]
+        [--dynamic 3x4] [--json out.json]
 
 `--sample FIRST FRACTION`: every family's first FIRST names plus a seeded random FRACTION of the
 rest (a faster sweep). Needs timm (the `test` extra) and torch; run from the repository root.
@@ -49,6 +55,7 @@ from keras_vit.weights.timm_names import parse_timm_name  # noqa: E402
 from tests.weights.timm_cases import perturb, random_images, timm_reference  # noqa: E402
 
 RTOL = 1e-5
+DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as the unit tests)
 WIDTH = dict(embed_dim=32, num_heads=2)  # timm's names
 OURS_WIDTH = dict(hidden_dim=32, num_heads=2)
 CLASSES = 3
@@ -125,13 +132,16 @@ def _kv_heads(spec, depth):
     if spec.extras.get("kv_heads") is None:
         return {}, {}
     grouped = tuple(1 if i % 2 == 0 else 2 for i in range(depth))
-    return dict(num_kv_heads=grouped), dict(num_key_value_heads=tuple(
-        1 if h == 1 else None for h in grouped))
+    return dict(num_kv_heads=grouped), dict(
+        num_key_value_heads=tuple(1 if h == 1 else None for h in grouped)
+    )
 
 
-def build_timm(name, spec, size, naflex, depth=1):
-    """timm's model small: `(model, shrunk, timm kwargs)`; shrunk False at its own width."""
+def build_timm(name, spec, size, naflex, depth=1, **options):
+    """timm's model small: `(model, shrunk, timm kwargs)`; shrunk False at its own width.
+    `options`: more `timm.create_model` arguments (`dynamic_img_size`)."""
     base = dict(pretrained=False, depth=depth, num_classes=CLASSES, **_kv_heads(spec, depth)[0])
+    base.update(options)
     if naflex:
         grid = (8, 8) if "radio" in name else (4, 4)
         extra = dict(patch_size=4, pos_embed_grid_size=grid)
@@ -165,12 +175,8 @@ def our_overrides(spec, model, shrunk, size, naflex, name, depth=1):
     return ours
 
 
-def check(name, spec, folder, grid=(2, 2), seed=0, depth=1):
-    """One name: a result dict (status, error, seconds, details). `grid`: None for the name's
-    own image size."""
-    start = time.perf_counter()
-    result = dict(name=name, family=spec.family.name)
-    naflex = _is_naflex(spec)
+def _size(spec, grid):
+    """The image size of a `grid` of the name's stride (None: the name's own image size)."""
     if grid is None:
         size = spec.image_size
     else:
@@ -178,8 +184,32 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1):
         size = (grid[0] * stride, grid[1] * stride)
     if not isinstance(size, int):
         size = size[0] if size[0] == size[1] else tuple(size)
+    return size
+
+
+def timm_resampled(name, model, kwargs, size, path):
+    """timm's model at image `size` reading the checkpoint at `path` through its own pretrained
+    loader (the name's checkpoint filter: position embedding, relative-position tables and so on
+    resized as timm does)."""
+    overlay = dict(file=str(path), source="", num_classes=CLASSES, label_offset=0,
+                   custom_load=False)  # fmt: skip
+    kwargs = {**kwargs, "pretrained": True, "img_size": size, "pretrained_cfg_overlay": overlay}
+    return timm.create_model(name.partition(".")[0], **kwargs).eval()
+
+
+def check(name, spec, folder, grid=(2, 2), seed=0, depth=1, resample=False, dynamic=False):
+    """One name: a result dict (status, error, seconds, details). `grid`: None for the name's
+    own image size. `resample`: a grid (or None: the name's size) both models read the
+    checkpoint at (timm through its pretrained loader), False: the checkpoint's own.
+    `dynamic`: a grid both models run at with a dynamic image size (timm's
+    `dynamic_img_size=True`, our `dynamic_image_size=True`), or False."""
+    start = time.perf_counter()
+    result = dict(name=name, family=spec.family.name)
+    naflex = _is_naflex(spec)
+    size = _size(spec, grid)
+    options = dict(dynamic_img_size=True) if dynamic is not False and not naflex else {}
     try:
-        model, shrunk, kwargs = build_timm(name, spec, size, naflex, depth)
+        model, shrunk, kwargs = build_timm(name, spec, size, naflex, depth, **options)
     except Exception as error:  # noqa: BLE001
         result.update(status="TIMM-CANNOT-SHRINK", message=str(error)[:300])
         result["seconds"] = time.perf_counter() - start
@@ -189,6 +219,8 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1):
     _randomize_buffers(model, seed)
     path = os.path.join(folder, "model.safetensors")
     ours_kwargs = our_overrides(spec, model, shrunk, size, naflex, name, depth)
+    if options:
+        ours_kwargs["dynamic_image_size"] = True
     result["ours_kwargs"] = ours_kwargs
     if naflex:
         from keras_vit.weights.state_dict import write_safetensors
@@ -202,6 +234,23 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1):
     else:
         ref = timm_reference(torch, model, random_images(size, seed=seed), path)
         expected, inputs = ref["expected"], ref["images"]
+        if resample is not False:
+            size = _size(spec, resample)
+            ours_kwargs["image_size"] = size
+            try:
+                other = timm_resampled(name, model, kwargs, size, path)
+            except Exception as error:  # noqa: BLE001
+                result.update(status="TIMM-CANNOT-LOAD", message=str(error)[:300])
+                result["seconds"] = time.perf_counter() - start
+                return result
+            inputs = random_images(size, seed=seed + 1)
+            with torch.no_grad():
+                expected = other(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
+        if options:
+            stride = _stride(spec)
+            inputs = random_images((dynamic[0] * stride, dynamic[1] * stride), seed=seed + 2)
+            with torch.no_grad():
+                expected = model(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
     try:
         ours = keras_vit.from_timm(name, path, **ours_kwargs)
         got = ours.predict_on_batch(inputs)
@@ -216,7 +265,8 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1):
         result.update(status="LOAD-ERROR", message=f"shape {got.shape} != timm's {expected.shape}")
     else:
         error = float(np.abs(got - expected).max() / np.abs(expected).max())
-        result.update(status="ok" if error <= RTOL else "MISMATCH", error=error)
+        rtol = DYNAMIC_RTOL if options else RTOL
+        result.update(status="ok" if error <= rtol else "MISMATCH", error=error)
     result["seconds"] = time.perf_counter() - start
     return result
 
@@ -231,41 +281,61 @@ def summarize(results):
     families = collections.OrderedDict()
     for r in results:
         families.setdefault(r["family"], []).append(r)
-    lines = [f"{'family':<22} {'names':>5} {'ok':>4} {'mism':>4} {'err':>4} {'shrink':>6}"
+    lines = [f"{'family':<22} {'names':>5} {'ok':>4} {'mism':>4} {'err':>4} {'timm':>6}"
              f" {'max error':>10} {'seconds':>8}"]  # fmt: skip
     for family, rows in families.items():
         count = collections.Counter(r["status"] for r in rows)
+        count["TIMM-CANNOT"] = count["TIMM-CANNOT-SHRINK"] + count["TIMM-CANNOT-LOAD"]
         errors = [r["error"] for r in rows if "error" in r]
         worst = f"{max(errors):.2e}" if errors else "-"
         lines.append(
             f"{family:<22} {len(rows):>5} {count['ok']:>4} {count['MISMATCH']:>4} "
-            f"{count['LOAD-ERROR']:>4} {count['TIMM-CANNOT-SHRINK']:>6} {worst:>10} "
+            f"{count['LOAD-ERROR']:>4} {count['TIMM-CANNOT']:>6} {worst:>10} "
             f"{sum(r['seconds'] for r in rows):>8.1f}"
         )
     count = collections.Counter(r["status"] for r in results)
+    count["TIMM-CANNOT"] = count["TIMM-CANNOT-SHRINK"] + count["TIMM-CANNOT-LOAD"]
     errors = [r["error"] for r in results if "error" in r]
     lines.append(
         f"{'total':<22} {len(results):>5} {count['ok']:>4} {count['MISMATCH']:>4} "
-        f"{count['LOAD-ERROR']:>4} {count['TIMM-CANNOT-SHRINK']:>6} "
+        f"{count['LOAD-ERROR']:>4} {count['TIMM-CANNOT']:>6} "
         f"{(f'{max(errors):.2e}' if errors else '-'):>10} "
         f"{sum(r['seconds'] for r in results):>8.1f}"
     )
     return "\n".join(lines)
 
 
+def _grid(text):
+    return None if text == "default" else tuple(int(g) for g in text.split("x"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--match", help="fnmatch glob over timm's names")
     parser.add_argument("--limit", type=int, help="at most this many names")
-    parser.add_argument("--sample", nargs=2, metavar=("FIRST", "FRACTION"),
-                        help="every family's first FIRST names + a random FRACTION of the rest")
+    parser.add_argument(
+        "--sample",
+        nargs=2,
+        metavar=("FIRST", "FRACTION"),
+        help="every family's first FIRST names + a random FRACTION of the rest",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--grid", default="2x2",
-                        help="image grid, rows x columns (2x2); 'default': the name's image size")
+    parser.add_argument(
+        "--grid",
+        default="2x2",
+        help="image grid, rows x columns (2x2); 'default': the name's image size",
+    )
+    parser.add_argument(
+        "--resample",
+        help="both models read the checkpoint (written at --grid) "
+        "at this grid (rows x columns, or 'default'); timm through its loader",
+    )
     parser.add_argument("--depth", type=int, default=1, help="timm's depth, our num_layers (1)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    grid = None if args.grid == "default" else tuple(int(g) for g in args.grid.split("x"))
+    grid = _grid(args.grid)
+    resample = False if args.resample is None else _grid(args.resample)
+    dynamic = False if args.dynamic is None else _grid(args.dynamic)
     names = read_names(args.match)
     total = len(names)
     if args.sample:
@@ -275,13 +345,26 @@ def main():
     import keras
 
     print(f"{len(names)} of {total} names; timm {timm.__version__}, keras {keras.__version__}, "
-          f"backend {keras.backend.backend()}, grid {grid or 'default'}, depth {args.depth}",
+          f"backend {keras.backend.backend()}, grid {grid or 'default'}, depth {args.depth}, "
+          f"resample {args.resample}, dynamic {args.dynamic}",
           flush=True)  # fmt: skip
     results = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         for name, spec in names:
-            result = check(name, spec, folder, grid=grid, seed=args.seed, depth=args.depth)
+            began = time.perf_counter()
+            result = check(
+                name,
+                spec,
+                folder,
+                grid=grid,
+                seed=args.seed,
+                depth=args.depth,
+                resample=resample,
+                dynamic=dynamic,
+            )
+            keras.backend.clear_session()
+            result["seconds"] = time.perf_counter() - began  # the clean-up included
             results.append(result)
             error = f"{result['error']:.2e}" if "error" in result else "-"
             status = result["status"]
@@ -290,16 +373,26 @@ def main():
             elif "message" in result:
                 status = f"{status} {result['message']}"
             print(f"{name:<60} {status:<12} {error:>9} {result['seconds']:6.1f}s", flush=True)
-            keras.backend.clear_session()
     elapsed = time.perf_counter() - start
     print()
     print(summarize(results))
     print(f"total wall time {elapsed:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(backend=keras.backend.backend(), grid=grid, depth=args.depth,
-                           seconds=elapsed, argv=sys.argv[1:],
-                           timm=timm.__version__, results=results), f, indent=1, default=str)
+            json.dump(
+                dict(
+                    backend=keras.backend.backend(),
+                    grid=grid,
+                    depth=args.depth,
+                    seconds=elapsed,
+                    argv=sys.argv[1:],
+                    timm=timm.__version__,
+                    results=results,
+                ),
+                f,
+                indent=1,
+                default=str,
+            )
 
 
 if __name__ == "__main__":
