@@ -330,6 +330,11 @@ def main():
         help="both models read the checkpoint (written at --grid) "
         "at this grid (rows x columns, or 'default'); timm through its loader",
     )
+    parser.add_argument(
+        "--dynamic",
+        help="both models with a dynamic image size (timm's dynamic_img_size=True), run at "
+        "this grid (rows x columns); ok at most 1e-4",
+    )
     parser.add_argument("--depth", type=int, default=1, help="timm's depth, our num_layers (1)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
