@@ -17,8 +17,8 @@ checkpoint filter, `pretrained_cfg_overlay=dict(file=...)`; ours resampling in `
 
 The error is the max absolute difference over the largest magnitude of timm's output
 (`tests.weights.timm_cases.assert_close`); ok at most 1e-5. Prints one line per name (name,
-status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK / TIMM-CANNOT-LOAD, max error, seconds)
-and a summary per family; `--json out.json` writes the results.
+status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK / TIMM-CANNOT-LOAD / TIMM-NO-DYNAMIC,
+max error, seconds) and a summary per family; `--json out.json` writes the results.
 
     KERAS_BACKEND=torch python benchmarks/timm_sweep.py [--match 'vit_*'] [--limit 10]
         [--sample 3 0.33 --seed 0] [--grid 3x2 | default] [--depth 2] [--resample 3x3]
@@ -228,7 +228,10 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1, resample=False, dyna
     try:
         model, shrunk, kwargs = build_timm(name, spec, size, naflex, depth, **options)
     except Exception as error:  # noqa: BLE001
-        result.update(status="TIMM-CANNOT-SHRINK", message=str(error)[:300])
+        status = "TIMM-CANNOT-SHRINK"
+        if options and "dynamic_img_size" in str(error):
+            status = "TIMM-NO-DYNAMIC"  # timm's Beit, VisionTransformerRelPos
+        result.update(status=status, message=str(error)[:300])
         result["seconds"] = time.perf_counter() - start
         return result
     result.update(shrunk=shrunk, timm_kwargs={k: v for k, v in kwargs.items() if k != "pretrained"})
@@ -302,7 +305,7 @@ def summarize(results):
              f" {'max error':>10} {'seconds':>8}"]  # fmt: skip
     for family, rows in families.items():
         count = collections.Counter(r["status"] for r in rows)
-        count["TIMM-CANNOT"] = count["TIMM-CANNOT-SHRINK"] + count["TIMM-CANNOT-LOAD"]
+        count["TIMM-CANNOT"] = sum(n for k, n in count.items() if k.startswith("TIMM-"))
         errors = [r["error"] for r in rows if "error" in r]
         worst = f"{max(errors):.2e}" if errors else "-"
         lines.append(
@@ -311,7 +314,7 @@ def summarize(results):
             f"{sum(r['seconds'] for r in rows):>8.1f}"
         )
     count = collections.Counter(r["status"] for r in results)
-    count["TIMM-CANNOT"] = count["TIMM-CANNOT-SHRINK"] + count["TIMM-CANNOT-LOAD"]
+    count["TIMM-CANNOT"] = sum(n for k, n in count.items() if k.startswith("TIMM-"))
     errors = [r["error"] for r in results if "error" in r]
     lines.append(
         f"{'total':<22} {len(results):>5} {count['ok']:>4} {count['MISMATCH']:>4} "
