@@ -35,6 +35,7 @@ The switch: `KERAS_VIT_TORCH_KERNELS=0` (read at import) or
 `keras_vit.layers.attention.portable_path()` (a context manager) runs the `keras.ops` path.
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from keras.src import backend
@@ -358,13 +359,15 @@ def run_graph(model, inputs, training):
     without the internals the walk reads (`keras_has_internals`).
     """
     context = global_state.get_global_attribute("current_call_ctx")
-    flat = inputs.values() if isinstance(inputs, dict) else (inputs,)
+    flat = tuple(inputs.values()) if isinstance(inputs, dict) else (inputs,)
     if (
         context is None
         or not keras_has_internals(model)
         or distribution_lib.distribution() is not None
-        or not all(isinstance(x, torch.Tensor) for x in flat)
-        or not _leaves_plain(tuple(flat))
+        # tensors, or NumPy arrays (a dict of them reaches the model's call unconverted:
+        # `_standardize_inputs` converts them, as in Keras' own call); never symbolic ones
+        or not all(isinstance(x, (torch.Tensor, np.ndarray)) for x in flat)
+        or not _leaves_plain(tuple(x for x in flat if isinstance(x, torch.Tensor)))
         or _torch_hooks()
     ):
         return None

@@ -377,6 +377,16 @@ def _policy_of(default, recorded, name):
     return policy
 
 
+def _no_mask(mask):
+    """Whether `mask` (None, or one entry per input as `Layer.__call__` gathers them) masks
+    nothing."""
+    if isinstance(mask, dict):
+        return all(value is None for value in mask.values())
+    if isinstance(mask, (list, tuple)):
+        return all(value is None for value in mask)
+    return mask is None
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class VisionTransformer(keras.Model):
     """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
@@ -430,7 +440,8 @@ class VisionTransformer(keras.Model):
     def call(self, inputs, training=None, mask=None, **kwargs):
         # PyTorch fast path: the same graph walk, each layer's `call` without Keras'
         # per-layer `__call__` machinery (keras_vit/layers/_torch_kernels.py `run_graph`).
-        if mask is None and not kwargs and attention_module.torch_fast_path():
+        # Keras passes a dict input's (absent) masks as a dict of Nones: no mask either.
+        if _no_mask(mask) and not kwargs and attention_module.torch_fast_path():
             from keras_vit.layers import _torch_kernels
 
             outputs = _torch_kernels.run_graph(self, inputs, training)

@@ -465,6 +465,66 @@ def test_graph_walk_leaves_hooks_and_predict_equal(monkeypatch):
             np.testing.assert_array_equal(to_numpy(model.predict_on_batch(x)), reference)
 
 
+def _naflex_batch():
+    from keras_vit.data import naflex_batch
+
+    rng = np.random.default_rng(3)
+    images = [rng.uniform(-1, 1, (h, w, 3)).astype("float32") for h, w in ((16, 40), (32, 12))]
+    return naflex_batch(images, 4, 12)  # 10 and 12 valid patches of 12: one image padded
+
+
+def _run_dict(model, batch, training):
+    """`_run` for a NaFlex dict batch: outputs, and gradients w.r.t. the weights and patches.
+    `model(dict of tensors)` gets from `Layer.__call__` a mask of one None per input."""
+    import torch
+
+    for variable in model.trainable_variables:
+        variable.value.grad = None
+    inputs = {key: torch.tensor(value) for key, value in batch.items()}
+    inputs["patches"].requires_grad_(True)
+    out = model(inputs, training=training)
+    weights = torch.from_numpy(np.random.default_rng(7).normal(size=tuple(out.shape)))
+    (out * weights.to(out.dtype)).float().sum().backward()
+    grads = [to_numpy(w.value.grad) for w in model.trainable_variables if w.value.grad is not None]
+    return [to_numpy(out)], grads + [to_numpy(inputs["patches"].grad)]
+
+
+@torch_only
+@pytest.mark.parametrize("training", [False, True])
+def test_graph_walk_takes_naflex_dict_batches(training, monkeypatch):
+    """A NaFlex model's dict batch (its mask of Nones from `Layer.__call__`, NumPy leaves from
+    `predict_on_batch`) takes the lean walk: outputs and gradients bitwise equal to Keras'
+    own layer calls."""
+    import keras_vit
+    from keras_vit.layers import _torch_kernels
+
+    model = keras_vit.ViT(
+        "mu/4", image_size=16, num_classes=3, num_layers=2, naflex=True, pooling="gap",
+        dropout_rate=0.1,
+    )  # fmt: skip
+    _randomize(model)
+    batch = _naflex_batch()
+    original, walks = _torch_kernels.run_graph, []
+
+    def recording(*args):
+        outputs = original(*args)
+        walks.append(outputs is not None)
+        return outputs
+
+    state = _random_state(model)
+    with portable_path(False), monkeypatch.context() as patch:
+        patch.setattr(_torch_kernels, "run_graph", recording)
+        lean = _run_dict(model, batch, training)
+        predicted = to_numpy(model.predict_on_batch(batch))  # NumPy leaves
+    assert walks == [True, True]
+    _set_random_state(model, state)
+    with portable_path(False), monkeypatch.context() as patch:
+        patch.setattr(_torch_kernels, "run_graph", lambda *args: None)
+        keras_calls = _run_dict(model, batch, training)
+        np.testing.assert_array_equal(to_numpy(model.predict_on_batch(batch)), predicted)
+    _assert_identical(lean, keras_calls)
+
+
 @torch_only
 def test_graph_walk_steps_aside_on_a_keras_without_its_internals(monkeypatch):
     """Another Keras release without one of the internals the walk reads: Keras' own call."""
