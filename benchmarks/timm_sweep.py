@@ -14,6 +14,7 @@ written at `--grid`, both models read it at GRID (timm through its own pretraine
 checkpoint filter, `pretrained_cfg_overlay=dict(file=...)`; ours resampling in `from_timm`).
 `--dynamic GRID`: both with a dynamic image size (timm's `dynamic_img_size=True`, our
 `dynamic_image_size=True`), run on images of GRID (ok at most 1e-4, as the unit tests).
+`--classes 0`: no head (timm's pooled features, ours from a headless checkpoint).
 
 The error is the max absolute difference over the largest magnitude of timm's output
 (`tests.weights.timm_cases.assert_close`); ok at most 1e-5. Prints one line per name (name,
@@ -22,7 +23,7 @@ max error, seconds) and a summary per family; `--json out.json` writes the resul
 
     KERAS_BACKEND=torch python benchmarks/timm_sweep.py [--match 'vit_*'] [--limit 10]
         [--sample 3 0.33 --seed 0] [--grid 3x2 | default] [--depth 2] [--resample 3x3]
-        [--dynamic 3x4] [--json out.json]
+        [--dynamic 3x4] [--classes 0] [--json out.json]
 
 `--sample FIRST FRACTION`: every family's first FIRST names plus a seeded random FRACTION of the
 rest (a faster sweep). Needs timm (the `test` extra) and torch; run from the repository root.
@@ -60,7 +61,7 @@ RTOL = 1e-5
 DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as the unit tests)
 WIDTH = dict(embed_dim=32, num_heads=2)  # timm's names
 OURS_WIDTH = dict(hidden_dim=32, num_heads=2)
-CLASSES = 3
+CLASSES = 3  # timm's num_classes (`--classes`; 0: no head, the pooled features)
 # NaFlex (tests/weights/test_timm_naflex.py, test_timm_radio.py): patch 4, a 4 x 4 table (C-RADIO
 # 8 x 8), three images of other sizes and ratios padded to 24 patches.
 NAFLEX_IMAGES = [
@@ -355,9 +356,12 @@ def main():
         help="both models with a dynamic image size (timm's dynamic_img_size=True), run at "
         "this grid (rows x columns); ok at most 1e-4",
     )
+    parser.add_argument("--classes", type=int, default=3, help="timm's num_classes (0: no head)")
     parser.add_argument("--depth", type=int, default=1, help="timm's depth, our num_layers (1)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
+    global CLASSES
+    CLASSES = args.classes
     grid = _grid(args.grid)
     resample = False if args.resample is None else _grid(args.resample)
     dynamic = False if args.dynamic is None else _grid(args.dynamic)
@@ -371,7 +375,7 @@ def main():
 
     print(f"{len(names)} of {total} names; timm {timm.__version__}, keras {keras.__version__}, "
           f"backend {keras.backend.backend()}, grid {grid or 'default'}, depth {args.depth}, "
-          f"resample {args.resample}, dynamic {args.dynamic}",
+          f"resample {args.resample}, dynamic {args.dynamic}, classes {CLASSES}",
           flush=True)  # fmt: skip
     results = []
     start = time.perf_counter()
