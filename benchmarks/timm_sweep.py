@@ -42,7 +42,8 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: fail fast instead
+if __name__ == "__main__":  # the script downloads nothing: fail fast instead (before timm)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.weights.references import import_timm, import_torch  # noqa: E402
 
