@@ -28,6 +28,11 @@ Calibration images (`representative_images`) come from an array, a `.npy` /
 
 A model trained with a mixed-precision policy is traced as a float32 copy (same
 weights): TFLite's builtin kernels have no bfloat16.
+
+A NaFlex model (`naflex=True`) takes its three inputs, `patches`, `patch_coord` and
+`patch_valid`, with a free batch size and a fixed sequence length, `max_patches` (LiteRT
+plans its tensors for static shapes); `quantize="int8"` calibrates on NaFlex batches
+(`keras_vit.export.naflex_serving.representative_naflex`).
 """
 
 import dataclasses
@@ -40,6 +45,12 @@ import numpy as np
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.naflex_serving import (
+    check_max_patches,
+    naflex_config,
+    naflex_inputs,
+    representative_naflex,
+)
 from keras_vit.export.saved_model import ExportResult
 from keras_vit.preprocessing import scale_pixels
 from keras_vit.saving import atomic_write
@@ -219,8 +230,19 @@ def _output_name(model):
     return "probabilities" if activation in ("softmax", "sigmoid") else "outputs"
 
 
-def _check_model(model):
-    shape = _checks.image_input_shape(model, "export_litert")
+def _check_model(model, max_patches=None):
+    """Checks `model`; returns `(name, shape without the batch, dtype)` of each input."""
+    config = naflex_config(model)
+    if config is not None:
+        max_patches = check_max_patches(max_patches, config.grid_size)
+        inputs = naflex_inputs(tuple(config.patch_size), config.num_channels, max_patches)
+    elif max_patches is not None:
+        raise ValueError(
+            "max_patches is the sequence length of a NaFlex model's .tflite. Received: "
+            f"max_patches={max_patches!r} for a model without naflex=True"
+        )
+    else:
+        inputs = [(INPUT_NAME, _checks.image_input_shape(model, "export_litert")[1:], "float32")]
     quantized = sorted(
         {layer.quantization_mode for layer in model._flatten_layers() if layer.quantization_mode}
     )
@@ -237,7 +259,7 @@ def _check_model(model):
             "export_litert expects a model with one output. Received: output shapes "
             f"{[tuple(o.shape) for o in model.outputs]}"
         )
-    return shape
+    return inputs
 
 
 def _float32_model(model):
@@ -278,6 +300,10 @@ def _converter(saved_model_dir, quantize, representative):
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
 
         def dataset():
+            if isinstance(representative, dict):  # a NaFlex batch
+                for i in range(len(representative["patches"])):
+                    yield {name: array[i : i + 1] for name, array in representative.items()}
+                return
             for image in representative:
                 yield {INPUT_NAME: image[None]}
 
@@ -285,26 +311,34 @@ def _converter(saved_model_dir, quantize, representative):
     return converter
 
 
-def _write_litert(model, path, *, overwrite, quantize, representative_path):
+def _write_litert(model, path, *, overwrite, quantize, representative_path, max_patches=None):
     """Traces `model` (TensorFlow backend) and writes the `.tflite` file; returns JSON facts."""
     tf = _checks.import_tensorflow()
     _checks.check_file_target(path, overwrite)
-    shape = _check_model(model)
+    inputs = _check_model(model, max_patches)
     name = _output_name(model)
     model = _float32_model(model)
     representative = None
     if representative_path is not None:
         representative = np.load(representative_path, allow_pickle=False)
+        if isinstance(representative, np.lib.npyio.NpzFile):  # a NaFlex batch
+            with representative:
+                representative = {key: representative[key] for key in representative.files}
 
-    def serve(images):
-        return {name: tf.cast(model(images, training=False), tf.float32)}
+    def serve(*tensors):
+        names = [i[0] for i in inputs]
+        x = tensors[0] if len(tensors) == 1 else dict(zip(names, tensors, strict=True))
+        return {name: tf.cast(model(x, training=False), tf.float32)}
 
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint(
         SIGNATURE,
         serve,
-        input_signature=[tf.TensorSpec((None, *shape[1:]), tf.float32, name=INPUT_NAME)],
+        input_signature=[
+            tf.TensorSpec((None, *shape), dtype, name=input_name)
+            for input_name, shape, dtype in inputs
+        ],
     )
     with tempfile.TemporaryDirectory(prefix="keras_vit_litert_") as folder:
         archive.write_out(folder, verbose=False)
@@ -323,7 +357,24 @@ def _write_litert(model, path, *, overwrite, quantize, representative_path):
             f.write(flatbuffer)
 
     atomic_write(path, write)
-    return dict(outputs=[name], size=len(flatbuffer))
+    return dict(inputs=[i[0] for i in inputs], outputs=[name], size=len(flatbuffer))
+
+
+def _save_representative(model, max_patches, data, num_samples, folder):
+    """Writes the calibration data of `quantize="int8"` for the writer; returns its path."""
+    inputs = _check_model(model, max_patches)
+    config = naflex_config(model)
+    if config is None:
+        path = os.path.join(folder, "representative.npy")
+        np.save(path, representative_images(data, inputs[0][1], num_samples=num_samples))
+        return path
+    num_patches = inputs[0][1][0]
+    batch = representative_naflex(
+        data, tuple(config.patch_size), num_patches, config.num_channels
+    )
+    path = os.path.join(folder, "representative.npz")
+    np.savez(path, **batch)
+    return path
 
 
 def export_litert(
@@ -336,6 +387,7 @@ def export_litert(
     overwrite=False,
     method="auto",
     verbose=True,
+    max_patches=None,
 ):
     """Exports a ViT's forward pass to a LiteRT (TensorFlow Lite) `.tflite` file.
 
@@ -347,13 +399,22 @@ def export_litert(
     `probabilities` for a softmax or sigmoid head, `outputs` otherwise (a
     feature extractor). Only TFLite builtin operators are used.
 
+    A NaFlex model (`naflex=True`) takes its three inputs instead, with a
+    free batch size and `max_patches` rows: `patches` float32 `(batch,
+    max_patches, P*P*C)`, `patch_coord` int32 `(batch, max_patches, 2)` and
+    `patch_valid` bool `(batch, max_patches)`, as `keras_vit.data.naflex_batch(
+    images, patch_size, max_patches)` makes them. Every quantization mode
+    applies; `quantize="int8"` calibrates on NaFlex batches (images of any
+    sizes, a dict batch or a `.npz` of one; see
+    `keras_vit.export.naflex_serving.representative_naflex`).
+
     The graph is traced by Keras' TensorFlow backend: in this process under
     the TensorFlow backend, in a subprocess with `KERAS_BACKEND=tensorflow`
     otherwise (the model goes there as a temporary `.keras` file).
 
     Args:
-        model: a `keras.Model` with one image input of fixed size and one
-            output, or the path of a `.keras` file of one.
+        model: a `keras.Model` with one image input of fixed size (or a NaFlex
+            model) and one output, or the path of a `.keras` file of one.
         path: str or path. The `.tflite` file to write.
         quantize: None (float32), `"float16"` (float16 weights),
             `"dynamic_int8"` (dynamic-range: int8 weights) or `"int8"` (full
@@ -362,7 +423,9 @@ def export_litert(
             Defaults to None.
         representative_data: calibration images for `quantize="int8"` (and
             only then): an array, a `.npy`/`.npz` path or a dataset spec such
-            as `"digits"` or `"folder:PATH"`; see `representative_images`.
+            as `"digits"` or `"folder:PATH"`; see `representative_images`. For a
+            NaFlex model: images of any sizes, a NaFlex dict batch or a `.npz`
+            file of one.
         representative_samples: int. Images drawn from a dataset spec.
             Defaults to 200.
         overwrite: bool. Replace an existing file. Defaults to False.
@@ -370,14 +433,19 @@ def export_litert(
             Defaults to `"auto"`.
         verbose: bool. Print where and how the model was exported. Defaults
             to True.
+        max_patches: optional int. NaFlex models only: the sequence length of
+            the inputs (patches per image at most). Defaults to the position
+            table's grid (`rows * columns`).
 
     Returns:
         An `ExportResult` with `format="litert"`, `signatures=
-        ("serving_default",)`, `outputs` (the output's name) and `quantize`.
+        ("serving_default",)`, `inputs`, `outputs` (the output's name) and
+        `quantize`.
 
     Raises:
-        ValueError: a model without one fixed-size image input or with
-            several outputs, a model quantized with `model.quantize()`
+        ValueError: a model without one fixed-size image input (nor NaFlex) or
+            with several outputs, `max_patches` for an image model or not a
+            positive int, a model quantized with `model.quantize()`
             (export the float model with `quantize=` here), an unknown `quantize`, `"int8"` without
             representative data (or representative data for another mode),
             representative images of the wrong shape or range, a model file
@@ -406,20 +474,17 @@ def export_litert(
     path = os.path.abspath(os.fspath(path))
     _checks.check_file_target(path, overwrite)
     model = _checks.check_model_argument(model)
-    if isinstance(model, keras.Model):
-        shape = _check_model(model)  # fail fast, before saving
-    else:
-        shape = None
+    checked = model if isinstance(model, keras.Model) else None
+    if checked is not None:
+        _check_model(checked, max_patches)  # fail fast, before saving
     with tempfile.TemporaryDirectory(prefix="keras_vit_litert_data_") as folder:
         representative_path = None
         if representative_data is not None:
-            if shape is None:  # a .keras path: its input shape decides the images' shape
-                shape = _check_model(_checks.load_model(model))
-            images = representative_images(
-                representative_data, shape[1:], num_samples=representative_samples
+            if checked is None:  # a .keras path: its inputs decide the calibration data's shape
+                checked = _checks.load_model(model)
+            representative_path = _save_representative(
+                checked, max_patches, representative_data, representative_samples, folder
             )
-            representative_path = os.path.join(folder, "representative.npy")
-            np.save(representative_path, images)
         how, reply = run_with_tensorflow(
             model,
             _write_litert,
@@ -428,6 +493,7 @@ def export_litert(
                 overwrite=overwrite,
                 quantize=quantize,
                 representative_path=representative_path,
+                max_patches=max_patches,
             ),
             method=method,
         )
@@ -436,6 +502,7 @@ def export_litert(
         method=how,
         backend=keras.backend.backend(),
         signatures=(SIGNATURE,),
+        inputs=tuple(reply["inputs"]),
         outputs=tuple(reply["outputs"]),
         format="litert",
         quantize=quantize,

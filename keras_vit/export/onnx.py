@@ -6,6 +6,7 @@ import keras
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.naflex_serving import naflex_config, naflex_inputs
 from keras_vit.export.saved_model import ExportResult
 from keras_vit.saving import atomic_write
 
@@ -19,6 +20,20 @@ def _check_not_float8(model):
         )
 
 
+def _input_signature(model):
+    """The ONNX inputs: `images` `(None, H, W, C)`, or a NaFlex model's three inputs with the
+    batch size and the sequence length free."""
+    config = naflex_config(model)
+    if config is None:
+        shape = _checks.image_input_shape(model, "export_onnx")
+        return [keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")]
+    inputs = naflex_inputs(tuple(config.patch_size), config.num_channels)
+    return [
+        {name: keras.InputSpec(shape=(None, *shape), dtype=dtype, name=name)
+         for name, shape, dtype in inputs}
+    ]
+
+
 def _write_onnx(model, path, *, overwrite):
     """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
     try:
@@ -30,15 +45,16 @@ def _write_onnx(model, path, *, overwrite):
             "(and onnxruntime to run the result)."
         ) from error
     _checks.check_file_target(path, overwrite)
-    shape = _checks.image_input_shape(model, "export_onnx")
+    signature = _input_signature(model)
     _check_not_float8(model)
-    input_spec = keras.InputSpec(shape=(None, *shape[1:]), dtype="float32", name="images")
 
     def write(staged):
-        model.export(staged, format="onnx", input_signature=[input_spec], verbose=False)
-        return [output.name for output in onnx.load(staged).graph.output]
+        model.export(staged, format="onnx", input_signature=signature, verbose=False)
+        graph = onnx.load(staged).graph
+        return [i.name for i in graph.input], [output.name for output in graph.output]
 
-    return dict(outputs=atomic_write(path, write, "model.onnx"))
+    inputs, outputs = atomic_write(path, write, "model.onnx")
+    return dict(inputs=inputs, outputs=outputs)
 
 
 def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
@@ -46,7 +62,11 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
 
     The ONNX graph has one input `images`, float32 `(batch, H, W, C)` in
     [-1, 1] with a free batch size, and the model's outputs (e.g. logits) as
-    they are: no preprocessing and no extra heads. It is traced by the
+    they are: no preprocessing and no extra heads. A NaFlex model
+    (`naflex=True`) has its three inputs instead, with the batch size and the
+    sequence length N free: `patches` float32 `(batch, N, P*P*C)`,
+    `patch_coord` int32 `(batch, N, 2)` and `patch_valid` bool `(batch, N)`
+    (as `keras_vit.data.naflex_batch` makes them). It is traced by the
     TensorFlow backend with `tf2onnx` (opset chosen by Keras), in this process
     under the TensorFlow backend and in a subprocess with
     `KERAS_BACKEND=tensorflow` otherwise: on this Keras version the PyTorch
@@ -54,8 +74,8 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     needs `jax2onnx`.
 
     Args:
-        model: a `keras.Model` with one image input of fixed size, or a path
-            to a `.keras` file of one.
+        model: a `keras.Model` with one image input of fixed size or a NaFlex
+            model, or a path to a `.keras` file of one.
         path: str or path. The `.onnx` file to write.
         overwrite: bool. Replace an existing file. Defaults to False.
         method: `"auto"` or `"subprocess"` (see `export_saved_model`).
@@ -65,10 +85,10 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
 
     Returns:
         An `ExportResult` with `format="onnx"` (`signatures` is empty;
-        `outputs` are the ONNX graph's output names).
+        `inputs` and `outputs` are the ONNX graph's input and output names).
 
     Raises:
-        ValueError: a model without one fixed-size image input, a float8 model
+        ValueError: a model without one fixed-size image input (nor NaFlex), a float8 model
             (`model.quantize("float8")`; int8 ones export), a model file that is
             not a valid `.keras` archive, or a path under a file.
         FileExistsError: `path` exists and `overwrite` is False, or is a folder.
@@ -88,7 +108,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     _checks.check_file_target(path, overwrite)
     model = _checks.check_model_argument(model)
     if isinstance(model, keras.Model):
-        _checks.image_input_shape(model, "export_onnx")  # fail fast, before saving
+        _input_signature(model)  # fail fast, before saving
         _check_not_float8(model)
     how, reply = run_with_tensorflow(
         model, _write_onnx, dict(path=path, overwrite=overwrite), method=method
@@ -98,6 +118,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
         method=how,
         backend=keras.backend.backend(),
         signatures=(),
+        inputs=tuple(reply["inputs"]),
         outputs=tuple(reply["outputs"]),
         format="onnx",
     ).announce(verbose)

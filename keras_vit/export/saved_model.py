@@ -66,6 +66,7 @@ class ExportResult:
             ONNX graph for `export_onnx`).
         format: str. `"saved_model"`, `"onnx"` or `"litert"`.
         quantize: optional str. The LiteRT quantization mode (`export_litert`).
+        inputs: tuple of str. The input names of an ONNX or LiteRT export (else empty).
     """
 
     path: str
@@ -75,6 +76,7 @@ class ExportResult:
     outputs: tuple
     format: str = "saved_model"
     quantize: str = None
+    inputs: tuple = ()
 
     def describe(self):
         how = (
@@ -83,16 +85,16 @@ class ExportResult:
             else f"model saved as .keras under the {self.backend} backend, "
             "traced by a subprocess with KERAS_BACKEND=tensorflow"
         )
+        inputs = f"Input{'s' * (len(self.inputs) > 1)}: {', '.join(self.inputs)}."
         if self.format == "onnx":
             return (
                 f"Exported ONNX model to {self.path} ({how}). "
-                f"Input: images. Outputs: {', '.join(self.outputs)}."
+                f"{inputs} Outputs: {', '.join(self.outputs)}."
             )
         if self.format == "litert":
             return (
                 f"Exported LiteRT model to {self.path} ({how}; quantize={self.quantize}). "
-                f"Signature: serving_default. Input: images. "
-                f"Outputs: {', '.join(self.outputs)}."
+                f"Signature: serving_default. {inputs} Outputs: {', '.join(self.outputs)}."
             )
         return (
             f"Exported SavedModel to {self.path} ({how}). "
@@ -386,9 +388,7 @@ def _write_archive(model, target, spec):
         fn, input_specs = endpoints[name]
         archive.add_endpoint(name, fn, input_signature=input_specs)
 
-    atomic_write(
-        target, lambda path: archive.write_out(path, verbose=False), "saved_model"
-    )
+    atomic_write(target, lambda path: archive.write_out(path, verbose=False), "saved_model")
 
 
 def _image_endpoints(tf, heads, spec):

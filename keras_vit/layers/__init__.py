@@ -11,6 +11,7 @@ from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRot
 from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
+from keras_vit.layers.patch_merger import PatchMerger
 from keras_vit.layers.patch_resize import resample_patch_embedding
 from keras_vit.layers.patch_targets import PatchTargets
 from keras_vit.layers.patches import Patches
@@ -51,6 +52,7 @@ __all__ = [
     "ParallelScalingBlock",
     "PatchCorruption",
     "PatchEncoder",
+    "PatchMerger",
     "PatchTargets",
     "Patches",
     "RelativePositionBias",

@@ -154,3 +154,22 @@ def naflex_position_embedding(
         wx = axis_weights(x, n_columns, gw, **options)
         out = ops.einsum("bnj,bnjd->bnd", wx, ops.einsum("bni,ijd->bnjd", wy, table))
     return ops.where(valid[..., None], out, ops.zeros_like(out))
+
+
+def resize_table(table, grid, interpolation="bicubic", antialias=True, align_corners=False):
+    """A `(gh, gw, D)` table resized to one `grid` `(rows, columns)` (ints or scalar tensors).
+
+    PyTorch's `F.interpolate` of the table (see `axis_weights`) as two resize matrices: what a
+    `PatchEncoder` with `dynamic_image_size` and a resize other than timm's default antialiased
+    bicubic (Qwen3-VL's bilinear with `align_corners=True`) computes at every call.
+    """
+    gh, gw = int(table.shape[0]), int(table.shape[1])
+    rows, columns = grid
+    wy = axis_weights(
+        ops.arange(rows), ops.full((rows,), rows), gh, interpolation, antialias, align_corners
+    )
+    wx = axis_weights(
+        ops.arange(columns), ops.full((columns,), columns), gw, interpolation, antialias,
+        align_corners,
+    )  # fmt: skip
+    return ops.einsum("ia,abd,jb->ijd", wy, ops.cast(table, "float32"), wx)

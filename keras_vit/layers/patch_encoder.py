@@ -5,9 +5,10 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers import attention as attention_module
-from keras_vit.layers import bicubic
+from keras_vit.layers import bicubic, naflex_position
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import (
+    check_bool,
     check_image_shape,
     check_non_negative_int,
     check_positive_int,
@@ -120,6 +121,12 @@ class PatchEncoder(keras.layers.Layer):
             before the position embedding and the prefix tokens (timm's
             `patch_embed.norm`, `embed_norm_layer`: AIMv2). Defaults to None.
         patch_norm_epsilon: float. Epsilon of `patch_norm`. Defaults to 1e-6.
+        position_embedding_interpolation, position_embedding_antialias,
+            position_embedding_align_corners: with `dynamic_image_size`, how the
+            learned table is resized to each input's grid: PyTorch's
+            `F.interpolate` with `"bicubic"` or `"bilinear"`, antialiased or not,
+            `align_corners` (without antialias). Default to timm's `"bicubic"`,
+            True, False (Qwen3-VL: `"bilinear"`, False, True).
 
     Call arguments:
         images: `(B, H, W, C)`, H and W the sizes the layer was built for (any
@@ -168,9 +175,30 @@ class PatchEncoder(keras.layers.Layer):
         position_embedding_grid=None,
         patch_norm=None,
         patch_norm_epsilon=1e-6,
+        position_embedding_interpolation="bicubic",
+        position_embedding_antialias=True,
+        position_embedding_align_corners=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if position_embedding_interpolation not in naflex_position.INTERPOLATIONS:
+            raise ValueError(
+                f"position_embedding_interpolation must be one of "
+                f"{naflex_position.INTERPOLATIONS}. Received: "
+                f"position_embedding_interpolation={position_embedding_interpolation!r}"
+            )
+        self.position_embedding_interpolation = position_embedding_interpolation
+        self.position_embedding_antialias = check_bool(
+            position_embedding_antialias, "position_embedding_antialias"
+        )
+        self.position_embedding_align_corners = check_bool(
+            position_embedding_align_corners, "position_embedding_align_corners"
+        )
+        if position_embedding_antialias and position_embedding_align_corners:
+            raise ValueError(
+                "position_embedding_align_corners=True needs position_embedding_antialias="
+                "False. Received: both True"
+            )
         self.patch_norm = None if patch_norm is None else check_norm(patch_norm)
         self.patch_norm_epsilon = check_epsilon(patch_norm_epsilon, "patch_norm_epsilon")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
@@ -348,7 +376,15 @@ class PatchEncoder(keras.layers.Layer):
         if own:
             return table
         grid = ops.reshape(table, (self.grid_size[0], self.grid_size[1], self.hidden_dim))
-        grid = bicubic.resize_bicubic_ops(grid, grid_size)
+        resize = (
+            self.position_embedding_interpolation,
+            self.position_embedding_antialias,
+            self.position_embedding_align_corners,
+        )
+        if resize == ("bicubic", True, False):
+            grid = bicubic.resize_bicubic_ops(grid, grid_size)
+        else:
+            grid = naflex_position.resize_table(grid, grid_size, *resize)
         return ops.reshape(grid, (1, -1, self.hidden_dim))
 
     def _prefix_tokens(self, batch, dtype):
@@ -498,6 +534,9 @@ class PatchEncoder(keras.layers.Layer):
                 "position_embedding_grid": self.position_embedding_grid,
                 "patch_norm": self.patch_norm,
                 "patch_norm_epsilon": self.patch_norm_epsilon,
+                "position_embedding_interpolation": self.position_embedding_interpolation,
+                "position_embedding_antialias": self.position_embedding_antialias,
+                "position_embedding_align_corners": self.position_embedding_align_corners,
             }
         )
         return config

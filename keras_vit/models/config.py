@@ -41,7 +41,7 @@ from keras_vit.layers._checks import (
 )
 from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
-from keras_vit.models import variants
+from keras_vit.models import merger, variants
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
     MLPS,
     NAFLEX_RESIZE,
@@ -64,6 +64,9 @@ BOOLS = (
     "final_norm",
     "map_prefix_tokens",
     "attention_only_layer_scale",
+    "merger_norm",
+    "merger_padding",
+    "final_and_fc_norm",
     # NaFlex (issue 31)
     "naflex",
     "position_embedding_antialias",
@@ -195,6 +198,13 @@ class ViTConfig:
         map_prefix_tokens: bool. With `pooling="map"`, whether the MAP head pools the prefix
             (class, register) tokens too (Perception Encoder core; timm's `Eva` attention pool).
             Defaults to False (the patch tokens only).
+        merger_size, merger_dim, merger_hidden_dim, merger_norm, merger_padding: a VLM
+            projector after the blocks, before the pooling (`keras_vit.models.merger`: each
+            `merger_size` squared block of patch tokens merged into one of width `merger_dim`;
+            `fc1` width (None: `merger_size ** 2 * hidden_dim`), a norm before the merge,
+            zero padding of the grid). Default to None, None, None, False, False (none).
+        final_and_fc_norm: bool. With `fc_norm`, the final norm too (DeepSeek-V4).
+            Defaults to False.
         resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
             Defaults to None (no ResNet stem).
         resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
@@ -312,6 +322,13 @@ class ViTConfig:
     map_num_heads: object = _field("head", None)
     map_mlp_dim: object = _field("head", None)
     map_prefix_tokens: bool = _field("head", False)
+    # VLM vision towers (Qwen3-VL, DeepSeek-V4): the projector, both final norms.
+    merger_size: object = _field("head", None)
+    merger_dim: object = _field("head", None)
+    merger_hidden_dim: object = _field("head", None)
+    merger_norm: bool = _field("head", False)
+    merger_padding: bool = _field("head", False)
+    final_and_fc_norm: bool = _field("head", False)
     resnet_units: object = _field("hybrid", None)
     resnet_width: object = _field("hybrid", None)
     resnet_groups: object = _field("hybrid", None)
@@ -386,6 +403,7 @@ class ViTConfig:
         checks.check_grouped_query(self, normalize)
         checks.check_norms(self)
         checks.check_map_head(self)
+        merger.check_merger(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)
         checks.check_stem(self, normalize)

@@ -322,21 +322,24 @@ def check_naflex(config, normalize):
             "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "
             f"position_embedding_interpolation={config.position_embedding_interpolation!r}"
         )
-    if not config.naflex:
-        changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(config, k) != v]
-        if config.position_embedding == "factorized":
-            changed.append("position_embedding='factorized'")
-        if changed:
-            raise ValueError(
-                f"{', '.join(changed)} only apply to NaFlex models (naflex=True). "
-                "Received: naflex=False"
-            )
-        return
     if config.position_embedding_antialias and config.position_embedding_align_corners:
         raise ValueError(
             "position_embedding_align_corners=True needs position_embedding_antialias="
             "False. Received: both True"
         )
+    if not config.naflex:
+        changed = [k for k, v in NAFLEX_RESIZE.items() if getattr(config, k) != v]
+        if config.dynamic_image_size:  # the resize at every call (Qwen3-VL: bilinear)
+            changed = [k for k in changed if k == "position_embedding_aspect_preserving"]
+        if config.position_embedding == "factorized":
+            changed.append("position_embedding='factorized'")
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} only apply to NaFlex models (naflex=True; the "
+                "interpolation, antialias and align_corners also to dynamic_image_size=True). "
+                f"Received: naflex=False, dynamic_image_size={config.dynamic_image_size}"
+            )
+        return
     problems = []
     if config.position_embedding not in ("learned", "factorized", None):
         problems.append(f"position_embedding={config.position_embedding!r}")

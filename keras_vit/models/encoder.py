@@ -20,6 +20,7 @@ the parts by role, properties of the model:
 - `pre_norm`: the LayerNorm before the blocks, or None;
 - `blocks`: the `TransformerBlock`s (or `ParallelScalingBlock`s) in depth order;
 - `final_norm`: the norm after the blocks, or None with `fc_norm` or `final_norm=False`;
+- `merger`: the `PatchMerger` (a VLM projector, `keras_vit.models.merger`), or None;
 - `pooling`: the `TokenPooling` / `MAPHead` (the class-token pooling of a distilled model),
   or None with `pooling=None`;
 - `fc_norm`: the LayerNorm on the pooled vector, or None;
@@ -31,7 +32,7 @@ the parts by role, properties of the model:
 
 Layer names (what the checkpoint name tables map; the constants below): `patch_encoder`,
 `rotary_embedding` (no weights),
-`pre_norm`, `encoderblock_{i}`, `encoder_norm`, `pooling` (`TokenPooling` or `MAPHead`),
+`pre_norm`, `encoderblock_{i}`, `encoder_norm`, `merger`, `pooling` (`TokenPooling` or `MAPHead`),
 `fc_norm`, `pre_logits`, `head`; a distilled model's classifier is `head` on the class token
 (`pooling`) and `head_dist` on the distillation token (`pooling_dist`), averaged by
 `head_average` (then `classifier_activation`, if any); the ResNet stem's are in
@@ -44,18 +45,17 @@ from keras_vit.layers import (
     MixedRotaryEmbedding,
     NaFlexMixedRotaryEmbedding,
     NaFlexRotaryEmbedding,
-    ParallelScalingBlock,
     PatchEncoder,
     RelativePositionBias,
     RelativePositionMLP,
     RotaryEmbedding2D,
-    TransformerBlock,
 )
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex, pretrained
-from keras_vit.models.config import ViTConfig
+from keras_vit.models.blocks import make_block
+from keras_vit.models.config import NAFLEX_RESIZE, ViTConfig
 from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also ours)
     CLASSIFIER_ACTIVATION,
     FC_NORM,
@@ -68,6 +68,7 @@ from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also
     build_top,
     head_dtype,
 )
+from keras_vit.models.merger import MERGER, merge_tokens
 from keras_vit.models.stems import stem_features
 
 # The layer names of the roles (`VisionTransformer` finds its parts by them; the checkpoint
@@ -122,6 +123,10 @@ def encoder_options(config):
     options = {k: v for k, v in options.items() if v != defaults[k]}
     if config.dynamic_image_size:
         options["position_embedding_grid"] = config.grid_size
+        for name in ("interpolation", "antialias", "align_corners"):  # Qwen3-VL: bilinear
+            name = f"position_embedding_{name}"
+            if getattr(config, name) != NAFLEX_RESIZE[name]:
+                options[name] = getattr(config, name)
     if config.patch_norm:  # AIMv2's norm on the patch embeddings (timm's embed_norm_layer)
         options["patch_norm"] = config.norm
         options["patch_norm_epsilon"] = config.layer_norm_epsilon
@@ -220,47 +225,12 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
         # Stochastic depth grows linearly with depth (timm / DeiT convention).
         rate = config.drop_path_rate * i / max(config.num_layers - 1, 1)
         name = BLOCK_NAME.format(i)
-        x = _make_block(config, i, rate, name, dtype_of(name))(
+        x = make_block(config, i, rate, name, dtype_of(name))(
             x, **shared, **_rotary_option(rotary, i if per_block else None), **mask
         )
-    if config.fc_norm or not config.final_norm:
+    if (config.fc_norm and not config.final_and_fc_norm) or not config.final_norm:
         return x
     return _layer_norm(config, FINAL_NORM, dtype_of)(x)
-
-
-def _make_block(config, index, drop_path_rate, name, dtype):
-    """Block `index`: a `TransformerBlock`, or a `ParallelScalingBlock` (`block_type`)."""
-    options = dict(
-        num_heads=config.num_heads,
-        mlp_dim=config.mlp_dim,
-        dropout_rate=config.dropout_rate,
-        attention_dropout_rate=config.attention_dropout_rate,
-        drop_path_rate=drop_path_rate,
-        layer_norm_epsilon=config.layer_norm_epsilon,
-        approximate_gelu=config.approximate_gelu,
-        layer_scale_init_value=config.layer_scale_init_value,
-        name=name,
-        dtype=dtype,
-    )
-    differential = config.attention_type == "differential"
-    if differential:  # lambda_init by depth (timm's DiffAttention)
-        options.update(attention_type="differential", block_index=index)
-    if config.block_type == "parallel_scaling":
-        options.update(qk_norm=config.qk_norm, activation=config.activation, norm=config.norm)
-        return ParallelScalingBlock(fused_output=differential, **options)  # timm's blocks
-    options.update(_grouped_query(config, index))
-    return TransformerBlock(remat=config.remat, **_block_options(config), **options)
-
-
-def _grouped_query(config, index):
-    """Block `index`'s grouped-query attention and attention-only LayerScale, if any (so that
-    the layer configs of models without them stay as before)."""
-    heads = config.num_key_value_heads
-    heads = heads[index] if isinstance(heads, tuple) else heads
-    options = {} if heads in (None, config.num_heads) else {"num_key_value_heads": heads}
-    if config.attention_only_layer_scale:
-        options["attention_only_layer_scale"] = True
-    return options
 
 
 def _rotary_option(rotary, index):
@@ -268,36 +238,6 @@ def _rotary_option(rotary, index):
     if rotary is None:
         return {}
     return {"rotary_embedding": rotary if index is None else rotary[index]}
-
-
-# TransformerBlock arguments passed only when they differ from these defaults, so that the
-# layer configs of models without them stay as before.
-_BLOCK_DEFAULTS = dict(
-    qk_norm=False,
-    activation="gelu",
-    mlp="mlp",
-    mlp_inner_norm=False,
-    key_bias=True,
-    attention_inner_norm=False,
-    norm="layernorm",
-    block_norm="pre",
-)
-
-
-def _block_options(config):
-    """The block options of `config` that differ from the defaults (configs stay as before)."""
-    options = {
-        name: getattr(config, name)
-        for name, default in _BLOCK_DEFAULTS.items()
-        if getattr(config, name) != default
-    }
-    if config.relative_position_bias in ("block", "mlp"):
-        options["relative_position_grid"] = config.grid_size
-    if config.relative_position_bias == "mlp":
-        options["relative_position_mlp_dim"] = config.relative_position_mlp_dim
-    if config.num_parallel > 1:
-        options["num_parallel"] = config.num_parallel
-    return options
 
 
 def build_outputs(features, config, dtype_of=_default_dtype):
@@ -323,6 +263,7 @@ def encode_tokens(x, config, dtype_of=_default_dtype, patch_valid=None, features
     grid of a rotary model's table).
     """
     x = apply_blocks(x, config, dtype_of, features=features, attention_mask=patch_valid)
+    x = merge_tokens(x, features, config, dtype_of)  # a VLM projector, if any
     return build_top(x, config, num_prefix_tokens(config), dtype_of, patch_valid)
 
 
@@ -518,8 +459,14 @@ class VisionTransformer(keras.Model):
     @property
     def final_norm(self):
         """The norm on the token sequence after the blocks, or None (`fc_norm`, `final_norm`)."""
-        keep = self.config.final_norm and not self.config.fc_norm
+        config = self.config
+        keep = config.final_norm and (not config.fc_norm or config.final_and_fc_norm)
         return self.get_layer(FINAL_NORM) if keep else None
+
+    @property
+    def merger(self):
+        """The `PatchMerger` after the blocks (a VLM projector), or None."""
+        return self.get_layer(MERGER) if self.config.merger_size else None
 
     @property
     def pooling(self):

@@ -73,6 +73,13 @@ def ViT(
     map_num_heads=None,
     map_mlp_dim=None,
     map_prefix_tokens=False,
+    # VLM vision towers (Qwen3-VL, DeepSeek-V4)
+    merger_size=None,
+    merger_dim=None,
+    merger_hidden_dim=None,
+    merger_norm=False,
+    merger_padding=False,
+    final_and_fc_norm=False,
     dynamic_image_size=False,
     key_bias=True,
     relative_position_bias=None,
@@ -219,6 +226,17 @@ def ViT(
             MLP width (None: `num_heads`, `mlp_dim`), and whether it pools the
             prefix tokens too (Perception Encoder core). Default to None, None,
             False.
+        merger_size, merger_dim, merger_hidden_dim, merger_norm, merger_padding:
+            a VLM projector (`model.merger`, `keras_vit.layers.PatchMerger`) after
+            the blocks, before the pooling: each `merger_size` squared block of
+            patch tokens merged into one token of width `merger_dim` (`fc1` width
+            `merger_hidden_dim`, None: `merger_size ** 2 * hidden_dim`; a norm
+            before the merge; the grid zero-padded to a multiple). No prefix
+            tokens; `pooling` `"gap"` or None (the merged tokens: Qwen3-VL's
+            merger, DeepSeek-V4's aligner). Default to None, None, None, False,
+            False (none).
+        final_and_fc_norm: bool. With `fc_norm`, keep the final norm too
+            (DeepSeek-V4's classifiers). Defaults to False.
         dynamic_image_size: bool. The model takes `(B, H, W, C)` images of any
             size the patch divides (input shape `(None, None, C)`), resampling
             the learned position embedding (made for `image_size`) at every
@@ -248,7 +266,8 @@ def ViT(
             `"bilinear"`, antialiased, align_corners (without antialias),
             resized to the longer side's square then cropped (timm's
             `pos_embed_ar_preserving`). Default to timm's `"bicubic"`, True,
-            False, False.
+            False, False. The first three also apply to the resize at every
+            call of `dynamic_image_size` (Qwen3-VL: bilinear, align_corners).
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

@@ -247,6 +247,14 @@ def check_timm_expressible(config):
                 "patch tokens only); other head widths and pool_include_prefix (Perception "
                 "Encoder core, test_vit3: read by from_timm) are not written yet",
             )
+    for option in ("merger_size", "final_and_fc_norm"):  # the VLM towers: read, not written
+        if getattr(config, option):
+            raise _refuse(
+                option,
+                getattr(config, option),
+                "timm's VisionTransformer has no VLM projector or second final norm (the "
+                "Qwen3-VL / DeepSeek-V4 towers load through from_timm but are not exported)",
+            )
     if config.representation_size is not None:
         raise _refuse(
             "representation_size",

@@ -17,15 +17,24 @@ Weight names: the files keep transformers 4's (`attention.attention.query`,
 `intermediate.dense`, `encoder.relative_position_bias`); transformers 5's in-memory names
 (`layers.{i}.attention.q_proj`, `mlp.fc1`, `shared_position_bias`) are mapped to them.
 
-Image size: the checkpoint's only. transformers resizes the relative position table bilinearly
-(`interpolate_pos_encoding`), timm with its log-spaced offsets at load time; keras_vit implements
-timm's (`from_timm`), so another `image_size` is refused here rather than computed differently.
+Image size: any fixed one (not `dynamic_image_size`: a relative position table belongs to one
+grid). At another size than the checkpoint's, the tables are resized as transformers does for
+an input of that size (`BeitModel(..., interpolate_pos_encoding=True)`): each relative position
+table's `(2h - 1, 2w - 1)` offsets bilinearly (`F.interpolate`, `align_corners=False`, no
+antialias; the 3 class-token rows kept), the absolute position embedding bicubically (no
+antialias), both once at load time (`beit_table_resizes`). `from_timm` on a timm BEiT resizes
+the relative position tables as timm does instead (log-spaced offsets): the two differ
+(docs/weights.md says by how much).
 """
 
 import logging
 import os
 import re
 
+import numpy as np
+
+from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
@@ -124,8 +133,79 @@ def normalize_names(arrays):
     return out
 
 
-def beit_name_table(config):
+def resize_relative_position_table_bilinear(table, grid_size, old_grid_size):
+    """transformers' BEiT table for another window: a `(rows, heads)` table of `old_grid_size`
+    -> one of `grid_size`.
+
+    The `(2 oh - 1) * (2 ow - 1)` offset rows, as a `(2 oh - 1, 2 ow - 1)` map per head, are
+    resized bilinearly to `(2h - 1, 2w - 1)` (PyTorch's `F.interpolate(mode="bilinear")`,
+    `align_corners=False`, no antialias: `BeitRelativePositionBias.forward`); the 3 class-token
+    rows at the end are kept.
+
+    Args:
+        table: array `(num_relative_distances(old_grid_size), heads)`.
+        grid_size: (rows, columns) of the new grid.
+        old_grid_size: (rows, columns) of the table's grid.
+
+    Returns:
+        float32 array `(num_relative_distances(grid_size), heads)`.
+
+    Raises:
+        ValueError: a table whose row count is not `old_grid_size`'s.
+
+    Example:
+
+    >>> table = np.arange(2 * (3 * 3 + 3), dtype="float32").reshape(12, 2)  # a 2 x 2 window
+    >>> resize_relative_position_table_bilinear(table, (3, 3), (2, 2)).shape
+    (28, 2)
+    """
+    h, w = check_positive_int_pair(grid_size, "grid_size")
+    oh, ow = check_positive_int_pair(old_grid_size, "old_grid_size")
+    table = np.asarray(table)
+    src, dst = (2 * oh - 1, 2 * ow - 1), (2 * h - 1, 2 * w - 1)
+    if table.ndim != 2 or table.shape[0] != src[0] * src[1] + 3:
+        raise ValueError(
+            f"A relative position table of a {oh} x {ow} window has {src[0] * src[1] + 3} rows. "
+            f"Received: shape {table.shape}"
+        )
+    offsets = table[None, : src[0] * src[1]]
+    resized = resample_position_embedding(
+        offsets, dst, 0, old_grid=src, interpolation="bilinear", antialias=False
+    )[0]
+    return np.concatenate([resized, table[src[0] * src[1] :]]).astype("float32")
+
+
+def beit_table_resizes(config, source_grid):
+    """The transforms of the position embedding and the relative position tables of a
+    checkpoint of `source_grid` read into `config`'s grid, as transformers resizes them
+    (`interpolate_pos_encoding=True`): `(position_transform, table_transform)`, identities
+    where the grids are equal."""
+    if tuple(source_grid) == tuple(config.grid_size):
+        return L.IDENTITY, L.IDENTITY
+
+    def resample(posemb, grid, prefix):
+        return resample_position_embedding(
+            posemb, grid, prefix, old_grid=source_grid, interpolation="bicubic", antialias=False
+        )
+
+    def resize_table(array, shapes):
+        if array.ndim != 2 or array.shape[1] != shapes[0][1]:
+            raise L.Mismatch(f"found {L.shape_of(array)}")
+        try:
+            return (resize_relative_position_table_bilinear(array, config.grid_size, source_grid),)
+        except ValueError as error:
+            raise L.Mismatch(f"found {L.shape_of(array)}: {error}") from error
+
+    position = L.position_embedding(config.grid_size, int(config.class_token), resample)
+    table = L.Transform("relative_position_table", lambda shapes: shapes[0], resize_table, False)
+    return position, table
+
+
+def beit_name_table(config, source_grid=None):
     """The transformers BEiT weight names (file layout) for the model `config` describes.
+
+    `source_grid`: the checkpoint's patch grid where it is not the model's (its tables are then
+    resized as transformers does, `beit_table_resizes`). Defaults to the model's.
 
     Example:
 
@@ -135,17 +215,18 @@ def beit_name_table(config):
     >>> sorted(k for k in beit_name_table(config) if "bias_table" in k)
     ['encoder.layer.0.attention.attention.relative_position_bias.relative_position_bias_table']
     """
+    position, relative = beit_table_resizes(config, source_grid or config.grid_size)
     table = {
         "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
         "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
         "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
     }
     if config.position_embedding == "learned":
-        table["embeddings.position_embeddings"] = ("patch_encoder/position_embeddings", L.IDENTITY)
+        table["embeddings.position_embeddings"] = ("patch_encoder/position_embeddings", position)
     if config.relative_position_bias == "shared":
         table[f"encoder.{_TABLE}"] = (
             f"{RELATIVE_POSITION_BIAS}/relative_position_bias_table",
-            L.IDENTITY,
+            relative,
         )
     for i in range(config.num_layers):
         key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
@@ -154,7 +235,7 @@ def beit_name_table(config):
         if config.relative_position_bias == "block":
             table[f"{key}.attention.attention.{_TABLE}"] = (
                 f"{path}/{RELATIVE_POSITION_BIAS}/relative_position_bias_table",
-                L.IDENTITY,
+                relative,
             )
         if config.layer_scale_init_value is not None:
             table[f"{key}.lambda_1"] = (f"{path}/attention_scale", L.IDENTITY)
@@ -195,8 +276,9 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
         hf: dict. Its `config.json`.
         num_classes: optional int. Defaults to the classifier's class count
             (`BeitForImageClassification`), or no head (`BeitModel`).
-        **kwargs: other `keras_vit.ViT` arguments (`pooling`, `include_top`, ...). Not
-            `image_size` (see the module docstring) nor `dynamic_image_size`.
+        **kwargs: other `keras_vit.ViT` arguments (`pooling`, `include_top`, `image_size`:
+            the tables resized as transformers does, see the module docstring; not
+            `dynamic_image_size`).
 
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` images normalised as the checkpoint's
@@ -207,17 +289,10 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
     """
     source = os.path.join(folder, "config.json")
     arguments = beit_arguments(hf, source=source)
-    image_size = kwargs.pop("image_size", None)
-    if image_size is not None and H._pair(image_size, "image_size", "image_size") not in (
-        arguments["image_size"],
-        (arguments["image_size"],) * 2,
-    ):
-        raise ValueError(
-            f"{folder}: BEiT loads at its image_size {arguments['image_size']!r} only "
-            "(transformers resizes the relative position table bilinearly, timm with "
-            f"log-spaced offsets; keras_vit implements timm's: use from_timm). Received: "
-            f"image_size={image_size!r}"
-        )
+    (height, width), (ph, pw) = (
+        check_positive_int_pair(arguments[name], name) for name in ("image_size", "patch_size")
+    )
+    source_grid = (height // ph, width // pw)  # the checkpoint's
     if kwargs.get("dynamic_image_size"):
         raise ValueError(
             f"{folder}: BEiT's relative position table is fixed to its grid; "
@@ -232,7 +307,10 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
         model,
         arrays,
         L.without_new_head(
-            beit_name_table(config), arrays, ("classifier.weight", "classifier.bias"), logger
+            beit_name_table(config, source_grid),
+            arrays,
+            ("classifier.weight", "classifier.bias"),
+            logger,
         ),
         source=repr(weights_path),
         logger=logger,

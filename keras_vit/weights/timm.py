@@ -39,6 +39,8 @@ from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 from keras_vit.weights.timm_stems import batch_norm_counters, conv_stem_projection, stem_name_table
+from keras_vit.weights.timm_vlm import vlm_fills, vlm_name_table
+from keras_vit.weights.timm_vlm_names import merger_dim
 
 logger = logging.getLogger(__name__)
 
@@ -267,7 +269,10 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         return naflex_name_table(config, table)  # timm's NaFlexVit (naflexvit_*)
     # AIMv2's options: unpacked SwiGLU, no projection biases, patch norm, RMSNorm names.
     extras = {} if spec is None or eva else spec.extras
-    return adapt_name_table(table, config, extras, patch_bias)
+    table = adapt_name_table(table, config, extras, patch_bias)
+    if spec is not None and spec.extras.get("vlm"):  # Qwen3-VL, DeepSeek-V4 towers
+        return vlm_name_table(table, config, spec)
+    return table
 
 
 def _fills(config, spec):
@@ -281,6 +286,8 @@ def _fills(config, spec):
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))
+    if spec.extras.get("vlm"):
+        fills.update(vlm_fills(config, spec))
     return fills
 
 
@@ -386,8 +393,10 @@ def from_timm(
     SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
     lang / spatial, the core towers' attention pool); C-RADIO (`vit_*_patch16_radio_v*`,
     its 128 x 128 table resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
-    `vit_intern300m_patch14_448` and timm's `test_vit*` models. Other timm ViTs (parallel scaling
-    blocks, ...) raise a `ValueError` saying what they need.
+    `vit_intern300m_patch14_448`, timm's `test_vit*` models, and the VLM vision towers of
+    Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`; `_merge` / `_align` / `_enc`
+    keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
+    Gemma 4's towers, ...) raise a `ValueError` saying what they need.
 
     Args:
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
@@ -458,6 +467,10 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
     include_top = kwargs.pop("include_top", None)
+    if spec.extras.get("merger_dims"):  # the projector width of the name's tag
+        arguments["merger_dim"] = kwargs.get("merger_dim") or merger_dim(spec)
+        if spec.extras.get("merger_hidden_is_dim"):  # DeepSeek's aligner: fc1 that wide too
+            arguments["merger_hidden_dim"] = arguments["merger_dim"]
     ratio = spec.extras.get("mlp_ratio")
     hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
     hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]

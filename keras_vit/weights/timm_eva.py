@@ -58,12 +58,16 @@ def _interleave(x):
     return x[..., order]
 
 
-def _attention_rope(key, attention):
-    """timm's `AttentionRope` (RoPE-ViT): one `qkv` with its full bias, `proj`."""
+def _attention_rope(key, attention, half=False):
+    """timm's `AttentionRope` (RoPE-ViT): one `qkv` with its full bias, `proj`; with `half`
+    (timm's `rotate_half=True`: Qwen3-VL, DeepSeek-V4) the query / key channels reordered."""
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
+    weight, bias = L.QKV_WEIGHT, L.QKV_BIAS
+    if half:
+        weight, bias = (interleave_halves(t, (True, True, False)) for t in (weight, bias))
     return {
-        f"{key}.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), L.QKV_WEIGHT),
-        f"{key}.qkv.bias": (tuple(f"{p}/bias" for p in qkv), L.QKV_BIAS),
+        f"{key}.qkv.weight": (tuple(f"{p}/kernel" for p in qkv), weight),
+        f"{key}.qkv.bias": (tuple(f"{p}/bias" for p in qkv), bias),
         f"{key}.proj.weight": (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT),
         f"{key}.proj.bias": (f"{attention}/attention_output/bias", L.IDENTITY),
     }
@@ -80,7 +84,7 @@ def inner_norm(key, attention):
 
 def _attention(key, attention, config, spec):
     if spec.extras.get("attention") == "rope" and spec.extras.get("qkv_fused", True):
-        return _attention_rope(key, attention)
+        return _attention_rope(key, attention, spec.extras.get("rotate_half", False))
     # DINOv3's half-split rotation -> our interleaved one (query and key channels reordered).
     half = config.rotary_embedding == "dinov3"
 

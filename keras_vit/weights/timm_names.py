@@ -6,7 +6,6 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 (`keras_vit.weights.timm`) and the writer (`keras_vit.weights.export_timm`) read it.
 """
 
-import dataclasses
 import re
 
 from keras_vit.weights import (
@@ -19,11 +18,20 @@ from keras_vit.weights import (
     timm_pe_names,
     timm_radio_names,
     timm_stem_names,
+    timm_vlm_names,
 )
+from keras_vit.weights.timm_records import Family, TimmArchitecture
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
 
-__all__ = ["FAMILIES", "HYBRIDS", "parse_timm_name", "supported_families"]
+__all__ = [
+    "FAMILIES",
+    "HYBRIDS",
+    "Family",
+    "TimmArchitecture",
+    "parse_timm_name",
+    "supported_families",
+]
 
 # timm's ResNetV2 stems: the hybrid models and our variant codes for them.
 HYBRIDS = {
@@ -75,6 +83,7 @@ DEFAULT_CLASSES = {
     **timm_pe_names.DEFAULT_CLASSES,
     **timm_radio_names.DEFAULT_CLASSES,
     **timm_stem_names.DEFAULT_CLASSES,
+    **timm_vlm_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -86,28 +95,6 @@ _SIGLIP_TANH = {
     ("so400m", 16, None),
     ("giantopt", 16, None),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """A family of timm model names and the keras_vit arguments they mean.
-
-    Attributes:
-        name: str. Short name (`"vit"`, `"deit3"`, ...).
-        pattern: str. Regex that matches the whole architecture name (no tag), with named
-            groups among `size`, `patch`, `res`, `reg`, `quick`, `gap`, `pool`, `arch`.
-        example: str. One timm name of the family.
-        description: str. What it is, for the README and error messages.
-        arguments: callable `(groups) -> dict`: `keras_vit.ViT` arguments, plus the private
-            keys `_qkv_bias` and `_patch_bias` (False: the checkpoint has no such biases; our
-            model keeps them at zero).
-    """
-
-    name: str
-    pattern: str
-    example: str
-    description: str
-    arguments: object
 
 
 def _vit(g):
@@ -446,6 +433,8 @@ FAMILIES = (
     # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
     # (keras_vit.weights.timm_radio_names).
     *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
+    # Qwen3-VL and DeepSeek-V4 vision towers (keras_vit.weights.timm_vlm_names).
+    *(Family(*spec) for spec in timm_vlm_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
@@ -457,45 +446,11 @@ UNSUPPORTED = (
         "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
     ),
     (
-        r"(qwen3|gemma4|deepseek)_vit_.*",
-        "a VLM vision tower of its own kind (timm's qwen3_vit / gemma4_vit / deepseek_vit: "
-        "their own patch merging, projectors and blocks)",
+        r"gemma4_vit_.*",
+        "a VLM vision tower of its own kind (timm's gemma4_vit: its own patch embedding, "
+        "position embedding, pooling and blocks)",
     ),
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class TimmArchitecture:
-    """A parsed timm model name.
-
-    Attributes:
-        name: str. The architecture name, without tag or Hub prefix.
-        tag: str. The pretrained tag (`"augreg_in21k"`) or "".
-        family: `Family`.
-        arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
-            decisions yet, except DINOv2's 518 px).
-        extras: dict. The checkpoint-layout keys of the family's arguments (`layout`,
-            `qkv_fused`, `mlp_packed`, `mlp_ratio`: see `keras_vit.weights.timm_eva_names`),
-            without their leading `_`.
-        image_size: int (or `(height, width)`: Sapiens2's 1024 x 768). The resolution the
-            name stands for, rounded down to a multiple of
-            the patch: timm's 384 px towers with 14 px patches (`vit_so400m_patch14_siglip_384`)
-            see 27 x 27 patches, 378 px (their convolution drops the last 6 pixel rows and
-            columns), so ours take 378 px images.
-        num_classes: int. timm's default class count for the name (0: no head).
-        qkv_bias: bool. Whether the checkpoint has q/k/v biases.
-        patch_bias: bool. Whether the checkpoint has a patch-embedding bias.
-    """
-
-    name: str
-    tag: str
-    family: Family
-    arguments: dict
-    image_size: int
-    num_classes: int
-    qkv_bias: bool
-    patch_bias: bool
-    extras: dict = dataclasses.field(default_factory=dict)
 
 
 def supported_families():

@@ -277,3 +277,42 @@ def test_position_embedding_grid_errors():
         PatchEncoder(8, 4, num_register_tokens=-1)
     with pytest.raises(ValueError, match="distillation_token must be a bool"):
         PatchEncoder(8, 4, distillation_token=1)
+
+
+def _np_bilinear_align_corners(grid, size):
+    """PyTorch's `F.interpolate(mode="bilinear", align_corners=True)` of a (h, w, C) grid."""
+
+    def matrix(n_out, n_in):
+        m = np.zeros((n_out, n_in))
+        for i in range(n_out):
+            x = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            low = min(int(np.floor(x)), n_in - 1)
+            high = min(low + 1, n_in - 1)
+            m[i, low] += 1 - (x - low)
+            m[i, high] += x - low
+        return m
+
+    return np.einsum("ia,abc,jb->ijc", matrix(size[0], grid.shape[0]), grid,
+                     matrix(size[1], grid.shape[1]))  # fmt: skip
+
+
+def test_dynamic_image_size_bilinear_align_corners_resize():
+    """Qwen3-VL's resize at every call: bilinear, no antialias, align_corners=True."""
+    resize = dict(position_embedding_interpolation="bilinear", position_embedding_antialias=False,
+                  position_embedding_align_corners=True)  # fmt: skip
+    layer = PatchEncoder(8, 4, class_token=False, dynamic_image_size=True,
+                         position_embedding_grid=(3, 3), **resize)  # fmt: skip
+    _randomized(layer, (None, None, None, 3))
+    assert {k: layer.get_config()[k] for k in resize} == resize
+    n = to_numpy
+    table = n(layer.position_embeddings)[0].reshape(3, 3, 8)
+    for height, width in ((12, 12), (20, 8), (8, 28)):
+        images = _images(h=height, w=width)
+        patches = n(Patches(4)(images)) @ n(layer.kernel).reshape(-1, 8) + n(layer.bias)
+        positions = _np_bilinear_align_corners(table, (height // 4, width // 4))
+        expected = patches + positions.reshape(1, -1, 8)
+        np.testing.assert_allclose(n(layer(images)), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="position_embedding_interpolation must be one of"):
+        PatchEncoder(8, 4, position_embedding_interpolation="nearest")
+    with pytest.raises(ValueError, match="align_corners=True needs position_embedding_antialias"):
+        PatchEncoder(8, 4, position_embedding_align_corners=True)

@@ -3,8 +3,9 @@
 Two tiny perturbed models saved with `save_pretrained`: `BeitForImageClassification` with a
 relative position bias per block, mean pooling and LayerScale; `BeitModel` with one shared bias,
 an absolute position embedding, the class token after the final norm and no LayerScale. Against
-transformers' `logits`, `pooler_output` and `last_hidden_state` (within 1e-5); transformers 5's
-in-memory names map to the file's; bad configs and another image size are refused.
+transformers' `logits`, `pooler_output` and `last_hidden_state` (within 1e-5), at the
+checkpoint's size and, against `interpolate_pos_encoding=True`, at others; transformers 5's
+in-memory names map to the file's; bad configs and `dynamic_image_size` are refused.
 """
 
 import numpy as np
@@ -95,5 +96,40 @@ def test_config_checks_name_the_value(references):
     with pytest.raises(ValueError, match="both set"):
         beit_arguments({"use_relative_position_bias": True,
                         "use_shared_relative_position_bias": True})  # fmt: skip
-    with pytest.raises(ValueError, match=r"its image_size 32 only.*image_size=48"):
-        from_huggingface(references["block"]["folder"], image_size=48)
+    with pytest.raises(ValueError, match="dynamic_image_size=True is not supported"):
+        from_huggingface(references["block"]["folder"], dynamic_image_size=True)
+
+
+@pytest.mark.parametrize(("case", "size"), [("block", (48, 48)), ("shared", (48, 32))])
+def test_another_image_size_as_transformers_interpolates(references, case, size):
+    """At another (also non-square) size: transformers' `interpolate_pos_encoding=True` (each
+    relative position table resized bilinearly, the absolute table bicubically)."""
+    ref = references[case]
+    images = random_images(size, seed=3)
+    with torch.no_grad():
+        out = ref["model"](
+            torch.from_numpy(images).permute(0, 3, 1, 2), interpolate_pos_encoding=True
+        )
+    expected = out.logits if case == "block" else out.pooler_output
+    model = from_huggingface(ref["folder"], image_size=size)
+    assert model.config.image_size == size
+    assert_close(to_numpy(model.predict_on_batch(images)), expected.numpy())
+
+
+@backend_independent
+def test_table_resize_equals_pytorch_interpolate():
+    """`resize_relative_position_table_bilinear` against `F.interpolate` on the offset map."""
+    from keras_vit.weights.huggingface_beit import resize_relative_position_table_bilinear
+
+    table = np.random.default_rng(0).normal(size=(7 * 7 + 3, 2)).astype("float32")  # 4 x 4
+    for grid in ((6, 6), (2, 3)):
+        offsets = torch.from_numpy(table[:49]).reshape(1, 7, 7, 2).permute(0, 3, 1, 2)
+        rows, cols = 2 * grid[0] - 1, 2 * grid[1] - 1
+        resized = torch.nn.functional.interpolate(offsets, size=(rows, cols), mode="bilinear")
+        expected = np.concatenate(
+            [resized.permute(0, 2, 3, 1).reshape(rows * cols, 2).numpy(), table[49:]]
+        )
+        got = resize_relative_position_table_bilinear(table, grid, (4, 4))
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+    with pytest.raises(ValueError, match=r"a 4 x 4 window has 52 rows. Received: shape \(50, 2\)"):
+        resize_relative_position_table_bilinear(table[:50], (2, 2), (4, 4))

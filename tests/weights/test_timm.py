@@ -25,6 +25,7 @@ from keras_vit.weights import (
     timm_pe_names,
     timm_radio_names,
     timm_stem_names,
+    timm_vlm_names,
 )
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
@@ -278,8 +279,9 @@ def test_every_family_has_a_case():
     evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
     evafam |= {spec[0] for spec in timm_eva_dinov3_names.FAMILY_SPECS}
     parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
+    vlm = {spec[0] for spec in timm_vlm_names.FAMILY_SPECS}  # test_timm_vlm.py
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems
+    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems - vlm
 
 
 def _activation(block):
@@ -462,13 +464,14 @@ def test_supported_count_over_all_timm_names():
     # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
     # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
     # InternViT-300M 1, test_vit* 5, LingBot 4, ResNet-D hybrids 4 and MobileCLIP's
-    # vit_base_mci_224 (test_timm_stems.py), Sapiens2 5 (of 1371 names)
-    assert reads == 293
+    # vit_base_mci_224 (test_timm_stems.py), Sapiens2 5, Qwen3-VL towers 9 and DeepSeek-V4
+    # towers 3 (test_timm_vlm.py) (of 1371 names)
+    assert reads == 305
 
 
 def test_every_vit_module_name_is_read_or_refused_with_its_reason():
-    """Over timm's ViT modules (297 names in 1.0.31) only SAM's encoders are refused, and the
-    VLM vision towers say what they are."""
+    """Over timm's ViT modules (297 names in 1.0.31) only SAM's encoders are refused; of the
+    VLM vision towers Qwen3-VL's and DeepSeek-V4's are read, Gemma 4's say what they are."""
     modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
                "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
     refused = {}
@@ -480,7 +483,9 @@ def test_every_vit_module_name_is_read_or_refused_with_its_reason():
                 refused[name] = str(error)
     assert sorted(refused) == sorted(timm.list_models("samvit_*")) and len(refused) == 4
     assert all("SAM's image encoder" in why for why in refused.values())
-    for module in ("qwen3_vit", "gemma4_vit", "deepseek_vit"):
-        for name in timm.list_models(module=module):
-            with pytest.raises(ValueError, match="a VLM vision tower of its own kind"):
-                N.parse_timm_name(name)
+    for module in ("qwen3_vit", "deepseek_vit"):
+        assert all(N.parse_timm_name(name) for name in timm.list_models(module=module))
+    assert len(timm.list_models(module="gemma4_vit")) == 4
+    for name in timm.list_models(module="gemma4_vit"):
+        with pytest.raises(ValueError, match="a VLM vision tower of its own kind"):
+            N.parse_timm_name(name)
