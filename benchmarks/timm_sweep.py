@@ -18,8 +18,10 @@ checkpoint filter, `pretrained_cfg_overlay=dict(file=...)`; ours resampling in `
 
 The error is the max absolute difference over the largest magnitude of timm's output
 (`tests.weights.timm_cases.assert_close`); ok at most 1e-5. Prints one line per name (name,
-status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK / TIMM-CANNOT-LOAD / TIMM-NO-DYNAMIC,
-max error, seconds) and a summary per family; `--json out.json` writes the results.
+status: ok / MISMATCH / LOAD-ERROR / TIMM-CANNOT-SHRINK / TIMM-CANNOT-LOAD / TIMM-NO-DYNAMIC /
+TIMM-CANNOT-RUN, max error, seconds) and a summary per family; `--json out.json` writes the
+results. A grid counts cells of the name's stride: patch x stem stride (x `merger_size` for the
+VLM towers, whose patch grid must be a multiple of it).
 
     KERAS_BACKEND=torch python benchmarks/timm_sweep.py [--match 'vit_*'] [--limit 10]
         [--sample 3 0.33 --seed 0] [--grid 3x2 | default] [--depth 2] [--resample 3x3]
@@ -110,9 +112,11 @@ def _randomize_buffers(model, seed):
 
 
 def _stride(spec):
-    """Pixels per grid cell of the name's model (patch x stem stride)."""
+    """Pixels per grid cell of the name's model (patch x stem stride; x the VLM towers'
+    `merger_size`: their grid must be a multiple of it)."""
     config = T.timm_config(spec, num_layers=1)
-    return config.image_size[0] // config.grid_size[0]
+    merge = getattr(config, "merger_size", None) or 1
+    return config.image_size[0] // config.grid_size[0] * merge
 
 
 def _is_naflex(spec):
@@ -216,6 +220,48 @@ def timm_resampled(name, model, kwargs, size, path):
         return other
 
 
+class _TimmFailed(Exception):
+    """timm could not run the case: (status, message)."""
+
+
+def _timm_side(name, spec, model, kwargs, path, size, naflex, seed, resample, dynamic, options,
+               ours_kwargs):  # fmt: skip
+    """The checkpoint written to `path`; `(timm's output, the inputs)`. Raises `_TimmFailed`."""
+    try:
+        if naflex:
+            from keras_vit.weights.state_dict import write_safetensors
+
+            state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+            write_safetensors(state, path)
+            with torch.no_grad():
+                batch = {k: torch.from_numpy(v) for k, v in NAFLEX_BATCH.items()}
+                expected = model(batch).numpy()
+            inputs = NAFLEX_BATCH
+        else:
+            ref = timm_reference(torch, model, random_images(size, seed=seed), path)
+            expected, inputs = ref["expected"], ref["images"]
+            if resample is not False:
+                size = _size(spec, resample)
+                ours_kwargs["image_size"] = size
+                try:
+                    other = timm_resampled(name, model, kwargs, size, path)
+                except Exception as error:  # noqa: BLE001
+                    raise _TimmFailed("TIMM-CANNOT-LOAD", str(error)) from error
+                inputs = random_images(size, seed=seed + 1)
+                with torch.no_grad():
+                    expected = other(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
+            if options:
+                stride = _stride(spec)
+                inputs = random_images((dynamic[0] * stride, dynamic[1] * stride), seed=seed + 2)
+                with torch.no_grad():
+                    expected = model(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
+    except _TimmFailed:
+        raise
+    except Exception as error:  # noqa: BLE001 (timm's own refusal of the case)
+        raise _TimmFailed("TIMM-CANNOT-RUN", f"{type(error).__name__}: {error}") from error
+    return expected, inputs
+
+
 def check(name, spec, folder, grid=(2, 2), seed=0, depth=1, resample=False, dynamic=False):
     """One name: a result dict (status, error, seconds, details). `grid`: None for the name's
     own image size. `resample`: a grid (or None: the name's size) both models read the
@@ -244,35 +290,13 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1, resample=False, dyna
     if options:
         ours_kwargs["dynamic_image_size"] = True
     result["ours_kwargs"] = ours_kwargs
-    if naflex:
-        from keras_vit.weights.state_dict import write_safetensors
-
-        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-        write_safetensors(state, path)
-        with torch.no_grad():
-            batch = {k: torch.from_numpy(v) for k, v in NAFLEX_BATCH.items()}
-            expected = model(batch).numpy()
-        inputs = NAFLEX_BATCH
-    else:
-        ref = timm_reference(torch, model, random_images(size, seed=seed), path)
-        expected, inputs = ref["expected"], ref["images"]
-        if resample is not False:
-            size = _size(spec, resample)
-            ours_kwargs["image_size"] = size
-            try:
-                other = timm_resampled(name, model, kwargs, size, path)
-            except Exception as error:  # noqa: BLE001
-                result.update(status="TIMM-CANNOT-LOAD", message=str(error)[:300])
-                result["seconds"] = time.perf_counter() - start
-                return result
-            inputs = random_images(size, seed=seed + 1)
-            with torch.no_grad():
-                expected = other(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
-        if options:
-            stride = _stride(spec)
-            inputs = random_images((dynamic[0] * stride, dynamic[1] * stride), seed=seed + 2)
-            with torch.no_grad():
-                expected = model(torch.from_numpy(inputs).permute(0, 3, 1, 2)).numpy()
+    try:
+        expected, inputs = _timm_side(name, spec, model, kwargs, path, size, naflex, seed,
+                                      resample, dynamic, options, ours_kwargs)  # fmt: skip
+    except _TimmFailed as failed:
+        result.update(status=failed.args[0], message=failed.args[1][:300])
+        result["seconds"] = time.perf_counter() - start
+        return result
     try:
         ours = keras_vit.from_timm(name, path, **ours_kwargs)
         got = ours.predict_on_batch(inputs)
