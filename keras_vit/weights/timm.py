@@ -11,7 +11,8 @@ timm's numerics are kept: exact erf GELU (timm's `nn.GELU`, also for the AugReg 
 were trained with the tanh approximation), LayerNorm epsilon 1e-6 (CLIP towers 1e-5), timm's
 hybrid ResNet (`StdConv2dSame` with epsilon 1e-8 under the square root, GroupNorm epsilon
 1e-5), and timm's position-embedding resampling (bicubic with antialiasing, `F.interpolate`
-exactly: `keras_vit.layers.bicubic`) when the image size differs from the checkpoint's.
+exactly: `keras_vit.layers.bicubic`; FlexiViT's and C-RADIO's bilinear without antialiasing)
+when the image size differs from the checkpoint's.
 Architectures keras_vit does not implement (SwiGLU, rotary embeddings, ...: `UNSUPPORTED`) are
 refused with a `ValueError` saying what they need.
 """
@@ -182,7 +183,7 @@ def _map_head(prefix):
 
 def _position_transform(config, spec=None):
     """timm's `pos_embed` -> ours, resampled as timm does if needed: bicubic, antialiased, or
-    the family's resize (`spec.extras["position_resize"]`: RADIO's bilinear)."""
+    the family's resize (`spec.extras["position_resize"]`: FlexiViT's and RADIO's bilinear)."""
     prefix_rows = 0
     if getattr(config, "prefix_position_embedding", True):
         prefix_rows = int(config.class_token) + getattr(config, "num_register_tokens", 0)
@@ -401,8 +402,8 @@ def from_timm(
         name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
         checkpoint: None (random initialisation of the architecture), a path, or a dict.
         image_size: optional int or (height, width). Defaults to the name's resolution;
-            another one resamples the position embedding as timm does (bicubic,
-            antialiased).
+            another one resamples the position embedding as timm's loader does (bicubic,
+            antialiased; bilinear without antialiasing for FlexiViT and C-RADIO).
         num_classes: optional int. Defaults to the checkpoint head's class count (no head
             when the checkpoint has none), or timm's default for the name without a
             checkpoint. Another count gives a new zero-initialised head.

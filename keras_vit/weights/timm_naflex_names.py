@@ -61,9 +61,16 @@ def _naflex(g):
 
 
 def _flexivit(g):
-    """FlexiViT (timm's `flexivit_*`): patch 16, 240 px, position embedding on patches only."""
+    """FlexiViT (timm's `flexivit_*`): patch 16, 240 px, position embedding on patches only.
+
+    A checkpoint read at another image size: the position embedding resized bilinearly without
+    antialiasing, as timm's loader does for FlexiViT (`_create_vision_transformer`'s 'flexi'
+    checkpoint filter; its other ViTs: bicubic, antialiased).
+    """
     sizes = _timm_sizes(g["size"], 16)
-    return {**sizes, "prefix_position_embedding": False, "image_size": 240}
+    resize = dict(interpolation="bilinear", antialias=False)
+    return {**sizes, "prefix_position_embedding": False, "image_size": 240,
+            "_position_resize": resize}  # fmt: skip
 
 
 FAMILY_SPECS = (

@@ -36,6 +36,7 @@ from tests.weights.timm_cases import (
     from_timm_kwargs,
     perturb,
     random_images,
+    timm_create_kwargs,
     timm_model,
     timm_reference,
     timm_run,
@@ -120,6 +121,20 @@ def test_other_image_size_resamples_like_timm(case, references):
             ref["state"]["pos_embed"], (3, 3), 1, interpolation="bicubic", antialias=True
         )
         np.testing.assert_allclose(posemb, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_flexivit_resamples_bilinearly_like_timms_loader(references):
+    """timm's FlexiViT loader resizes pos_embed bilinearly without antialiasing (its 'flexi'
+    checkpoint filter), not bicubic as its other ViTs: timm's own pretrained loader at 48 px."""
+    ref = references["flexivit"]
+    name = CASES["flexivit"][0]
+    overlay = dict(file=str(ref["path"]), num_classes=3, custom_load=False)
+    kwargs = {**timm_create_kwargs("flexivit"), "img_size": 48}
+    bigger = timm.create_model(name.partition(".")[0], pretrained=True,
+                               pretrained_cfg_overlay=overlay, **kwargs).eval()  # fmt: skip
+    model = from_timm(name, ref["path"], **{**from_timm_kwargs("flexivit"), "image_size": 48})
+    images = random_images(48, seed=1)
+    assert_close(_run(model, images), timm_run(torch, bigger, images))
 
 
 def test_new_class_count_gives_zero_head_and_keeps_features(references, caplog):
