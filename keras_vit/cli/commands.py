@@ -247,6 +247,11 @@ def run_export(args):
             raise ValueError(
                 f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"
             )
+    if args.max_patches is not None and fmt == "onnx":
+        raise ValueError(
+            "--max-patches applies to --format saved_model and litert only (a NaFlex ONNX graph "
+            "takes any sequence length). Received: --max-patches with --format onnx"
+        )
     if fmt == "saved_model":
         class_names = (
             None if args.class_names is None else export.read_class_names(args.class_names)
@@ -258,6 +263,7 @@ def run_export(args):
             overwrite=args.overwrite,
             class_names=class_names,
             top_k=args.top_k,
+            max_patches=args.max_patches,
             verbose=True,
         )
     elif fmt == "onnx":
@@ -278,6 +284,7 @@ def run_export(args):
             representative_data=args.representative_data,
             representative_samples=args.representative_samples or REPRESENTATIVE_SAMPLES,
             overwrite=args.overwrite,
+            max_patches=args.max_patches,
             verbose=True,
         )
     return 0

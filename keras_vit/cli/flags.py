@@ -477,6 +477,14 @@ def export_flags(parser):
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing export at OUT"
     )
+    parser.add_argument(
+        "--max-patches",
+        dest="max_patches",
+        type=positive_int,
+        metavar="N",
+        help="NaFlex models, saved_model and litert only: the patch budget of serve_bytes, or "
+        "the .tflite's fixed sequence length (default: the position table's grid)",
+    )
     group = parser.add_argument_group("saved_model")
     group.add_argument(
         "--version",

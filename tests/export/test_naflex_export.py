@@ -175,6 +175,36 @@ def test_litert_quantized_close_to_keras(naflex, litert_files, mode, tolerance):
         np.testing.assert_array_equal(logits.argmax(-1), expected.argmax(-1))
 
 
+@TF_ONLY
+def test_cli_max_patches(naflex, tmp_path, capsys):
+    """`keras-vit export --max-patches`: the .tflite's sequence length of a NaFlex model; ONNX
+    (any length) and image models refuse it, writing nothing."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_vit.cli import main
+
+    path = tmp_path / "naflex.keras"
+    naflex["model"].save(path)
+    out = tmp_path / "naflex.tflite"
+    assert main(["export", str(path), str(out), "--max-patches", "24"]) == 0
+    runner = Interpreter(model_path=str(out)).get_signature_runner("serving_default")
+    assert list(runner.get_input_details()["patches"]["shape_signature"]) == [-1, 24, 48]
+    np.testing.assert_allclose(
+        runner(**feed(naflex["batches"][24]))["logits"], naflex["logits"][24], rtol=0,
+        atol=LITERT_ATOL,
+    )  # fmt: skip
+    capsys.readouterr()
+    assert main(["export", str(path), str(tmp_path / "m.onnx"), "--max-patches", "24"]) == 2
+    assert "--max-patches applies to --format saved_model and litert only" in (
+        capsys.readouterr().err
+    )
+    plain = tmp_path / "plain.keras"
+    ViT("mu/4", image_size=16, num_classes=3).save(plain)
+    assert main(["export", str(plain), str(tmp_path / "p.tflite"), "--max-patches", "8"]) != 0
+    assert "max_patches" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["naflex.keras", "naflex.tflite", "plain.keras"]
+
+
 def test_litert_arguments_are_checked_before_any_work(naflex, tmp_path):
     model = naflex["model"]
     with pytest.raises(ValueError, match=r"max_patches must be a positive int.*max_patches=0"):
