@@ -58,7 +58,12 @@ import keras_vit  # noqa: E402
 from keras_vit.data import naflex_batch  # noqa: E402
 from keras_vit.weights import timm as T  # noqa: E402
 from keras_vit.weights.timm_names import parse_timm_name  # noqa: E402
-from tests.weights.timm_cases import perturb, random_images, timm_reference  # noqa: E402
+from tests.weights.timm_cases import (  # noqa: E402
+    perturb,
+    random_images,
+    randomize_batchnorm_statistics,
+    timm_reference,
+)
 
 RTOL = 1e-5
 DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as the unit tests)
@@ -97,18 +102,6 @@ def sample(names, first, fraction, seed):
         if seen[spec.family.name] <= first or rng.random() < fraction:
             kept.append((name, spec))
     return kept
-
-
-def _randomize_buffers(model, seed):
-    """BatchNorm running statistics random (timm's ResNet-D stems), as test_timm_stems does."""
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            noise = torch.rand(buffer.shape, generator=generator)
-            if name.endswith("running_mean"):
-                buffer.copy_(noise - 0.5)
-            elif name.endswith("running_var"):
-                buffer.copy_(noise + 0.5)
 
 
 def _stride(spec):
@@ -284,7 +277,7 @@ def check(name, spec, folder, grid=(2, 2), seed=0, depth=1, resample=False, dyna
         return result
     result.update(shrunk=shrunk, timm_kwargs={k: v for k, v in kwargs.items() if k != "pretrained"})
     perturb(torch, model, seed=seed)
-    _randomize_buffers(model, seed)
+    randomize_batchnorm_statistics(torch, model, seed)
     path = os.path.join(folder, "model.safetensors")
     ours_kwargs = our_overrides(spec, model, shrunk, size, naflex, name, depth)
     if options:

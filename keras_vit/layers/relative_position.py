@@ -5,7 +5,9 @@
 attention bias `(1, heads, T, T)` (T = 1 + h w) that `MultiHeadSelfAttention(attention_bias=...)`
 adds to the attention logits. `relative_position_index` is timm's `gen_relative_position_index`
 and `resize_relative_position_table` timm's `resize_rel_pos_bias_table` (the table of another
-grid, as timm resamples a checkpoint for another image size), both in NumPy.
+grid, as timm resamples a checkpoint for another image size), both in NumPy;
+`resize_relative_position_table_bilinear` is transformers' BEiT resize instead (bilinear on the
+offset grid).
 `RelativePositionMLP` is timm's `RelPosMlp` (the `vit_relpos_*` models): the biases of an MLP
 of log-spaced offsets instead of a table.
 """
@@ -20,6 +22,7 @@ from keras_vit.layers._checks import (
     check_positive_int,
     check_positive_int_pair,
 )
+from keras_vit.layers.position_embedding import resample_position_embedding
 
 
 def num_relative_distances(grid_size, class_token=True):
@@ -163,6 +166,48 @@ def resize_relative_position_table(table, grid_size, old_grid_size=None, class_t
     if extra:
         resized = np.concatenate([resized, table[count:].astype("float64")], axis=0)
     return resized.astype(table.dtype)
+
+
+def resize_relative_position_table_bilinear(table, grid_size, old_grid_size):
+    """transformers' BEiT table for another window: a `(rows, heads)` table of `old_grid_size`
+    -> one of `grid_size` (timm's resize is `resize_relative_position_table`).
+
+    The `(2 oh - 1) * (2 ow - 1)` offset rows, as a `(2 oh - 1, 2 ow - 1)` map per head, are
+    resized bilinearly to `(2h - 1, 2w - 1)` (PyTorch's `F.interpolate(mode="bilinear")`,
+    `align_corners=False`, no antialias: `BeitRelativePositionBias.forward`); the 3 class-token
+    rows at the end are kept.
+
+    Args:
+        table: array `(num_relative_distances(old_grid_size), heads)`.
+        grid_size: (rows, columns) of the new grid.
+        old_grid_size: (rows, columns) of the table's grid.
+
+    Returns:
+        float32 array `(num_relative_distances(grid_size), heads)`.
+
+    Raises:
+        ValueError: a table whose row count is not `old_grid_size`'s.
+
+    Example:
+
+    >>> table = np.arange(2 * (3 * 3 + 3), dtype="float32").reshape(12, 2)  # a 2 x 2 window
+    >>> resize_relative_position_table_bilinear(table, (3, 3), (2, 2)).shape
+    (28, 2)
+    """
+    h, w = check_positive_int_pair(grid_size, "grid_size")
+    oh, ow = check_positive_int_pair(old_grid_size, "old_grid_size")
+    table = np.asarray(table)
+    src, dst = (2 * oh - 1, 2 * ow - 1), (2 * h - 1, 2 * w - 1)
+    if table.ndim != 2 or table.shape[0] != src[0] * src[1] + 3:
+        raise ValueError(
+            f"A relative position table of a {oh} x {ow} window has {src[0] * src[1] + 3} rows. "
+            f"Received: shape {table.shape}"
+        )
+    offsets = table[None, : src[0] * src[1]]
+    resized = resample_position_embedding(
+        offsets, dst, 0, old_grid=src, interpolation="bilinear", antialias=False
+    )[0]
+    return np.concatenate([resized, table[src[0] * src[1] :]]).astype("float32")
 
 
 def _per_pair(table, index, tokens):

@@ -22,7 +22,8 @@ grid). At another size than the checkpoint's, the tables are resized as transfor
 an input of that size (`BeitModel(..., interpolate_pos_encoding=True)`): each relative position
 table's `(2h - 1, 2w - 1)` offsets bilinearly (`F.interpolate`, `align_corners=False`, no
 antialias; the 3 class-token rows kept), the absolute position embedding bicubically (no
-antialias), both once at load time (`beit_table_resizes`). `from_timm` on a timm BEiT resizes
+antialias), both once at load time (`beit_table_resizes`, `keras_vit.layers.relative_position.
+resize_relative_position_table_bilinear`). `from_timm` on a timm BEiT resizes
 the relative position tables as timm does instead (log-spaced offsets): the two differ
 (docs/weights.md says by how much).
 """
@@ -31,10 +32,9 @@ import logging
 import os
 import re
 
-import numpy as np
-
 from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.layers.relative_position import resize_relative_position_table_bilinear
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
@@ -131,48 +131,6 @@ def normalize_names(arrays):
             key = re.sub(pattern, replacement, key)
         out[H._legacy_name(key)] = value
     return out
-
-
-def resize_relative_position_table_bilinear(table, grid_size, old_grid_size):
-    """transformers' BEiT table for another window: a `(rows, heads)` table of `old_grid_size`
-    -> one of `grid_size`.
-
-    The `(2 oh - 1) * (2 ow - 1)` offset rows, as a `(2 oh - 1, 2 ow - 1)` map per head, are
-    resized bilinearly to `(2h - 1, 2w - 1)` (PyTorch's `F.interpolate(mode="bilinear")`,
-    `align_corners=False`, no antialias: `BeitRelativePositionBias.forward`); the 3 class-token
-    rows at the end are kept.
-
-    Args:
-        table: array `(num_relative_distances(old_grid_size), heads)`.
-        grid_size: (rows, columns) of the new grid.
-        old_grid_size: (rows, columns) of the table's grid.
-
-    Returns:
-        float32 array `(num_relative_distances(grid_size), heads)`.
-
-    Raises:
-        ValueError: a table whose row count is not `old_grid_size`'s.
-
-    Example:
-
-    >>> table = np.arange(2 * (3 * 3 + 3), dtype="float32").reshape(12, 2)  # a 2 x 2 window
-    >>> resize_relative_position_table_bilinear(table, (3, 3), (2, 2)).shape
-    (28, 2)
-    """
-    h, w = check_positive_int_pair(grid_size, "grid_size")
-    oh, ow = check_positive_int_pair(old_grid_size, "old_grid_size")
-    table = np.asarray(table)
-    src, dst = (2 * oh - 1, 2 * ow - 1), (2 * h - 1, 2 * w - 1)
-    if table.ndim != 2 or table.shape[0] != src[0] * src[1] + 3:
-        raise ValueError(
-            f"A relative position table of a {oh} x {ow} window has {src[0] * src[1] + 3} rows. "
-            f"Received: shape {table.shape}"
-        )
-    offsets = table[None, : src[0] * src[1]]
-    resized = resample_position_embedding(
-        offsets, dst, 0, old_grid=src, interpolation="bilinear", antialias=False
-    )[0]
-    return np.concatenate([resized, table[src[0] * src[1] :]]).astype("float32")
 
 
 def beit_table_resizes(config, source_grid):

@@ -119,7 +119,7 @@ def test_another_image_size_as_transformers_interpolates(references, case, size)
 @backend_independent
 def test_table_resize_equals_pytorch_interpolate():
     """`resize_relative_position_table_bilinear` against `F.interpolate` on the offset map."""
-    from keras_vit.weights.huggingface_beit import resize_relative_position_table_bilinear
+    from keras_vit.layers.relative_position import resize_relative_position_table_bilinear
 
     table = np.random.default_rng(0).normal(size=(7 * 7 + 3, 2)).astype("float32")  # 4 x 4
     for grid in ((6, 6), (2, 3)):

@@ -19,7 +19,14 @@ from keras_vit.weights import timm_names as N
 from keras_vit.weights.timm_stems import batch_norm_counters
 from tests.helpers import backend_independent, to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
+from tests.weights.timm_cases import (
+    assert_close,
+    perturb,
+    random_images,
+    randomize_batchnorm_statistics,
+    timm_reference,
+    timm_run,
+)
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
@@ -56,15 +63,7 @@ def _timm_model(case, size=SIZE, **kwargs):
 def _perturb(model, seed):
     """Every parameter (`perturb`) and every BatchNorm's running statistics random."""
     perturb(torch, model, seed=seed)
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            noise = torch.rand(buffer.shape, generator=generator)
-            if name.endswith("running_mean"):
-                buffer.copy_(noise - 0.5)
-            elif name.endswith("running_var"):
-                buffer.copy_(noise + 0.5)
-    return model
+    return randomize_batchnorm_statistics(torch, model, seed)
 
 
 @pytest.fixture(scope="module")

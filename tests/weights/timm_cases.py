@@ -95,6 +95,20 @@ def timm_model(timm, case, **overrides):
     return timm.create_model(name, pretrained=False, **kwargs).eval()
 
 
+def randomize_batchnorm_statistics(torch, model, seed=0):
+    """Every BatchNorm's running statistics random (means in [-0.5, 0.5), variances in
+    [0.5, 1.5)), so that a loader which drops them shows (timm's ResNet-D / MobileCLIP stems)."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            noise = torch.rand(buffer.shape, generator=generator)
+            if name.endswith("running_mean"):
+                buffer.copy_(noise - 0.5)
+            elif name.endswith("running_var"):
+                buffer.copy_(noise + 0.5)
+    return model
+
+
 def perturb(torch, model, seed=0, scales=(".ls",)):
     """Every parameter random: norm and LayerScale weights around 1, everything else around 0.
 
