@@ -30,6 +30,14 @@ or, with `--peak-tflops` (default 989, the H100/H200 dense bf16 peak, when a GPU
 RSS, and on a GPU the framework's own peak (`jax` `device.memory_stats()["peak_bytes_in_use"]`,
 `torch.cuda.max_memory_allocated()`, `tf.config.experimental.get_memory_info("GPU:0")["peak"]`).
 
+`--budget-s SECONDS` (or `--deadline UNIX_TIME`, shared by several runs of one script) keeps a
+run inside a time limit, a lent GPU's lease say: a worker is started only when it is expected to
+end in time (1.25x the longest worker of the same library, backend and task seen so far in the
+run, else `FIRST_ROW_ESTIMATE_S`), one still running at the limit is killed with the processes
+it started, and the rows left out say `skipped: out of time`. `--json` is rewritten after
+every row, so a run cut short still leaves what it measured. The `process s` column is each
+row's worker wall time (import, build, compile, steps, profile): what a row costs a lease.
+
 `--profile DIR` profiles `--profile-steps` more steps of every row after the timed ones
 (`jax.profiler` with a Perfetto trace and `tf.profiler`, whose traces go to DIR, and
 `torch.profiler`) and prints each row's top kernels (device kernels on a GPU, XLA / ATen /
@@ -65,6 +73,7 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -601,6 +610,20 @@ def _roofline(framework, size=2048, runs=7, precision="fp32"):
     return 2 * size**3 / statistics.median(times) / 1e9, device
 
 
+def with_flash_attention(attention, flash):
+    """`attention` (`keras.ops.dot_product_attention`) with its `flash_attention` argument
+    set, for an A/B of the attention kernel (`--flash-attention`): on JAX, True asks for cuDNN's
+    fused attention (an error says why it cannot run), False for XLA's own; None, Keras'
+    default, lets Keras choose. keras_vit calls the op through `keras.ops`, so the worker
+    replaces it there, in its own process only."""
+
+    def call(*args, **kwargs):
+        kwargs["flash_attention"] = flash
+        return attention(*args, **kwargs)
+
+    return call
+
+
 def worker(args):
     global CLOCK
     if importlib.util.find_spec("keras_vit") is None:  # not installed: this checkout's copy
@@ -614,6 +637,11 @@ def worker(args):
         print("RESULT " + json.dumps({"gflops": gflops, "device": device}), flush=True)
         return
     spec = model_spec(args.model)
+    if args.flash_attention != "auto" and args.lib in KERAS_LIBRARIES:
+        import keras
+
+        keras.ops.dot_product_attention = with_flash_attention(
+            keras.ops.dot_product_attention, args.flash_attention == "true")
     if args.task == "fit":
         times, info = _run_fit(args.lib, spec, args)
     elif args.lib in KERAS_LIBRARIES:
@@ -646,6 +674,8 @@ def _worker_command(lib, backend, task, model, batch, args):
     ]
     if args.jit_compile is not None:
         cmd += ["--jit-compile", str(args.jit_compile).lower()]
+    if args.flash_attention != "auto":
+        cmd += ["--flash-attention", args.flash_attention]
     if args.peer_compile is not None:
         cmd += ["--peer-compile", str(args.peer_compile).lower()]
     if args.threads:
@@ -656,18 +686,55 @@ def _worker_command(lib, backend, task, model, batch, args):
     return cmd
 
 
-def _spawn(lib, backend, task, args, model="B/16", batch=1):
+def _spawn(lib, backend, task, args, model="B/16", batch=1, timeout=None):
+    """Runs one worker process: `(result or None, error or None, wall seconds)`.
+
+    With `timeout` (seconds), the worker and every process it started (torch.compile's
+    compile workers, say) are killed when it runs out, and the error says so."""
     env = dict(os.environ)
     if lib in KERAS_LIBRARIES:
         env["KERAS_BACKEND"] = backend
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     cmd = _worker_command(lib, backend, task, model, batch, args)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-    for line in proc.stdout.splitlines():
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        seconds = time.monotonic() - start
+        return None, f"killed at the deadline after {seconds:.0f} s", seconds
+    seconds = time.monotonic() - start
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):]), None
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return None, " | ".join(tail) or f"exit code {proc.returncode}"
+            return json.loads(line[len("RESULT "):]), None, seconds
+    tail = (stderr or stdout).strip().splitlines()[-3:]
+    return None, " | ".join(tail) or f"exit code {proc.returncode}", seconds
+
+
+# A worker's wall time before anything is known of it in this run (import, build, compile and
+# the steps): the Keras rows' own processes took 6-13 s and timm's torch.compiled ones 22-27 s
+# for ViT-B/16 on a 2-core CPU (2026-11-27); a GPU adds autotuning and kernel compilation.
+FIRST_ROW_ESTIMATE_S = {"keras_vit": 60.0, "keras_vit_remat": 60.0, "keras_hub": 60.0,
+                        "timm": 90.0, "hf": 90.0}
+
+
+def row_estimate(seen, lib, backend, task, batch):
+    """Seconds a worker is expected to take: 1.25x the longest this run has seen of the same
+    library, backend and task (at any batch, scaled up by the batch ratio when larger), else
+    `FIRST_ROW_ESTIMATE_S`."""
+    same = [(b, s) for (l, be, t, b), s in seen.items() if (l, be, t) == (lib, backend, task)]
+    if not same:
+        return FIRST_ROW_ESTIMATE_S.get(lib, 60.0)
+    return 1.25 * max(s * max(1.0, batch / b) ** 0.5 for b, s in same)
+
+
+def _left(deadline):
+    """Seconds until `deadline` (a Unix time), or None without one."""
+    return None if deadline is None else deadline - time.time()
 
 
 def _installed(module):
@@ -693,6 +760,11 @@ def missing_module(lib, backend):
     return None
 
 
+def _fmt_seconds(value):
+    """A row's worker wall time (import, build, compile, steps, profile): the longest process."""
+    return "" if not value else f"{max(value):.0f}"
+
+
 def _fmt_mib(value):
     return "" if value is None else f"{value:.0f}"
 
@@ -701,21 +773,21 @@ def format_table(rows, roofline, label="% roofline"):
     head = (
         f"| workload | library | backend | images/s | GFLOP/s | {label} "
         "| keras_vit / best peer (same backend) | keras_vit / timm | peak RSS MiB "
-        "| peak device MiB | note |"
+        "| peak device MiB | process s | note |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for row in rows:
         prefix = f"| {row['task']} | {row['lib']} | {row['backend']} "
         if row.get("skipped") or row.get("error"):
             note = row.get("skipped") or f"failed: {row['error'][:120]}"
-            lines.append(prefix + "| | | | | | | | " + note + " |")
+            lines.append(prefix + "| | | | | | | | | " + note + " |")
             continue
         lines.append(
             prefix + f"| {row['images_per_s']:.2f}{_range(row)} "
             f"| {row['gflops']:.1f} | {100 * row['gflops'] / roofline:.1f}% "
             f"| {row.get('vs_best_peer', '')} | {row.get('vs_timm', '')} "
             f"| {row.get('peak_rss_mib', 0):.0f} | {_fmt_mib(row.get('peak_device_mib'))} "
-            f"| {row.get('note', '')} |"
+            f"| {_fmt_seconds(row.get('process_s'))} | {row.get('note', '')} |"
         )
     return "\n".join(lines)
 
@@ -750,6 +822,7 @@ def _summarise(row, runs, task, batch, flops):
     median = statistics.median(per_process)
     row.update({k: v for k, v in runs[0].items() if k not in ("times", "profile")})
     row["times"] = [r["times"] for r in runs]
+    row["process_s"] = [r["process_s"] for r in runs if r.get("process_s") is not None]
     row["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
     devices = [r["peak_device_mib"] for r in runs if r.get("peak_device_mib") is not None]
     row["peak_device_mib"] = max(devices) if devices else None
@@ -769,6 +842,37 @@ def _summarise(row, runs, task, batch, flops):
     row["median_s"] = batch / row["images_per_s"]
     row["gflops"] = flops * row["images_per_s"] / 1e9
     row["profiles"] = [r["profile"] for r in runs if r.get("profile")]
+
+
+def merged_table(paths):
+    """One Markdown table of the rows of several `--json` files, the keras_vit / peer ratios
+    recomputed over all of them; files that do not exist (a run that never started) are named."""
+    rows, peaks, missing = [], set(), []
+    for path in paths:
+        if not os.path.exists(path):
+            missing.append(path)
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        peaks.add(data.get("peak_tflops"))
+        for row in data["rows"]:
+            row = {k: v for k, v in row.items() if k not in ("vs_best_peer", "vs_timm")}
+            rows.append(row)
+    peaks.discard(None)
+    if len(peaks) > 1:
+        raise ValueError(f"the files were measured against different peaks: {sorted(peaks)}")
+    _ratios(rows)
+    lines = []
+    if peaks:
+        peak = peaks.pop()
+        lines.append(f"MFU: model FLOPs / {peak:g} TFLOP/s")
+        lines.append(format_table(rows, peak * 1000, "MFU"))
+    else:
+        measured = [r["gflops"] for r in rows if "gflops" in r]
+        lines.append("no peak in these files: % of the fastest row")
+        lines.append(format_table(rows, max(measured, default=1.0), "% of fastest"))
+    lines += [f"(not found: {path})" for path in missing]
+    return "\n".join(lines)
 
 
 def format_profile(row):
@@ -819,6 +923,11 @@ def main(argv=None):
     parser.add_argument("--peer-compile", type=lambda t: _parse_jit(t) is True, default=None,
                         help="torch.compile the PyTorch peers (true/false; default: when "
                         "--jit-compile is true)")
+    parser.add_argument("--flash-attention", choices=("auto", "true", "false"), default="auto",
+                        help="Keras rows: the flash_attention argument of every "
+                        "keras.ops.dot_product_attention call (auto: Keras' choice; on JAX, true "
+                        "is cuDNN's fused attention, false XLA's; keras_vit on PyTorch calls "
+                        "F.scaled_dot_product_attention and is not affected)")
     parser.add_argument(
         "--threads", type=int, default=None,
         help="limit every framework to this many intra-op threads (default: theirs, all cores)",
@@ -852,7 +961,18 @@ def main(argv=None):
                         help="profile every row after its timed steps; traces go to DIR and "
                         "each row's top kernels are printed")
     parser.add_argument("--profile-steps", type=int, default=3)
-    parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--json", help="also write the rows to this JSON file (rewritten after "
+                        "every row, so that a run cut short leaves what it measured)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="seconds this run may take: no worker is started that is not "
+                        "expected to end in time (`row_estimate`), a running one is killed "
+                        "when the time is up, and the rows left out say so")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="the same as an absolute Unix time (several runs of one script "
+                        "sharing one limit); the earlier of the two applies")
+    parser.add_argument("--from-json", nargs="+", metavar="FILE", default=None,
+                        help="run nothing: print one table of the rows of these --json files "
+                        "(earlier runs of one session), ratios recomputed across them")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--lib", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -861,6 +981,11 @@ def main(argv=None):
     if args.worker:
         args.task = args.tasks[0]
         return worker(args)
+    if args.from_json:
+        return print(merged_table(args.from_json))
+    deadline = args.deadline
+    if args.budget_s is not None:
+        deadline = min(deadline or float("inf"), time.time() + args.budget_s)
     if args.runs < 5:
         print(f"note: --runs {args.runs} < 5; the issue asks for medians of at least 5 runs")
 
@@ -870,7 +995,8 @@ def main(argv=None):
         if args.precision == "bf16":
             frameworks.remove("numpy")
         for framework in frameworks:
-            result, error = _spawn("roofline", framework, "infer", args)
+            result, error, _ = _spawn("roofline", framework, "infer", args,
+                                      timeout=_left(deadline))
             if result:
                 roofs[framework] = result["gflops"]
                 devices.add(result["device"])
@@ -885,10 +1011,18 @@ def main(argv=None):
     if peak is None and gpu and args.precision == "bf16":
         peak = H100_BF16_TFLOPS
     if peak is None and not roofs:
-        parser.error("--skip-roofline needs --peak-tflops (the %% column's reference)")
+        parser.error("--skip-roofline needs --peak-tflops (the %% column's reference)"
+                     if args.skip_roofline else
+                     "the roofline measured nothing (above: why); give --peak-tflops")
     reference = peak * 1000 if peak else max(roofs.values())
 
-    rows = []
+    rows, seen = [], {}
+
+    def save():
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"roofline": roofs, "peak_tflops": peak, "rows": rows}, f, indent=1)
+
     for task in args.tasks:
         default_model, default_batch = TASK_DEFAULTS[task]
         model = args.model or (args.train_variant if task != "infer" else None) or default_model
@@ -912,7 +1046,23 @@ def main(argv=None):
                 for lib, backend in jobs:
                     if (lib, backend) in errors:
                         continue
-                    result, error = _spawn(lib, backend, task, args, model, batch)
+                    need = row_estimate(seen, lib, backend, task, batch)
+                    left = _left(deadline)
+                    if left is not None and left < need:
+                        reason = (f"out of time (expected {need:.0f} s, "
+                                  f"{max(left, 0):.0f} s left)")
+                        if results[(lib, backend)]:  # the row keeps the processes it ran
+                            print(f"  {name:<16} {lib:<15} {backend:<11} {repeat + 1}/"
+                                  f"{args.repeats} not run: {reason}", flush=True)
+                        else:
+                            errors[(lib, backend)] = f"skipped: {reason}"
+                        continue
+                    result, error, seconds = _spawn(lib, backend, task, args, model, batch,
+                                                    timeout=left)
+                    seen[(lib, backend, task, batch)] = max(
+                        seconds, seen.get((lib, backend, task, batch), 0.0))
+                    if result:
+                        result["process_s"] = seconds
                     if error:
                         errors[(lib, backend)] = error
                         status = error
@@ -924,7 +1074,7 @@ def main(argv=None):
                         results[(lib, backend)].append(result)
                         status = f"{batch / statistics.median(result['times']):.2f} img/s"
                     print(f"  {name:<16} {lib:<15} {backend:<11} {repeat + 1}/{args.repeats} "
-                          f"{status}", flush=True)
+                          f"{status} ({seconds:.0f} s)", flush=True)
             for lib, backend in jobs:
                 row = {"task": name, "lib": lib, "backend": backend}
                 error = errors.get((lib, backend))
@@ -936,6 +1086,7 @@ def main(argv=None):
                 else:
                     _summarise(row, results[(lib, backend)], task, batch, flops)
                 rows.append(row)
+                save()
     _ratios(rows)
     print()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -952,9 +1103,7 @@ def main(argv=None):
         if row.get("profiles"):
             print()
             print(format_profile(row))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"roofline": roofs, "peak_tflops": peak, "rows": rows}, f, indent=1)
+    save()
 
 
 if __name__ == "__main__":
