@@ -73,6 +73,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -711,8 +712,31 @@ def _spawn(lib, backend, task, args, model="B/16", batch=1, timeout=None):
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):]), None, seconds
-    tail = (stderr or stdout).strip().splitlines()[-3:]
-    return None, " | ".join(tail) or f"exit code {proc.returncode}", seconds
+    return None, error_summary(stderr or stdout) or f"exit code {proc.returncode}", seconds
+
+
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt)(:|$)")
+
+
+def error_summary(text):
+    """What a failed worker's output says went wrong, in one line: when Keras wrapped the error
+    of a layer's call, the reason it gives (the lines before "Arguments received by") first,
+    then the last exception line of the traceback; else the output's last three lines."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()]
+    lines = [line for line in lines if line]
+    exception = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    if not exception:
+        return " | ".join(lines[-3:])
+    parts = []
+    calls = [i for i, line in enumerate(lines) if "Exception encountered when calling" in line]
+    if calls:
+        reason = []
+        for line in lines[calls[-1] + 1:]:
+            if line.startswith("Arguments received by"):
+                break
+            reason.append(line)
+        parts += reason
+    return " | ".join(parts + [exception[-1][:200]])
 
 
 # A worker's wall time before anything is known of it in this run (import, build, compile and
@@ -724,12 +748,12 @@ FIRST_ROW_ESTIMATE_S = {"keras_vit": 60.0, "keras_vit_remat": 60.0, "keras_hub":
 
 def row_estimate(seen, lib, backend, task, batch):
     """Seconds a worker is expected to take: 1.25x the longest this run has seen of the same
-    library, backend and task (at any batch, scaled up by the batch ratio when larger), else
-    `FIRST_ROW_ESTIMATE_S`."""
-    same = [(b, s) for (l, be, t, b), s in seen.items() if (l, be, t) == (lib, backend, task)]
+    library, backend and task (at any batch; times the square root of the batch ratio when this
+    batch is larger), else `FIRST_ROW_ESTIMATE_S`."""
+    same = [(key[3], s) for key, s in seen.items() if key[:3] == (lib, backend, task)]
     if not same:
         return FIRST_ROW_ESTIMATE_S.get(lib, 60.0)
-    return 1.25 * max(s * max(1.0, batch / b) ** 0.5 for b, s in same)
+    return 1.25 * max(s * max(1.0, batch / seen_batch) ** 0.5 for seen_batch, s in same)
 
 
 def _left(deadline):
@@ -779,7 +803,7 @@ def format_table(rows, roofline, label="% roofline"):
     for row in rows:
         prefix = f"| {row['task']} | {row['lib']} | {row['backend']} "
         if row.get("skipped") or row.get("error"):
-            note = row.get("skipped") or f"failed: {row['error'][:120]}"
+            note = row.get("skipped") or f"failed: {row['error'][:160]}"
             lines.append(prefix + "| | | | | | | | | " + note + " |")
             continue
         lines.append(

@@ -151,3 +151,23 @@ def test_flash_attention_switch_sets_the_argument_of_every_call(bench):
         keras.ops.convert_to_numpy(plain(q, k, v, scale=0.5)),
         keras.ops.convert_to_numpy(keras.ops.dot_product_attention(q, k, v, scale=0.5)),
         rtol=1e-6, atol=1e-6)
+
+
+def test_a_failed_worker_is_summarised_by_its_reason(bench):
+    keras_error = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "bench_vit.py", line 262, in _run_keras',
+        "RuntimeError: Unable to automatically build the model. Please build it yourself.",
+        "Exception encountered:",
+        "'Exception encountered when calling MultiHeadSelfAttention.call().",
+        "",
+        "\x1b[1mcuDNN is not detected.\x1b[0m",
+        "",
+        "Arguments received by MultiHeadSelfAttention.call():",
+        "  • inputs=jnp.ndarray(shape=(8, 17, 32), dtype=bfloat16)",
+        "  • attention_mask=None'",
+    ])
+    summary = bench.error_summary(keras_error)
+    assert summary.startswith("cuDNN is not detected. | RuntimeError: Unable to automatically")
+    assert bench.error_summary("ValueError: bad size\n") == "ValueError: bad size"
+    assert bench.error_summary("one\ntwo\nthree\nfour") == "two | three | four"
