@@ -6,7 +6,7 @@
 #
 # From the repository root, through the device tool (step 0 of GPU.md made .whl):
 #   run(command="bash benchmarks/gpu_session.sh", carry=[".whl"], timeout_s=600)
-# On a CPU, as a dry run of the same calls with a tiny model (about 4 minutes on 2 cores):
+# On a CPU, as a dry run of the same calls with a tiny model (about 2 minutes on 2 cores):
 #   GPU_SESSION_MODEL=mu/8 GPU_SESSION_IMAGE=32 GPU_SESSION_BATCHES="8 16 8 32" \
 #     GPU_SESSION_ROOFLINE=1024 GPU_SESSION_WHEELS=0 OUT=/tmp/gpu_out bash benchmarks/gpu_session.sh
 #
