@@ -3,6 +3,8 @@ that differ from the layers' defaults (so that the layer configs of models witho
 in earlier versions).
 """
 
+import inspect
+
 from keras_vit.layers import ParallelScalingBlock, TransformerBlock
 
 
@@ -49,18 +51,13 @@ def _grouped_query(config, index):
     return options
 
 
-# TransformerBlock arguments passed only when they differ from these defaults, so that the
-# layer configs of models without them stay as before.
-_BLOCK_DEFAULTS = dict(
-    qk_norm=False,
-    activation="gelu",
-    mlp="mlp",
-    mlp_inner_norm=False,
-    key_bias=True,
-    attention_inner_norm=False,
-    norm="layernorm",
-    block_norm="pre",
-)
+# TransformerBlock arguments passed only when they differ from its own defaults (read off its
+# signature), so that the layer configs of models without them stay as before.
+_BLOCK_DEFAULTS = {
+    name: inspect.signature(TransformerBlock).parameters[name].default
+    for name in ("qk_norm", "activation", "mlp", "mlp_inner_norm", "key_bias",
+                 "attention_inner_norm", "norm", "block_norm")
+}  # fmt: skip
 
 
 def _block_options(config):

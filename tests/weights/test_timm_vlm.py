@@ -21,10 +21,9 @@ from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
     assert_close,
     meta_models,
-    perturb,
     random_images,
-    timm_reference,
     timm_run,
+    tiny_references,
 )
 
 torch = import_torch()  # before timm, whatever the backend
@@ -57,14 +56,10 @@ def _ours(case):
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
+    cases = {case: (name, size) for case, (name, _, size, _) in CASES.items()}
+    overrides = {case: overrides for case, (_, overrides, _, _) in CASES.items()}
     folder = tmp_path_factory.mktemp("timm_vlm")
-    found = {}
-    for case, (name, overrides, size, _) in CASES.items():
-        model = timm.create_model(name, pretrained=False, img_size=size, **SMALL, **overrides)
-        model = perturb(torch, model.eval(), seed=len(case))
-        path = folder / f"{case}.safetensors"
-        found[case] = timm_reference(torch, model, random_images(size), path)
-    return found
+    return tiny_references(torch, timm, cases, SMALL, folder, overrides=overrides)
 
 
 @pytest.fixture(scope="module")

@@ -174,11 +174,13 @@ def tiny_timm_model(timm, name, size, small, **overrides):
     return timm.create_model(name.partition(".")[0], pretrained=False, **kwargs).eval()
 
 
-def tiny_references(torch, timm, cases, small, folder):
-    """`timm_reference` of each case `{id: (timm name, image size)}`, perturbed (seed len(id))."""
+def tiny_references(torch, timm, cases, small, folder, overrides=None):
+    """`timm_reference` of each case `{id: (timm name, image size)}`, perturbed (seed len(id));
+    `overrides`: `{id: timm.create_model arguments}` of the cases that have their own."""
     found = {}
     for case, (name, size) in cases.items():
-        model = perturb(torch, tiny_timm_model(timm, name, size, small), seed=len(case))
+        model = tiny_timm_model(timm, name, size, small, **(overrides or {}).get(case, {}))
+        model = perturb(torch, model, seed=len(case))
         path = folder / f"{case}.safetensors"
         found[case] = timm_reference(torch, model, random_images(size), path)
     return found
