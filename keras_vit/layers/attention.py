@@ -47,6 +47,22 @@ def portable_path(portable=True):
 MASKED_LOGIT = -60000.0
 
 
+def softmax_weights(query, key, *, scale, bias=None, mask=None):
+    """The attention weights of `(B, T, heads, head_dim)` queries and keys: `(B, heads, T, T)`.
+
+    `softmax(scale * q k^T + bias)` over the keys, masked keys (`mask` False, broadcastable to
+    `(B, 1, T, T)`) at `MASKED_LOGIT`: the one softmax core of every attention layer here
+    (`MultiHeadSelfAttention`'s path with scores or dropout, `ParallelScalingBlock`,
+    differential attention).
+    """
+    logits = ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(scale, query.dtype), key)
+    if bias is not None:
+        logits = logits + bias
+    if mask is not None:
+        logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
+    return ops.softmax(logits, axis=-1)
+
+
 def attention_mask_4d(attention_mask, inputs):
     """A boolean `(B, 1 or heads, T, T)`-broadcastable mask from an `attention_mask` argument.
 
@@ -312,13 +328,7 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
                 query, key, value, bias=bias, mask=mask, scale=self._scale
             )
             return self.output_dense(self._normed(out))
-        query = query * ops.cast(self._scale, query.dtype)
-        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        if bias is not None:
-            logits = logits + bias
-        if mask is not None:
-            logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
-        weights = ops.softmax(logits, axis=-1)
+        weights = softmax_weights(query, key, scale=self._scale, bias=bias, mask=mask)
         dropped = self.dropout(weights, training=training)
         out = self.output_dense(self._normed(ops.einsum("bhqk,bkhd->bqhd", dropped, value)))
         if return_attention_scores:

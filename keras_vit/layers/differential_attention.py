@@ -29,7 +29,7 @@ from keras_vit.layers._checks import (
     check_rate,
 )
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
-from keras_vit.layers.attention import MASKED_LOGIT, attention_mask_4d, check_epsilon
+from keras_vit.layers.attention import attention_mask_4d, check_epsilon, softmax_weights
 from keras_vit.layers.norms import check_norm, make_norm
 
 ATTENTION_TYPES = ("standard", "differential")
@@ -112,11 +112,7 @@ def differential_attention(layer, query, key, value, *, mask=None, dropout=None,
     init = lambda_init(layer.block_index)
     lam = ops.exp(ops.sum(q1 * k1)) - ops.exp(ops.sum(q2 * k2)) + init
     lam = ops.cast(lam, query.dtype)
-    scale = ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
-    logits = ops.einsum("bqhd,bkhd->bhqk", query * scale, key)
-    if mask is not None:
-        logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
-    weights = ops.softmax(logits, axis=-1)
+    weights = softmax_weights(query, key, scale=1.0 / math.sqrt(query.shape[-1]), mask=mask)
     dropped = weights if dropout is None else dropout(weights, training=training)
     batch, tokens = ops.shape(weights)[0], ops.shape(weights)[2]
     heads = value.shape[2]

@@ -17,7 +17,7 @@ from keras_vit.layers._checks import (
 )
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
-from keras_vit.layers.attention import MASKED_LOGIT, attention_mask_4d, check_epsilon
+from keras_vit.layers.attention import attention_mask_4d, check_epsilon, softmax_weights
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 
@@ -228,11 +228,7 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
 
     def _attention(self, query, key, value, mask, training):
         """Softmax attention of `(B, T, heads, head_dim)` heads: (output, weights)."""
-        scale = ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        logits = ops.einsum("bqhd,bkhd->bhqk", query * scale, key)
-        if mask is not None:
-            logits = ops.where(mask, logits, ops.cast(MASKED_LOGIT, logits.dtype))
-        weights = ops.softmax(logits, axis=-1)
+        weights = softmax_weights(query, key, scale=1.0 / math.sqrt(self.head_dim), mask=mask)
         dropped = self.attention_dropout(weights, training=training)
         return ops.einsum("bhqk,bkhd->bqhd", dropped, value), weights
 

@@ -16,6 +16,7 @@ from keras_vit.layers.resnet import GROUP_NORM_EPSILON
 from keras_vit.layers.resnet_d import BATCH_NORM_EPSILON
 from keras_vit.layers.rotary import NORMALIZE_COORDS
 from keras_vit.layers.std_conv import EPSILON_MODES, STD_CONV_EPSILON
+from keras_vit.layers.transformer_block import BLOCK_NORMS, MLPS  # declared once, by the layer
 from keras_vit.models import variants
 
 # NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
@@ -26,7 +27,6 @@ NAFLEX_RESIZE = {
     "position_embedding_aspect_preserving": False,
 }
 RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
-MLPS = ("mlp", "swiglu")
 # Rotary position embeddings: "eva02" is EVA-02's axial RoPE (timm's `RotaryEmbeddingCat`),
 # "axial" RoPE-ViT's (the same with column angles first: timm's grid_indexing='xy'), "mixed"
 # RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`), "dinov3"
@@ -172,8 +172,6 @@ def check_map_head(config):
             f"Received: hidden_dim={config.hidden_dim}, map_num_heads={heads}"
         )
 
-
-BLOCK_NORMS = ("pre", "post")
 
 
 def check_block_norm(config):

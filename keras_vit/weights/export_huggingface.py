@@ -28,6 +28,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_vit.weights.export_options import TRAINING_ONLY, check_unwritten_options_default
 from keras_vit.weights.huggingface import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.writing import (
@@ -85,6 +86,16 @@ _PLAIN = (
 )  # fmt: skip
 
 
+# What `huggingface_config` and the name table write (or the checks above decide); any other
+# option off its default is refused (an allow-list: a new option is refused until written).
+_WRITTEN = (
+    "patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads", "image_size",
+    "num_channels", "num_classes", "include_top", "pooling", "class_token",
+    "position_embedding", "prefix_position_embedding", "approximate_gelu", "activation",
+    "layer_norm_epsilon",
+) + TRAINING_ONLY  # fmt: skip
+
+
 def check_huggingface_expressible(config):
     """Raises a `ValueError` naming the first option of `config` transformers' ViT lacks."""
     for field, fine, why in _PLAIN:
@@ -102,6 +113,12 @@ def check_huggingface_expressible(config):
         )
     if config.pooling == "map":
         raise _refuse("pooling", "map", "it has no attention-pooling head")
+    check_unwritten_options_default(
+        config,
+        _WRITTEN + tuple(field for field, _, _ in _PLAIN),
+        _refuse,
+        "export_huggingface writes transformers' ViT, which has no form for it",
+    )
 
 
 def huggingface_config(config, *, qkv_bias=True):

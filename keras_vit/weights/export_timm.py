@@ -35,6 +35,7 @@ from typing import NamedTuple
 import keras
 
 from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.weights.export_timm_checks import HYBRID_FIELDS, check_timm_expressible, refuse
 from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
 from keras_vit.weights.timm_names import FAMILIES, HYBRIDS, parse_timm_name
 from keras_vit.weights.writing import (
@@ -52,16 +53,6 @@ from keras_vit.weights.writing import (
 GLOBAL_POOLS = {"token": "token", "gap": "avg", "map": "map", None: ""}
 # timm keyword arguments always returned, whatever the name's defaults.
 ALWAYS = ("img_size", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio")
-# What a timm model name fixes (keyword arguments cannot change it): checked per candidate.
-_HYBRID_FIELDS = (
-    "resnet_units",
-    "resnet_width",
-    "resnet_groups",
-    "resnet_conv_epsilon",
-    "resnet_conv_epsilon_mode",
-    "resnet_norm_epsilon",
-    "stem",
-)
 
 
 class TimmModel(NamedTuple):
@@ -155,148 +146,6 @@ def timm_arguments(config, *, qkv_bias=True):
     }
 
 
-# ViTConfig options of timm's Eva models (keras_vit.weights.timm_eva), and their defaults.
-_EVA_OPTIONS = dict(
-    mlp="mlp",
-    mlp_inner_norm=False,
-    key_bias=True,
-    attention_inner_norm=False,
-    rotary_embedding=None,
-    num_key_value_heads=None,  # Sapiens2's grouped-query attention (AttentionRope)
-    attention_only_layer_scale=False,  # Sapiens2's attn_only_layer_scale
-)
-
-
-def _refuse(option, value, why):
-    return ValueError(f"export_timm cannot write {option}={value!r}: {why}.")
-
-
-def check_timm_expressible(config):
-    """Raises a `ValueError` naming the first option of `config` that timm has no form for."""
-    if config.backbone is not None:
-        name = getattr(config.backbone, "name", type(config.backbone).__name__)
-        raise _refuse(
-            "backbone",
-            name,
-            "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
-            "an arbitrary Keras backbone",
-        )
-    if config.stem not in (None, "bit"):  # ResNet-D, conv stems: read by from_timm, not written
-        raise _refuse(
-            "stem",
-            config.stem,
-            "export_timm writes timm's ResNetV2 hybrids only; the ResNet-D and MobileCLIP "
-            "stems' BatchNorm state (num_batches_tracked) is not written",
-        )
-    if config.relative_position_bias is not None:
-        raise _refuse(
-            "relative_position_bias",
-            config.relative_position_bias,
-            "export_timm writes timm's VisionTransformer, which has no relative position bias "
-            "(timm's BEiT models load through from_timm but are not exported)",
-        )
-    if config.block_norm != "pre":
-        raise _refuse(
-            "block_norm",
-            config.block_norm,
-            "export_timm writes timm's pre-norm VisionTransformer blocks; the residual post-norm "
-            "models (*_rpn_*, block_fn=ResPostBlock) load through from_timm but are not exported",
-        )
-    if config.num_parallel > 1:
-        raise _refuse(
-            "num_parallel",
-            config.num_parallel,
-            "export_timm names timm models by their VisionTransformer arguments; the parallel "
-            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
-        )
-    for option in ("block_type", "attention_type"):
-        if getattr(config, option) != "standard":
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "timm's ParallelScalingBlock / DiffAttention models (*_xp_*, vit_pwee_*, "
-                "vit_dwee_*, vit_dlittle_*, vit_dpwee_*) load through from_timm but are not "
-                "exported",
-            )
-    for option, default in _EVA_OPTIONS.items():
-        if getattr(config, option) != default:
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
-                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
-            )
-    if config.norm != "layernorm" or config.patch_norm or not config.final_norm:
-        option = "norm" if config.norm != "layernorm" else "patch_norm"
-        option = option if config.norm != "layernorm" or config.patch_norm else "final_norm"
-        raise _refuse(
-            option,
-            getattr(config, option),
-            "export_timm writes timm's LayerNorm ViTs with a final norm; timm's "
-            "VisionTransformer also takes RmsNorm, embed_norm_layer and final_norm=False "
-            "(AIMv2, C-RADIO, InternViT, Perception Encoder load through from_timm), but "
-            "export_timm does not write them yet",
-        )
-    for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
-                            ("map_prefix_tokens", False)):  # fmt: skip
-        if getattr(config, option) != default:
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "export_timm writes timm's default MAP head (the blocks' heads and MLP width, "
-                "patch tokens only); other head widths and pool_include_prefix (Perception "
-                "Encoder core, test_vit3: read by from_timm) are not written yet",
-            )
-    for option in ("merger_size", "final_and_fc_norm"):  # the VLM towers: read, not written
-        if getattr(config, option):
-            raise _refuse(
-                option,
-                getattr(config, option),
-                "timm's VisionTransformer has no VLM projector or second final norm (the "
-                "Qwen3-VL / DeepSeek-V4 towers load through from_timm but are not exported)",
-            )
-    if config.representation_size is not None:
-        raise _refuse(
-            "representation_size",
-            config.representation_size,
-            "timm's VisionTransformer has no pre-logits layer (dense + tanh) before the head",
-        )
-    if config.classifier_activation is not None:
-        raise _refuse(
-            "classifier_activation",
-            config.classifier_activation,
-            "timm models return logits; export a model built with classifier_activation=None",
-        )
-    if config.position_embedding == "sincos2d" and config.dynamic_image_size:
-        raise _refuse(
-            "position_embedding",
-            "sincos2d",
-            "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
-            "learned table",
-        )
-    if config.naflex:
-        raise _refuse(
-            "naflex",
-            True,
-            "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
-            "from timm's naflexvit_* through from_timm but are not exported",
-        )
-    if config.pooling == "token_gap":
-        raise _refuse(
-            "pooling",
-            "token_gap",
-            "timm's VisionTransformer has no pooling that concatenates the class token and "
-            "the patch-token mean (transformers' Dinov2ForImageClassification does)",
-        )
-    if config.distillation_token and config.pooling is None:
-        raise _refuse(
-            "pooling",
-            None,
-            "timm's distilled DeiT always returns the mean of its class and distillation "
-            "outputs, never the token sequence",
-        )
-
-
 def _candidates(config=None):
     """timm names that may express `config`: its own name first, then each family's."""
     names = [config.name] if config is not None and isinstance(config.name, str) else []
@@ -316,7 +165,7 @@ def _candidates(config=None):
 
 def _fixed(config):
     """What a timm name fixes, of `config`: norm epsilon, distilled class, ResNet stem."""
-    hybrid = tuple(getattr(config, f) for f in _HYBRID_FIELDS) if config.is_hybrid else None
+    hybrid = tuple(getattr(config, f) for f in HYBRID_FIELDS) if config.is_hybrid else None
     return float(config.layer_norm_epsilon), config.distillation_token, hybrid
 
 
@@ -330,14 +179,14 @@ def _no_candidate(config):
     fixed = [(spec, _fixed(timm_config(spec))) for spec in _candidates()]
     epsilons = sorted({f[0] for _, f in fixed})
     if not any(math.isclose(config.layer_norm_epsilon, e, rel_tol=1e-9) for e in epsilons):
-        return _refuse(
+        return refuse(
             "layer_norm_epsilon",
             config.layer_norm_epsilon,
             "timm's ViTs use 1e-6 and its CLIP towers 1e-5 (fixed by the model name)",
         )
     if config.is_hybrid:
         stems = {f[2] for _, f in fixed if f[2] is not None}
-        ours = dict(zip(_HYBRID_FIELDS, _fixed(config)[2], strict=True))
+        ours = dict(zip(HYBRID_FIELDS, _fixed(config)[2], strict=True))
         if _fixed(config)[2] not in stems:
             return ValueError(
                 f"timm cannot express the ResNet stem {ours}: timm's hybrids (vit_*_r26_*, "
@@ -486,7 +335,7 @@ def _insert_after(arrays, key, value, before):
 def _fold_patch_bias(model, config, arrays):
     """timm's pre-norm models have no patch bias: add ours to the patch tokens' positions."""
     if "pos_embed" not in arrays:
-        raise _refuse(
+        raise refuse(
             "pre_norm",
             True,
             "timm's pre-norm models have no patch-embedding bias, and this model's non-zero "

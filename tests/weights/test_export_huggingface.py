@@ -137,6 +137,11 @@ REFUSED = {
     "swiglu": (dict(mlp="swiglu"), "mlp='swiglu'"),
     "parallel": (dict(num_parallel=2), "num_parallel=2"),
     "naflex": (dict(naflex=True), "naflex=True"),
+    # Refused by the allow-list, not a table entry (were a raw KeyError: the deny-list drifted).
+    "parallel_scaling": (dict(block_type="parallel_scaling"), "block_type='parallel_scaling'"),
+    "differential": (dict(attention_type="differential"), "attention_type='differential'"),
+    "position_resize": (dict(position_embedding_antialias=False, dynamic_image_size=True),
+                        "dynamic_image_size=True"),
 }  # fmt: skip
 
 
@@ -147,3 +152,20 @@ def test_what_transformers_cannot_express_is_refused_before_writing(case, tmp_pa
     with pytest.raises(ValueError, match=re.escape(message)):
         export_huggingface(model, tmp_path / "vit")
     assert not (tmp_path / "vit").exists()
+
+
+def test_every_option_is_written_or_refused():
+    """The allow-list: an option export_huggingface does not write must be at its default."""
+    import dataclasses
+
+    from keras_vit.models.config import ViTConfig
+    from keras_vit.weights import export_huggingface as E
+    from keras_vit.weights.export_options import unwritten_options
+
+    known = set(E._WRITTEN) | {field for field, _, _ in E._PLAIN}
+    assert known <= {f.name for f in dataclasses.fields(ViTConfig)}  # no stale names
+    assert "block_type" in unwritten_options(known)
+    config = ViTConfig.from_variant("mu/8", image_size=32)
+    E.check_huggingface_expressible(config)
+    with pytest.raises(ValueError, match="attention_type='differential'.*no form for it"):
+        E.check_huggingface_expressible(dataclasses.replace(config, attention_type="differential"))

@@ -226,6 +226,10 @@ REFUSED = {
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",
                     dynamic_image_size=True), "position_embedding='sincos2d'"),
+    # Refused by the allow-list (an option export_timm does not write, off its default).
+    "dynamic_no_antialias": (
+        lambda: ViT("mu/8", image_size=32, dynamic_image_size=True,
+                    position_embedding_antialias=False), "position_embedding_antialias=False"),
 }  # fmt: skip
 
 
@@ -260,3 +264,17 @@ def test_full_resnet_stems_round_trip(name, tmp_path):
         np.testing.assert_array_equal(written[key].numpy(), value, err_msg=key)
     images = random_images(32, seed=8)
     assert_close(timm_run(torch, _timm_from(exported, path), images), _run(ours, images))
+
+
+def test_every_option_is_written_or_refused():
+    """The allow-list: an option export_timm does not write must be at its default."""
+    import dataclasses
+
+    from keras_vit.models.config import ViTConfig
+    from keras_vit.weights import export_timm_checks as C
+
+    assert set(C._WRITTEN) <= {f.name for f in dataclasses.fields(ViTConfig)}  # no stale names
+    config = ViTConfig.from_variant("mu/8", image_size=32, dynamic_image_size=True)
+    C.check_timm_expressible(config)
+    with pytest.raises(ValueError, match="position_embedding_antialias=False.*no form for it"):
+        C.check_timm_expressible(dataclasses.replace(config, position_embedding_antialias=False))

@@ -1,0 +1,182 @@
+"""What `export_timm` can write: `check_timm_expressible(config)`, an allow-list of options.
+
+Each option timm's `VisionTransformer` has no form for is refused with its own reason; every
+option not named in `_WRITTEN` must be at its default (`keras_vit.weights.export_options`), so a
+new option is refused until `export_timm` learns to write it. Raised before anything is written.
+"""
+
+from keras_vit.weights.export_options import TRAINING_ONLY, check_unwritten_options_default
+
+# What a timm model name fixes (keyword arguments cannot change it): checked per candidate.
+HYBRID_FIELDS = (
+    "resnet_units",
+    "resnet_width",
+    "resnet_groups",
+    "resnet_conv_epsilon",
+    "resnet_conv_epsilon_mode",
+    "resnet_norm_epsilon",
+    "stem",
+)
+
+
+# ViTConfig options of timm's Eva models (keras_vit.weights.timm_eva), and their defaults.
+_EVA_OPTIONS = dict(
+    mlp="mlp",
+    mlp_inner_norm=False,
+    key_bias=True,
+    attention_inner_norm=False,
+    rotary_embedding=None,
+    num_key_value_heads=None,  # Sapiens2's grouped-query attention (AttentionRope)
+    attention_only_layer_scale=False,  # Sapiens2's attn_only_layer_scale
+)
+
+
+def refuse(option, value, why):
+    return ValueError(f"export_timm cannot write {option}={value!r}: {why}.")
+
+
+def check_timm_expressible(config):
+    """Raises a `ValueError` naming the first option of `config` that timm has no form for."""
+    if config.backbone is not None:
+        name = getattr(config.backbone, "name", type(config.backbone).__name__)
+        raise refuse(
+            "backbone",
+            name,
+            "timm's hybrids are ViTs behind its own ResNetV2 stems (R26, R50, root only), not "
+            "an arbitrary Keras backbone",
+        )
+    if config.stem not in (None, "bit"):  # ResNet-D, conv stems: read by from_timm, not written
+        raise refuse(
+            "stem",
+            config.stem,
+            "export_timm writes timm's ResNetV2 hybrids only; the ResNet-D and MobileCLIP "
+            "stems' BatchNorm state (num_batches_tracked) is not written",
+        )
+    if config.relative_position_bias is not None:
+        raise refuse(
+            "relative_position_bias",
+            config.relative_position_bias,
+            "export_timm writes timm's VisionTransformer, which has no relative position bias "
+            "(timm's BEiT models load through from_timm but are not exported)",
+        )
+    if config.block_norm != "pre":
+        raise refuse(
+            "block_norm",
+            config.block_norm,
+            "export_timm writes timm's pre-norm VisionTransformer blocks; the residual post-norm "
+            "models (*_rpn_*, block_fn=ResPostBlock) load through from_timm but are not exported",
+        )
+    if config.num_parallel > 1:
+        raise refuse(
+            "num_parallel",
+            config.num_parallel,
+            "export_timm names timm models by their VisionTransformer arguments; the parallel "
+            "blocks of *_18x2_* (block_fn=ParallelThingsBlock) are import only",
+        )
+    for option in ("block_type", "attention_type"):
+        if getattr(config, option) != "standard":
+            raise refuse(
+                option,
+                getattr(config, option),
+                "timm's ParallelScalingBlock / DiffAttention models (*_xp_*, vit_pwee_*, "
+                "vit_dwee_*, vit_dlittle_*, vit_dpwee_*) load through from_timm but are not "
+                "exported",
+            )
+    for option, default in _EVA_OPTIONS.items():
+        if getattr(config, option) != default:
+            raise refuse(
+                option,
+                getattr(config, option),
+                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
+                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
+            )
+    if config.norm != "layernorm" or config.patch_norm or not config.final_norm:
+        option = "norm" if config.norm != "layernorm" else "patch_norm"
+        option = option if config.norm != "layernorm" or config.patch_norm else "final_norm"
+        raise refuse(
+            option,
+            getattr(config, option),
+            "export_timm writes timm's LayerNorm ViTs with a final norm; timm's "
+            "VisionTransformer also takes RmsNorm, embed_norm_layer and final_norm=False "
+            "(AIMv2, C-RADIO, InternViT, Perception Encoder load through from_timm), but "
+            "export_timm does not write them yet",
+        )
+    for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
+                            ("map_prefix_tokens", False)):  # fmt: skip
+        if getattr(config, option) != default:
+            raise refuse(
+                option,
+                getattr(config, option),
+                "export_timm writes timm's default MAP head (the blocks' heads and MLP width, "
+                "patch tokens only); other head widths and pool_include_prefix (Perception "
+                "Encoder core, test_vit3: read by from_timm) are not written yet",
+            )
+    for option in ("merger_size", "final_and_fc_norm"):  # the VLM towers: read, not written
+        if getattr(config, option):
+            raise refuse(
+                option,
+                getattr(config, option),
+                "timm's VisionTransformer has no VLM projector or second final norm (the "
+                "Qwen3-VL / DeepSeek-V4 towers load through from_timm but are not exported)",
+            )
+    if config.representation_size is not None:
+        raise refuse(
+            "representation_size",
+            config.representation_size,
+            "timm's VisionTransformer has no pre-logits layer (dense + tanh) before the head",
+        )
+    if config.classifier_activation is not None:
+        raise refuse(
+            "classifier_activation",
+            config.classifier_activation,
+            "timm models return logits; export a model built with classifier_activation=None",
+        )
+    if config.position_embedding == "sincos2d" and config.dynamic_image_size:
+        raise refuse(
+            "position_embedding",
+            "sincos2d",
+            "with dynamic_image_size=True ours is recomputed for each grid, timm resamples its "
+            "learned table",
+        )
+    if config.naflex:
+        raise refuse(
+            "naflex",
+            True,
+            "export_timm writes timm's VisionTransformer (image input); NaFlex models load "
+            "from timm's naflexvit_* through from_timm but are not exported",
+        )
+    if config.pooling == "token_gap":
+        raise refuse(
+            "pooling",
+            "token_gap",
+            "timm's VisionTransformer has no pooling that concatenates the class token and "
+            "the patch-token mean (transformers' Dinov2ForImageClassification does)",
+        )
+    if config.distillation_token and config.pooling is None:
+        raise refuse(
+            "pooling",
+            None,
+            "timm's distilled DeiT always returns the mean of its class and distillation "
+            "outputs, never the token sequence",
+        )
+    check_unwritten_options_default(
+        config,
+        _WRITTEN,
+        refuse,
+        "export_timm writes timm's VisionTransformer, which has no form for it",
+    )
+
+
+# What `timm_arguments`, the candidate names and the checks above write or decide; any other
+# option off its default is refused (an allow-list: a new option is refused until written).
+_WRITTEN = (
+    "patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads", "image_size",
+    "num_channels", "dynamic_image_size", "num_classes", "include_top", "pooling",
+    "representation_size", "classifier_activation", "fc_norm", "class_token",
+    "position_embedding", "approximate_gelu", "layer_norm_epsilon", "layer_scale_init_value",
+    "num_register_tokens", "distillation_token", "prefix_position_embedding", "pre_norm",
+    "qk_norm", "activation", "relative_position_bias", "num_parallel", "block_norm",
+    "block_type", "attention_type", "norm", "patch_norm", "final_norm", "map_num_heads",
+    "map_mlp_dim", "map_prefix_tokens", "merger_size", "final_and_fc_norm", "backbone",
+    "naflex", *HYBRID_FIELDS, *_EVA_OPTIONS,
+) + TRAINING_ONLY  # fmt: skip
