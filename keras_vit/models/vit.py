@@ -6,6 +6,7 @@ stem. Preset names in `weights=` are resolved through `keras_vit.models.pretrain
 """
 
 from keras_vit.models import pretrained, variants
+from keras_vit.models.arguments import check_size_arguments
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import build_model
 
@@ -322,6 +323,9 @@ def ViT(
             f"ViT() got unexpected keyword arguments {unknown}. "
             f"Hybrid arguments are {list(HYBRID_KWARGS)}."
         )
+    check_size_arguments(
+        image_size=image_size, num_classes=num_classes, patch_size=arguments.get("patch_size")
+    )
     weights, arguments = pretrained.resolve_arguments(variant, weights, arguments)
     config = ViTConfig.from_variant(variant, **arguments, **hybrid_kwargs)
     return build_model(config, weights)
