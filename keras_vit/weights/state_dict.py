@@ -246,16 +246,27 @@ def _read_sharded(path):
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise _not_a_checkpoint(path, f"no readable weight_map: {error}") from error
     folder = os.path.dirname(os.path.abspath(path))
-    arrays = {}
-    for shard in dict.fromkeys(weight_map.values()):
-        shard_path = os.path.join(folder, shard)
-        inside = os.path.commonpath([folder, os.path.abspath(shard_path)]) == folder
-        if not isinstance(shard, str) or not inside or not shard.endswith(SAFETENSORS_SUFFIX):
+    shards = list(dict.fromkeys(weight_map.values()))
+    for shard in shards:
+        inside = isinstance(shard, str) and (
+            os.path.commonpath([folder, os.path.abspath(os.path.join(folder, shard))]) == folder
+        )
+        if not inside or not shard.endswith(SAFETENSORS_SUFFIX):
             raise ValueError(
                 f"{path!r} names the shard {shard!r}; expected a .safetensors file inside "
                 f"{folder!r}."
             )
-        arrays.update(read_safetensors(shard_path))
+    arrays, failures = {}, []
+    for shard in shards:  # every shard is read: a second bad one is reported with the first
+        try:
+            arrays.update(read_safetensors(os.path.join(folder, shard)))
+        except (OSError, ValueError) as error:
+            failures.append(f"  {shard}: {error}")
+    if failures:
+        raise ValueError(
+            f"{len(failures)} of the {len(shards)} shards that {path!r} names cannot be read "
+            "(download them again):\n" + "\n".join(failures)
+        )
     missing = sorted(set(weight_map) - set(arrays))
     if missing:
         raise _not_a_checkpoint(path, f"its shards lack {len(missing)} tensors, e.g. {missing[:3]}")
