@@ -53,6 +53,7 @@ from keras_vit.layers import (
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.layers.norms import make_norm
+from keras_vit.models import inputs as model_inputs
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.blocks import make_block
 from keras_vit.models.config import NAFLEX_RESIZE, ViTConfig
@@ -377,6 +378,19 @@ class VisionTransformer(keras.Model):
         kwargs.setdefault("name", config.name)
         super().__init__(inputs=inputs, outputs=outputs, dtype=default, **kwargs)
         self._vit_config = config
+
+    def __call__(self, *args, **kwargs):
+        # One check of what the model takes, on every backend (keras_vit/models/inputs.py).
+        inputs = args[0] if args else kwargs.get("inputs")
+        if inputs is not None:
+            model_inputs.check_inputs(self.config, inputs, self.name)
+        return super().__call__(*args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return model_inputs.run_checked(self, super().predict, x, args, kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return model_inputs.run_checked(self, super().evaluate, x, args, kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # PyTorch fast path: the same graph walk, each layer's `call` without Keras'

@@ -299,9 +299,26 @@ def _torch_load(path):
             why = f"it cannot be read ({type(error).__name__})"
             fix = "if the file is truncated or corrupt, download it again"
         raise ValueError(
-            f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, "
-            f"{fix}."
+            f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, {fix}."
         ) from None
+
+
+def sniff(path):
+    """What a checkpoint file holds by its first bytes, whatever its suffix: "safetensors" (an
+    8-byte header length, then a JSON object), "torch" (a zip archive or a pickle: what
+    `torch.save` writes), "npz" (a zip archive of `.npy` files) or None."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+    size = os.path.getsize(path)
+    if len(head) > 8 and head[8:9] == b"{":
+        (header_size,) = struct.unpack("<Q", head[:8])
+        if header_size <= size - 8:
+            return "safetensors"
+    if head.startswith(b"PK\x03\x04"):
+        return "npz" if b".npy" in head else "torch"
+    if head[:1] == b"\x80":  # pickle protocol 2+ (torch's legacy format)
+        return "torch"
+    return None
 
 
 def _existing_file(path):
@@ -401,14 +418,21 @@ def read_state_dict(source):
         return unwrap(source)
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(
-            "Expected a checkpoint path or a dict of arrays. "
-            f"Received: {type(source).__name__}"
+            f"Expected a checkpoint path or a dict of arrays. Received: {type(source).__name__}"
         )
     path = _existing_file(source)
     if path.endswith(INDEX_SUFFIX):
         return unwrap(_read_sharded(path))
-    if path.endswith(SAFETENSORS_SUFFIX):
-        return unwrap(read_safetensors(path))
+    content = sniff(path)
+    if path.endswith(SAFETENSORS_SUFFIX) or (
+        path.endswith(TORCH_SUFFIXES) and content == "safetensors"
+    ):
+        if content == "torch":
+            raise ValueError(
+                f"{path!r} is named .safetensors but holds a PyTorch (torch.save) checkpoint. "
+                "Rename it to .pth (read with torch.load(weights_only=True))."
+            )
+        return unwrap(read_safetensors(path))  # a .bin holding safetensors is read as such
     if path.endswith(TORCH_SUFFIXES):
         return unwrap(_torch_load(path))
     if path.endswith(".npz"):
