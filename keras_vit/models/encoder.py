@@ -393,6 +393,8 @@ class VisionTransformer(keras.Model):
         return model_inputs.run_checked(self, super().evaluate, x, args, kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
+        # Also here: JAX's stateless_call (predict, fit) calls `call` without `__call__`.
+        model_inputs.check_inputs(self.config, inputs, self.name)
         # PyTorch fast path: the same graph walk, each layer's `call` without Keras'
         # per-layer `__call__` machinery (keras_vit/layers/_torch_kernels.py `run_graph`).
         # Keras passes a dict input's (absent) masks as a dict of Nones: no mask either.

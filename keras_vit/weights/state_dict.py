@@ -299,7 +299,8 @@ def _torch_load(path):
             why = f"it cannot be read ({type(error).__name__})"
             fix = "if the file is truncated or corrupt, download it again"
         raise ValueError(
-            f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, {fix}."
+            f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, "
+            f"{fix}."
         ) from None
 
 
@@ -418,7 +419,8 @@ def read_state_dict(source):
         return unwrap(source)
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(
-            f"Expected a checkpoint path or a dict of arrays. Received: {type(source).__name__}"
+            "Expected a checkpoint path or a dict of arrays. "
+            f"Received: {type(source).__name__}"
         )
     path = _existing_file(source)
     if path.endswith(INDEX_SUFFIX):
