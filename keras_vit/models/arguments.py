@@ -78,16 +78,21 @@ def head_arguments(num_classes, include_top=None, default=1000):
 
 
 def unknown_keys_message(unknown, valid, what):
-    """`'<what> has unknown keys ...'`, each with its nearest valid names (difflib).
+    """`'<what> has unknown keys [...]'`, with each key's nearest valid names (difflib).
 
     Example:
 
-    >>> unknown_keys_message(["dept"], ["depth", "embed_dim"], "the NaFlexVitCfg dict")
-    "the NaFlexVitCfg dict has unknown keys: 'dept' (did you mean 'depth'?)"
+    >>> unknown_keys_message(["dept"], ["depth", "embed_dim"], "The NaFlexVitCfg dict")
+    "The NaFlexVitCfg dict has unknown keys ['dept'] ('dept': did you mean 'depth'?)"
     """
-    parts = []
+    return f"{what} has unknown keys {list(unknown)}{nearest_keys(unknown, valid)}"
+
+
+def nearest_keys(unknown, valid):
+    """`" ('dept': did you mean 'depth'?)"` for the keys of `unknown` with a near valid name."""
+    hints = []
     for key in unknown:
         near = difflib.get_close_matches(str(key), [str(v) for v in valid], n=3, cutoff=0.6)
-        hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
-        parts.append(f"{key!r}{hint}")
-    return f"{what} has unknown keys: {', '.join(parts)}"
+        if near:
+            hints.append(f"{key!r}: did you mean {' or '.join(repr(n) for n in near)}?")
+    return f" ({'; '.join(hints)})" if hints else ""

@@ -42,7 +42,7 @@ from keras_vit.layers._checks import (
 from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
 from keras_vit.models import merger, variants
-from keras_vit.models.arguments import check_num_classes, unknown_keys_message
+from keras_vit.models.arguments import check_num_classes, nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
     MLPS,
     NAFLEX_RESIZE,
@@ -483,8 +483,8 @@ class ViTConfig:
         unknown = sorted(set(overrides) - set(cls.field_names()))
         if unknown:
             raise TypeError(
-                unknown_keys_message(unknown, cls.field_names(), "The ViT arguments")
-                + f". Expected some of {list(cls.field_names())}."
+                f"Unknown ViT arguments {unknown}{nearest_keys(unknown, cls.field_names())}. "
+                f"Expected some of {list(cls.field_names())}."
             )
         if overrides.get("backbone") is not None:
             table.pop("resnet_units", None)  # the backbone is the stem

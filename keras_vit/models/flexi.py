@@ -39,14 +39,6 @@ def _check_patch_sizes(patch_sizes):
             "patch_sizes must be a non-empty sequence of ints or (height, width) pairs. "
             f"Received: patch_sizes={patch_sizes!r}"
         )
-    for size in sizes:
-        try:
-            check_positive_int_pair(size, "patch_sizes")
-        except ValueError:
-            raise ValueError(
-                "patch_sizes must be a non-empty sequence of positive ints or (height, width) "
-                f"pairs. Received: patch_sizes={patch_sizes!r} (the entry {size!r})"
-            ) from None
     return tuple(check_positive_int_pair(size, "patch_sizes") for size in sizes)
 
 

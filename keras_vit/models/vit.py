@@ -6,7 +6,7 @@ stem. Preset names in `weights=` are resolved through `keras_vit.models.pretrain
 """
 
 from keras_vit.models import pretrained, variants
-from keras_vit.models.arguments import check_size_arguments, unknown_keys_message
+from keras_vit.models.arguments import check_size_arguments, nearest_keys
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import build_model
 
@@ -321,8 +321,8 @@ def ViT(
     if unknown:
         valid = [*ViTConfig.field_names(), "variant", "weights"]
         raise TypeError(
-            unknown_keys_message(unknown, valid, "ViT()'s keyword arguments")
-            + f". Hybrid arguments are {list(HYBRID_KWARGS)}."
+            f"ViT() got unexpected keyword arguments {unknown}{nearest_keys(unknown, valid)}. "
+            f"Hybrid arguments are {list(HYBRID_KWARGS)}."
         )
     check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=arguments.get("patch_size")
