@@ -330,7 +330,7 @@ def _no_mask(mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(keras.Model):
+class VisionTransformer(model_inputs.CheckedInputs, keras.Model):
     """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
 
     What `keras_vit.ViT`, the named builders (`ViTB16`, `ViTR50B16`, ...) and
@@ -379,22 +379,7 @@ class VisionTransformer(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, dtype=default, **kwargs)
         self._vit_config = config
 
-    def __call__(self, *args, **kwargs):
-        # One check of what the model takes, on every backend (keras_vit/models/inputs.py).
-        inputs = args[0] if args else kwargs.get("inputs")
-        if inputs is not None:
-            model_inputs.check_inputs(self.config, inputs, self.name)
-        return super().__call__(*args, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        return model_inputs.run_checked(self, super().predict, x, args, kwargs)
-
-    def evaluate(self, x=None, *args, **kwargs):
-        return model_inputs.run_checked(self, super().evaluate, x, args, kwargs)
-
     def call(self, inputs, training=None, mask=None, **kwargs):
-        # Also here: JAX's stateless_call (predict, fit) calls `call` without `__call__`.
-        model_inputs.check_inputs(self.config, inputs, self.name)
         # PyTorch fast path: the same graph walk, each layer's `call` without Keras'
         # per-layer `__call__` machinery (keras_vit/layers/_torch_kernels.py `run_graph`).
         # Keras passes a dict input's (absent) masks as a dict of Nones: no mask either.

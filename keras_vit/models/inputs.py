@@ -12,9 +12,11 @@ broadcast or `dot_general` error:
   extra key named); ranks `(B, N, P)`, `(B, N, 2)`, `(B, N)`; the same `B` and `N` in all
   three; `P = patch height * patch width * channels`; float patches, integer coordinates, a
   bool (or 0 / 1 integer) mask;
-- and, where the values are concrete (NumPy arrays, eager tensors; not inside a traced graph,
-  where only the shapes are known), each image's valid coordinates: none negative (a negative
-  `patch_coord` on a valid token made that image's output NaN), and together they fill the
+- and, where the values are concrete (NumPy arrays, eager tensors in host memory; not inside a
+  traced graph, where only the shapes are known, nor for PyTorch tensors on an accelerator,
+  which would cost a device-to-host copy per step), each image's valid coordinates: none
+  negative (a negative `patch_coord` on a valid token made that image's output NaN), and
+  together they fill the
   image's patch grid `(largest y + 1, largest x + 1)` exactly once (what `naflex_batch`,
   `naflex_dataset` and timm's loader make; a coordinate past the grid of the image's tokens
   gave other numbers than timm, which adds its resized table in row-major order).
@@ -83,18 +85,19 @@ def _concrete(value):
         if tf.is_symbolic_tensor(value) or not tf.executing_eagerly():
             return None
         return value.numpy()
-    if module.startswith("torch"):
-        return value.detach().cpu().numpy()
+    if module.startswith("torch"):  # on an accelerator: no device-to-host copy per step
+        return value.detach().numpy() if value.device.type == "cpu" else None
     return None
 
 
-def check_inputs(config, inputs, name):
+def check_inputs(config, inputs, name, values=True):
     """Checks what a model of `config` (named `name`) is called on; see the module docstring.
 
     Args:
         config: the model's `ViTConfig`.
         inputs: images `(B, H, W, C)`, or a NaFlex dict; NumPy arrays or tensors.
         name: str. The model's name, for messages.
+        values: bool. Whether to check concrete NaFlex coordinates too. Defaults to True.
 
     Raises:
         ValueError: naming the input, the expected and the received value.
@@ -110,7 +113,7 @@ def check_inputs(config, inputs, name):
 it with dynamic_image_size=True for other sizes). Received: images of shape (1, 48, 48, 3)
     """
     if config.naflex:
-        return check_naflex_inputs(config, inputs, name)
+        return check_naflex_inputs(config, inputs, name, values)
     return check_images(config, inputs, name)
 
 
@@ -147,7 +150,7 @@ def check_images(config, images, name):
         )
 
 
-def check_naflex_inputs(config, batch, name):
+def check_naflex_inputs(config, batch, name, values=True):
     """The NaFlex checks of `check_inputs`: keys, dtypes, shapes, then concrete values."""
     if not isinstance(batch, dict):
         raise ValueError(
@@ -198,6 +201,8 @@ def check_naflex_inputs(config, batch, name):
                 f"NaFlex model '{name}': {key} must be {want[key]} array. Received: {key} of dtype "
                 f"{keras.backend.standardize_dtype(batch[key].dtype)}"
             )
+    if not values:
+        return
     coord, valid = concrete(batch["patch_coord"]), concrete(batch["patch_valid"])
     if coord is not None and valid is not None:
         check_naflex_coordinates(coord, valid, name)
@@ -267,3 +272,26 @@ def run_checked(model, method, x, args, kwargs):
         model._jax_state = None
         model._jax_state_synced = True
         raise
+
+
+class CheckedInputs:
+    """The entry checks of `VisionTransformer` (a mixin before `keras.Model`): `__call__` checks
+    shapes and values, `call` shapes again (JAX's `stateless_call` in `predict` / `fit` calls
+    `call` without `__call__`), `predict` / `evaluate` a NumPy batch before Keras builds its
+    step function (see `run_checked`)."""
+
+    def __call__(self, *args, **kwargs):
+        inputs = args[0] if args else kwargs.get("inputs")
+        if inputs is not None:
+            check_inputs(self.config, inputs, self.name)
+        return super().__call__(*args, **kwargs)
+
+    def call(self, inputs, *args, **kwargs):
+        check_inputs(self.config, inputs, self.name, values=False)
+        return super().call(inputs, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return run_checked(self, super().predict, x, args, kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return run_checked(self, super().evaluate, x, args, kwargs)
