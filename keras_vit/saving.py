@@ -154,4 +154,14 @@ def load_model(path):
         model = keras.saving.load_model(path, compile=False)
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as error:
         raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
+    except OSError as error:  # h5py: the archive's model.weights.h5 is truncated or corrupt
+        if isinstance(error, PermissionError | FileNotFoundError) or not _inner_h5(error):
+            raise
+        reason = f"its model.weights.h5 cannot be read: {error}"
+        raise not_a_keras_archive(path, reason) from error
     return legacy.upgrade(model)
+
+
+def _inner_h5(error):
+    """Whether an OSError comes from h5py reading the archive's weights (not the file system)."""
+    return getattr(error, "filename", None) is None and "file" in str(error).lower()

@@ -34,6 +34,18 @@ def _scaled_size(image_hw, patch, ratio):
     return int(max(height, ph)), int(max(width, pw))
 
 
+EMPTY_IMAGE = "A NaFlex image must have a height and a width of at least 1 pixel"
+
+
+def check_image_hw(image_hw, where="image"):
+    """`image_hw` as two ints >= 1, else the `ValueError` `naflex_batch` and `naflex_dataset`
+    share (`where` names the image)."""
+    h, w = (int(v) for v in image_hw)
+    if h < 1 or w < 1:
+        raise ValueError(f"{EMPTY_IMAGE}. Received: {where} of height {h} and width {w}")
+    return h, w
+
+
 def naflex_image_size(image_hw, patch_size, max_patches, eps=1e-5):
     """The `(height, width)` an image is resized to for a NaFlex batch (timm's NaFlex eval size).
 
@@ -137,6 +149,7 @@ def naflex_batch(images, patch_size, max_patches):
     coords = np.zeros((batch, max_patches, 2), "int64")
     valid = np.zeros((batch, max_patches), bool)
     for i, image in enumerate(images):
+        check_image_hw(image.shape[:2], f"images[{i}] of shape {image.shape}")
         height, width = naflex_image_size(image.shape[:2], (ph, pw), max_patches)
         resized = resize_bilinear(image, (height, width))
         gh, gw = height // ph, width // pw

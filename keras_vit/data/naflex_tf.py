@@ -25,6 +25,7 @@ Equal to the NumPy `naflex_batch` on the same images:
 """
 
 from keras_vit.data._imports import import_tf
+from keras_vit.data.naflex import EMPTY_IMAGE, check_image_hw
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 
 _EPS = 1e-5  # timm's get_image_size_for_seq tolerance (naflex_image_size's default)
@@ -203,10 +204,17 @@ def naflex_example(image, patch_size, max_patches, preprocess=None):
             "naflex_example expects one (height, width, channels) image with a known channel "
             f"count. Received: shape {image.shape}"
         )
+    if None not in image.shape[:2]:  # known here: the error naflex_batch gives
+        check_image_hw(image.shape[:2], f"an image of shape {tuple(image.shape)}")
     image = tf.cast(image, "float32")
     if preprocess is not None:
         image = preprocess(image)
     hw = tf.shape(image)[:2]
+    # Known only when the pipeline runs: the same words, raised by TensorFlow there.
+    with tf.control_dependencies(
+        [tf.debugging.assert_positive(hw, message=f"{EMPTY_IMAGE} (image height, width)")]
+    ):
+        hw = tf.identity(hw)
     size = naflex_size(hw, (ph, pw), max_patches)
     # TensorFlow's antialiased bilinear (scale_and_translate, triangle kernel) is PyTorch's
     # within float32 rounding (tests: `naflex_batch` within 1e-5 on [-1, 1] pixels) and about

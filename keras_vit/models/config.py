@@ -42,6 +42,7 @@ from keras_vit.layers._checks import (
 from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
 from keras_vit.models import merger, variants
+from keras_vit.models.arguments import check_num_classes, nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
     MLPS,
     NAFLEX_RESIZE,
@@ -356,6 +357,7 @@ class ViTConfig:
         for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
             check_positive_int(getattr(self, name), name)
         check_positive_int(self.representation_size, "representation_size", allow_none=True)
+        check_num_classes(self.num_classes)
         if self.include_top:
             check_positive_int(self.num_classes, "num_classes")
         if self.hidden_dim % self.num_heads:
@@ -481,7 +483,8 @@ class ViTConfig:
         unknown = sorted(set(overrides) - set(cls.field_names()))
         if unknown:
             raise TypeError(
-                f"Unknown ViT arguments {unknown}. Expected some of {list(cls.field_names())}."
+                f"Unknown ViT arguments {unknown}{nearest_keys(unknown, cls.field_names())}. "
+                f"Expected some of {list(cls.field_names())}."
             )
         if overrides.get("backbone") is not None:
             table.pop("resnet_units", None)  # the backbone is the stem
@@ -513,6 +516,12 @@ class ViTConfig:
     def from_dict(cls, fields):
         """The config `to_dict` wrote (a serialized `backbone` is rebuilt, without weights)."""
         fields = dict(fields)
+        unknown = sorted(set(fields) - set(cls.field_names()), key=str)
+        if unknown:
+            raise TypeError(
+                unknown_keys_message(unknown, cls.field_names(), "The ViTConfig dict")
+                + f". Expected some of {list(cls.field_names())}."
+            )
         if isinstance(fields.get("backbone"), dict):
             fields["backbone"] = keras.saving.deserialize_keras_object(fields["backbone"])
         return cls(**fields)

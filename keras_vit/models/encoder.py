@@ -53,6 +53,7 @@ from keras_vit.layers import (
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
 from keras_vit.layers.norms import make_norm
+from keras_vit.models import inputs as model_inputs
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.blocks import make_block
 from keras_vit.models.config import NAFLEX_RESIZE, ViTConfig
@@ -329,7 +330,7 @@ def _no_mask(mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(keras.Model):
+class VisionTransformer(model_inputs.CheckedInputs, keras.Model):
     """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
 
     What `keras_vit.ViT`, the named builders (`ViTB16`, `ViTR50B16`, ...) and

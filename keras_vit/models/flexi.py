@@ -25,6 +25,11 @@ from keras_vit.models.encoder import build_model
 
 
 def _check_patch_sizes(patch_sizes):
+    if isinstance(patch_sizes, (str, bytes)):
+        raise ValueError(
+            "patch_sizes must be a non-empty sequence of ints or (height, width) pairs, not a "
+            f"string. Received: patch_sizes={patch_sizes!r} (write e.g. patch_sizes=(4, 8))"
+        )
     try:
         sizes = tuple(patch_sizes)
     except TypeError:
@@ -35,6 +40,17 @@ def _check_patch_sizes(patch_sizes):
             f"Received: patch_sizes={patch_sizes!r}"
         )
     return tuple(check_positive_int_pair(size, "patch_sizes") for size in sizes)
+
+
+def check_not_naflex(model, what):
+    """A ValueError when `model` is a NaFlex model (`naflex=True`), which `what` does not take."""
+    config = getattr(model, "config", None)
+    if getattr(config, "naflex", False):
+        raise ValueError(
+            f"{what} takes a ViT of images (B, H, W, C); a NaFlex model (naflex=True) takes "
+            "patch sequences of any grid and has no single patch grid to resize. Received: "
+            f"model {model.name!r} with naflex=True"
+        )
 
 
 def _dynamic_copy(model):
@@ -100,6 +116,8 @@ class FlexiViT(keras.Model):
                 "backbone must be a keras.Model built by keras_vit.ViT. "
                 f"Received: backbone={backbone!r}"
             )
+        check_not_naflex(backbone, "FlexiViT")
+        patch_sizes = _check_patch_sizes(patch_sizes)
         backbone = _dynamic_copy(backbone)
         kwargs.setdefault("name", f"flexi_{backbone.name}")
         # No autocast at this level: the branches read the variables' own (float32) values and

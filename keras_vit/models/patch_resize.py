@@ -4,10 +4,11 @@ import dataclasses
 
 import keras
 
+from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.layers.patch_resize import PATCH_INTERPOLATIONS, resample_patch_embedding
 from keras_vit.layers.position_embedding import INTERPOLATIONS
 from keras_vit.models.encoder import VisionTransformer, build_model
-from keras_vit.models.flexi import FlexiViT
+from keras_vit.models.flexi import FlexiViT, check_not_naflex
 
 
 def _patch_encoder(model):
@@ -85,6 +86,10 @@ def with_patch_size(
         raise ValueError(
             f"with_patch_size needs a keras.Model built by keras_vit.ViT. Received: {model!r}"
         )
+    check_not_naflex(source, "with_patch_size")
+    check_positive_int_pair(patch_size, "patch_size")
+    if image_size is not None:
+        check_positive_int_pair(image_size, "image_size")
     old_encoder = _patch_encoder(source)
     config = source.config
     changes = {"patch_size": patch_size}

@@ -6,6 +6,7 @@ stem. Preset names in `weights=` are resolved through `keras_vit.models.pretrain
 """
 
 from keras_vit.models import pretrained, variants
+from keras_vit.models.arguments import check_size_arguments, nearest_keys
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import build_model
 
@@ -318,10 +319,14 @@ def ViT(
     del arguments["variant"], arguments["weights"], arguments["hybrid_kwargs"]
     unknown = sorted(set(hybrid_kwargs) - set(HYBRID_KWARGS))
     if unknown:
+        valid = [*ViTConfig.field_names(), "variant", "weights"]
         raise TypeError(
-            f"ViT() got unexpected keyword arguments {unknown}. "
+            f"ViT() got unexpected keyword arguments {unknown}{nearest_keys(unknown, valid)}. "
             f"Hybrid arguments are {list(HYBRID_KWARGS)}."
         )
+    check_size_arguments(
+        image_size=image_size, num_classes=num_classes, patch_size=arguments.get("patch_size")
+    )
     weights, arguments = pretrained.resolve_arguments(variant, weights, arguments)
     config = ViTConfig.from_variant(variant, **arguments, **hybrid_kwargs)
     return build_model(config, weights)

@@ -223,6 +223,20 @@ def transfer_weights(source, target):
     copied, nor `head_dist`; a distillation token `source` lacks starts as built, its
     position as the class token's. Returns the copied layer names.
     """
+    quantized = sorted(
+        {
+            f"{layer.name} ({mode})"
+            for layer in source._flatten_layers(include_self=False)
+            for mode in [getattr(layer, "quantization_mode", None)]
+            if mode
+        }
+    )
+    if quantized:
+        raise ValueError(
+            f"The --init model {source.name!r} is quantized: its layers {quantized[:3]} hold "
+            "integer weights, and fine-tuning needs float ones. Fine-tune the float model and "
+            f"quantize the result. Received: {len(quantized)} quantized layer(s)"
+        )
     copied = []
     for layer in target.layers:
         if not layer.weights or layer.name in ("head", "head_dist", "pre_logits"):

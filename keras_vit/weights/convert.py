@@ -78,7 +78,7 @@ def convert_checkpoint(
         image_size: optional int or (height, width). Defaults to the
             checkpoint's resolution (its position-embedding grid).
         num_classes: optional int. Defaults to the checkpoint head's class
-            count. A different count gives a zero-initialised head.
+            count. A different count gives a zero-initialised head; 0 none.
         representation_size: optional int. Defaults to the checkpoint's
             `pre_logits` width (if any). 0 drops `pre_logits`.
         pooling: optional `"token"` or `"gap"`. Defaults to `"token"` when the
@@ -102,12 +102,16 @@ def convert_checkpoint(
     >>> convert_checkpoint("ViT-B_16.npz", "vit_b16.keras",
     ...                    model="B/16", num_classes=10)  # doctest: +SKIP
     """
+    from keras_vit.models.arguments import check_size_arguments
     from keras_vit.models.vit import ViT
     from keras_vit.saving import atomic_write
     from keras_vit.weights.npz import load_npz, read_npz
 
+    check_size_arguments(image_size=image_size, num_classes=num_classes)
     output = check_output(output, overwrite)
     defaults = checkpoint_defaults(read_npz(checkpoint), model)
+    if num_classes == 0:  # as from_timm / from_huggingface: no head
+        include_top = False
     if image_size is None:
         image_size = defaults["image_size"]
     if num_classes is None:

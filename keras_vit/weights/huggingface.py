@@ -30,6 +30,7 @@ import os
 import re
 
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.models import arguments as A
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
@@ -227,7 +228,13 @@ def head_arguments(arrays, num_classes, kwargs):
     if classifier is not None and len(L.shape_of(classifier)) == 2:
         found = int(L.shape_of(classifier)[0])
     num_classes = found if num_classes is None else num_classes
-    return num_classes, found, kwargs.pop("include_top", num_classes is not None)
+    return num_classes, found, A.head_arguments(num_classes, kwargs.pop("include_top", None))[1]
+
+
+def head_arguments_of(num_classes, kwargs):
+    """`(num_classes, include_top)` of the user's `num_classes` and `kwargs` (`include_top`
+    popped): 0 or None classes mean no head (`keras_vit.models.arguments.head_arguments`)."""
+    return A.head_arguments(num_classes, kwargs.pop("include_top", None))
 
 
 def family_config(arguments, hf, num_classes, include_top, kwargs):
@@ -388,6 +395,9 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
 
     >>> model = from_huggingface("vit-base-patch16-224")  # doctest: +SKIP
     """
+    A.check_size_arguments(
+        image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
+    )
     folder = _folder(path)
     hf = read_config(folder)
     family = FAMILY_MODULES.get(hf.get("model_type"))
@@ -402,17 +412,15 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     weights_path = _weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     classifier = arrays.get("classifier.weight")
-    include_top = kwargs.pop("include_top", None)
     if num_classes is None and classifier is not None and classifier.ndim == 2:
         num_classes = int(classifier.shape[0])
-    if include_top is None:
-        include_top = num_classes is not None
+    num_classes, include_top = A.head_arguments(num_classes, kwargs.pop("include_top", None))
     config = ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
             **arguments,
-            "image_size": image_size or arguments["image_size"],
-            "num_classes": num_classes or 1000,
+            "image_size": arguments["image_size"] if image_size is None else image_size,
+            "num_classes": num_classes,
             "include_top": include_top,
             "name": kwargs.pop("name", None) or _model_name(hf),
             **kwargs,

@@ -203,16 +203,17 @@ def from_huggingface_aimv2(folder, hf, *, num_classes=None, **kwargs):
         if key.startswith("head."):
             skip[key] = (f"dropped {key} {L.shape_of(value)}: AIMv2's attention-pooling head is "
                          "not read (pooling=None or 'gap')")  # fmt: skip
-    include_top = kwargs.pop("include_top", num_classes is not None)
+    num_classes, include_top = H.head_arguments_of(num_classes, kwargs)
+    image_size = kwargs.pop("image_size", None)
     config = ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
             **arguments,
             "pooling": kwargs.pop("pooling", None if not include_top else "gap"),
-            "num_classes": num_classes or 1000,
+            "num_classes": num_classes,
             "include_top": include_top,
             "name": kwargs.pop("name", None) or H._model_name(hf),
-            "image_size": kwargs.pop("image_size", None) or arguments["image_size"],
+            "image_size": arguments["image_size"] if image_size is None else image_size,
             **kwargs,
         },
     )

@@ -213,13 +213,13 @@ def from_huggingface_dinov3(folder, hf, *, num_classes=None, **kwargs):
     arguments = dinov3_arguments(hf, source=source)
     weights_path = H._weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
-    include_top = kwargs.pop("include_top", num_classes is not None)
+    num_classes, include_top = H.head_arguments_of(num_classes, kwargs)
     config = ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
             **arguments,
             "pooling": "token",  # DINOv3ViTModel's pooler_output: the class token
-            "num_classes": num_classes or 1000,
+            "num_classes": num_classes,
             "include_top": include_top,
             "name": kwargs.pop("name", None) or H._model_name(hf),
             **kwargs,

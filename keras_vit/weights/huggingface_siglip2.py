@@ -254,16 +254,14 @@ def from_huggingface_siglip2(folder, hf, *, num_classes=None, **kwargs):
     if is_classifier:
         arguments["pooling"] = "gap"  # mean of the valid tokens of last_hidden_state
     classifier = arrays.get("classifier.weight")
-    include_top = kwargs.pop("include_top", None)
     if num_classes is None and classifier is not None and np.ndim(classifier) == 2:
         num_classes = int(classifier.shape[0])
-    if include_top is None:
-        include_top = num_classes is not None
+    num_classes, include_top = H.head_arguments_of(num_classes, kwargs)
     config = ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
             **arguments,
-            "num_classes": num_classes or 1000,
+            "num_classes": num_classes,
             "include_top": include_top,
             "name": kwargs.pop("name", None) or H._model_name(hf),
             **kwargs,

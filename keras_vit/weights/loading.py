@@ -51,6 +51,31 @@ def dtype_problem(value):
     return f"holds {what} values (dtype {np.dtype(dtype).name}); a weight must be a real number"
 
 
+def integer_problem(value, variable):
+    """Why the integer array `value` cannot fill the float `variable`, or None.
+
+    A float weight is never stored as integers by timm, transformers or big_vision: integers
+    there mean a damaged or mislabelled file (or a buffer under a weight's name), and a silent
+    cast would load meaningless numbers. Integer buffers the loaders know (BEiT's
+    `relative_position_index`, BatchNorm's `num_batches_tracked`) are skipped, never assigned.
+    To load integer values on purpose, cast them first (`{k: v.astype("float32")}`) and pass
+    the dict.
+    """
+    dtype = getattr(value, "dtype", None)
+    dtype = np.asarray(value).dtype if dtype is None else dtype
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:
+        return None
+    if kind not in "iu" or not keras.backend.is_float_dtype(variable.dtype):
+        return None
+    return (
+        f"holds integers (dtype {np.dtype(dtype).name}) where the model's weight "
+        f"{variable.path} is {variable.dtype}: expected a float tensor (cast it yourself, "
+        "e.g. value.astype('float32'), to load integer values on purpose)"
+    )
+
+
 def dtype_problems(arrays):
     """`{key: reason}` for every array of `arrays` that cannot be a weight."""
     found = {}
@@ -79,7 +104,8 @@ def commit(
         model: the `keras.Model` being loaded (for its name).
         assignments: list of `(variable, value)`.
         problems: dict {"dtype" | "missing" | "unexpected" | "shape": [line]}. A "dtype"
-            problem (an array of strings, bools, complex numbers) always raises.
+            problem (an array of strings, bools, complex numbers, or integers for a float
+            weight) always raises.
         notes: list of log lines (kept heads, resampled grids, ...), logged at INFO.
         source: str. What is loaded (a path or a description), for the messages.
         strict: bool. When False, problems are logged and what matches is assigned.
@@ -98,7 +124,7 @@ def commit(
     problems = {kind: list(problems.get(kind, ())) for kind in KINDS}
     ready = []
     for variable, value in assignments:
-        why = dtype_problem(value)
+        why = dtype_problem(value) or integer_problem(value, variable)
         if why is None:
             try:
                 value = np.asarray(value, dtype=variable.dtype)
@@ -353,6 +379,10 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
         if key in bad:
             continue
         value = np.asarray(arrays[key])
+        why = integer_problem(value, targets[0])
+        if why:
+            problems["dtype"].append(f"{key}: {why}")
+            continue
         if transform.exact and shape_of(value) != expected:
             problems["shape"].append(f"{key}: expected {expected}, found {shape_of(value)}")
             continue

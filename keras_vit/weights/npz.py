@@ -35,7 +35,7 @@ import numpy as np
 
 from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import check_positive_int_pair
-from keras_vit.weights.loading import commit, dtype_problems, walk_layers
+from keras_vit.weights.loading import commit, dtype_problems, integer_problem, walk_layers
 from keras_vit.weights.loading import shape_of as _shape
 
 # The logger keeps the module's former, documented name (`keras-vit convert` prints it).
@@ -372,6 +372,10 @@ def _plan(model, arrays, source_grid):
         if name in bad:
             continue
         value = arrays[name]
+        why = integer_problem(value, variable)
+        if why:
+            problems["dtype"].append(f"{name}: {why}")
+            continue
         if name == POSITION_EMBEDDING:
             value, problem = _resample(
                 name, value, variable, model, source_grid, CLASS_TOKEN in arrays, notes
@@ -392,6 +396,12 @@ def _plan(model, arrays, source_grid):
     if model_head:
         if any(n in bad for n in model_head):
             pass  # a "dtype" problem already
+        elif any(n in arrays and integer_problem(arrays[n], table[n]) for n in model_head):
+            problems["dtype"] += [
+                f"{n}: {integer_problem(arrays[n], table[n])}"
+                for n in model_head
+                if n in arrays and integer_problem(arrays[n], table[n])
+            ]
         elif all(n in arrays and _shape(arrays[n]) == _shape(table[n]) for n in model_head):
             assignments += [(n, table[n], arrays[n]) for n in model_head]
         else:

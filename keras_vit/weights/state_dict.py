@@ -246,16 +246,27 @@ def _read_sharded(path):
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise _not_a_checkpoint(path, f"no readable weight_map: {error}") from error
     folder = os.path.dirname(os.path.abspath(path))
-    arrays = {}
-    for shard in dict.fromkeys(weight_map.values()):
-        shard_path = os.path.join(folder, shard)
-        inside = os.path.commonpath([folder, os.path.abspath(shard_path)]) == folder
-        if not isinstance(shard, str) or not inside or not shard.endswith(SAFETENSORS_SUFFIX):
+    shards = list(dict.fromkeys(weight_map.values()))
+    for shard in shards:
+        inside = isinstance(shard, str) and (
+            os.path.commonpath([folder, os.path.abspath(os.path.join(folder, shard))]) == folder
+        )
+        if not inside or not shard.endswith(SAFETENSORS_SUFFIX):
             raise ValueError(
                 f"{path!r} names the shard {shard!r}; expected a .safetensors file inside "
                 f"{folder!r}."
             )
-        arrays.update(read_safetensors(shard_path))
+    arrays, failures = {}, []
+    for shard in shards:  # every shard is read: a second bad one is reported with the first
+        try:
+            arrays.update(read_safetensors(os.path.join(folder, shard)))
+        except (OSError, ValueError) as error:
+            failures.append(f"  {shard}: {error}")
+    if failures:
+        raise ValueError(
+            f"{len(failures)} of the {len(shards)} shards that {path!r} names cannot be read "
+            "(download them again):\n" + "\n".join(failures)
+        )
     missing = sorted(set(weight_map) - set(arrays))
     if missing:
         raise _not_a_checkpoint(path, f"its shards lack {len(missing)} tensors, e.g. {missing[:3]}")
@@ -291,6 +302,24 @@ def _torch_load(path):
             f"{path!r} is not a readable PyTorch checkpoint of tensors: {why}. To load it, "
             f"{fix}."
         ) from None
+
+
+def sniff(path):
+    """What a checkpoint file holds by its first bytes, whatever its suffix: "safetensors" (an
+    8-byte header length, then a JSON object), "torch" (a zip archive or a pickle: what
+    `torch.save` writes), "npz" (a zip archive of `.npy` files) or None."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+    size = os.path.getsize(path)
+    if len(head) > 8 and head[8:9] == b"{":
+        (header_size,) = struct.unpack("<Q", head[:8])
+        if header_size <= size - 8:
+            return "safetensors"
+    if head.startswith(b"PK\x03\x04"):
+        return "npz" if b".npy" in head else "torch"
+    if head[:1] == b"\x80":  # pickle protocol 2+ (torch's legacy format)
+        return "torch"
+    return None
 
 
 def _existing_file(path):
@@ -396,8 +425,16 @@ def read_state_dict(source):
     path = _existing_file(source)
     if path.endswith(INDEX_SUFFIX):
         return unwrap(_read_sharded(path))
-    if path.endswith(SAFETENSORS_SUFFIX):
-        return unwrap(read_safetensors(path))
+    content = sniff(path)
+    if path.endswith(SAFETENSORS_SUFFIX) or (
+        path.endswith(TORCH_SUFFIXES) and content == "safetensors"
+    ):
+        if content == "torch":
+            raise ValueError(
+                f"{path!r} is named .safetensors but holds a PyTorch (torch.save) checkpoint. "
+                "Rename it to .pth (read with torch.load(weights_only=True))."
+            )
+        return unwrap(read_safetensors(path))  # a .bin holding safetensors is read as such
     if path.endswith(TORCH_SUFFIXES):
         return unwrap(_torch_load(path))
     if path.endswith(".npz"):

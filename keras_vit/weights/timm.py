@@ -20,6 +20,7 @@ refused with a `ValueError` saying what they need.
 import logging
 
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.models.arguments import check_size_arguments, head_arguments
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.models.variants import parse_variant
@@ -430,6 +431,9 @@ def from_timm(
     >>> model.output_shape
     (None, 10)
     """
+    check_size_arguments(
+        image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
+    )
     spec = parse_timm_name(name)
     if dynamic_image_size is not None:
         kwargs["dynamic_image_size"] = dynamic_image_size
@@ -463,10 +467,13 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     >>> config.num_register_tokens, config.include_top, config.image_size
     (4, False, (518, 518))
     """
+    check_size_arguments(
+        image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
+    )
     spec = parse_timm_name(spec) if isinstance(spec, str) else spec
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
-    include_top = kwargs.pop("include_top", None)
+    num_classes, include_top = head_arguments(num_classes, kwargs.pop("include_top", None))
     if spec.extras.get("merger_dims"):  # the projector width of the name's tag
         arguments["merger_dim"] = kwargs.get("merger_dim") or merger_dim(spec)
         if spec.extras.get("merger_hidden_is_dim"):  # DeepSeek's aligner: fc1 that wide too
@@ -491,9 +498,9 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     return ViTConfig.from_variant(
         arguments.pop("variant"),
         **{
-            "image_size": image_size or spec.image_size,
-            "num_classes": num_classes or 1000,
-            "include_top": num_classes > 0 if include_top is None else include_top,
+            "image_size": spec.image_size if image_size is None else image_size,
+            "num_classes": num_classes,
+            "include_top": include_top,
             "name": spec.name,
             **arguments,
             **kwargs,

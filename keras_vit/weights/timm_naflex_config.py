@@ -21,6 +21,11 @@ import dataclasses
 
 import numpy as np
 
+from keras_vit.models.arguments import (
+    check_size_arguments,
+    head_arguments,
+    unknown_keys_message,
+)
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.weights.state_dict import read_state_dict
@@ -59,8 +64,35 @@ _POSITION = {"learned": "learned", "factorized": "factorized", "none": None}
 _ACTIVATIONS = {None: False, "gelu": False, "gelu_tanh": True}
 
 
+# Every NaFlexVitCfg field of timm 1.0.31: a dict naming another key is refused (a misspelled
+# field would otherwise silently keep timm's default).
+FIELDS = (
+    "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "scale_mlp_norm",
+    "num_kv_heads", "qkv_bias", "qk_norm", "proj_bias", "attn_drop_rate",
+    "scale_attn_inner_norm", "use_key_only_attn_mask", "init_values", "drop_rate",
+    "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "drop_path_rate", "class_token",
+    "reg_tokens", "pos_embed", "pos_embed_grid_size", "pos_embed_interp_mode",
+    "pos_embed_ar_preserving", "pos_embed_antialias", "pos_embed_align_corners",
+    "pos_embed_use_grid_sample", "rope_type", "rope_temperature", "rope_ref_feat_shape",
+    "rope_grid_offset", "rope_grid_indexing", "rope_rotate_half", "rope_shift_coords",
+    "rope_jitter_coords", "rope_rescale_coords", "rope_mrope_section", "dynamic_img_pad",
+    "patchify_channels_last", "pre_norm", "final_norm", "fc_norm", "global_pool",
+    "pool_include_prefix", "attn_pool_num_heads", "attn_pool_mlp_ratio", "weight_init",
+    "fix_init", "embed_proj_type", "input_norm_layer", "embed_norm_layer", "norm_layer",
+    "act_layer", "block_fn", "mlp_layer", "attn_layer", "attn_type", "attn_gated",
+    "swiglu_mlp", "swiglu_align_to", "qkv_fused", "attn_only_layer_scale",
+    "enable_patch_interpolator",
+)  # fmt: skip
+
+
 def _fields(cfg):
     if isinstance(cfg, dict):
+        unknown = [key for key in cfg if key not in FIELDS]
+        if unknown:
+            raise ValueError(
+                unknown_keys_message(unknown, FIELDS, "The NaFlexVitCfg dict")
+                + " (the fields of timm's NaFlexVitCfg)."
+            )
         return dict(cfg)
     if dataclasses.is_dataclass(cfg):
         return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
@@ -125,6 +157,7 @@ def naflexvit_config(cfg, *, num_classes=1000, **kwargs):
 
 
 def _architecture(cfg, num_classes, kwargs):
+    check_size_arguments(num_classes=num_classes, patch_size=kwargs.get("patch_size"))
     fields = _fields(cfg)
 
     def get(name, default=None):
@@ -162,6 +195,7 @@ def _architecture(cfg, num_classes, kwargs):
     fc_norm = get("fc_norm")
     fc_norm = pooling == "avg" if fc_norm is None else bool(fc_norm)
     final = bool(get("final_norm", True))
+    classes, include_top = head_arguments(num_classes)
     args = dict(
         naflex=True,
         patch_size=patch,
@@ -180,8 +214,8 @@ def _architecture(cfg, num_classes, kwargs):
         final_norm=final and not fc_norm,
         pre_norm=bool(get("pre_norm", False)),
         approximate_gelu=_ACTIVATIONS[activation],
-        num_classes=num_classes or 1000,
-        include_top=num_classes > 0,
+        num_classes=classes,
+        include_top=include_top,
         **rotary,
     )
     if _POSITION[position] is not None:
@@ -238,6 +272,7 @@ def from_timm_naflexvit(cfg, checkpoint=None, *, num_classes=None, **kwargs):
     >>> model.rotary_embedding.name, model.output_shape
     ('rotary_embedding', (None, 3))
     """
+    check_size_arguments(num_classes=num_classes, patch_size=kwargs.get("patch_size"))
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
     if num_classes is None:
         head = None if arrays is None else arrays.get("head.weight")
