@@ -299,13 +299,13 @@ def run_inspect(args):
         raise IsADirectoryError(f"--image {args.image!r} is a folder; expected an image file.")
     if not os.path.isfile(args.image):
         raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
+    if os.path.lexists(args.out) and not os.path.isdir(args.out):
         raise NotADirectoryError(f"--out {args.out!r} is a file; expected a folder.")
     check_writable(args.out, "--out folder")
     existing = [
         name
         for name in inspection.FIGURE_NAMES
-        if os.path.exists(os.path.join(args.out, f"{name}.png"))
+        if os.path.lexists(os.path.join(args.out, f"{name}.png"))
     ]
     if existing and not args.overwrite:
         raise FileExistsError(

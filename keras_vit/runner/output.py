@@ -20,9 +20,9 @@ FINAL_FOLDERS = ("checkpoints", "logs", "backup")
 
 
 def is_finished(out):
-    metrics = os.path.exists(os.path.join(out, "metrics.json"))
-    model = os.path.exists(os.path.join(out, "model.keras"))
-    return metrics or (model and not os.path.exists(os.path.join(out, "backup")))
+    metrics = os.path.lexists(os.path.join(out, "metrics.json"))
+    model = os.path.lexists(os.path.join(out, "model.keras"))
+    return metrics or (model and not os.path.lexists(os.path.join(out, "backup")))
 
 
 def prepare_out(config):
@@ -37,7 +37,7 @@ def prepare_out(config):
     if not isinstance(out, (str, os.PathLike)) or not str(out):
         raise ValueError(f"out (--out) must be a folder path. Received: out={out!r}")
     out = os.fspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
+    if os.path.lexists(out) and not os.path.isdir(out):
         raise NotADirectoryError(
             f"--out must be a folder, but {out!r} is an existing file: choose another --out."
         )
@@ -58,7 +58,7 @@ def prepare_out(config):
     ours = [
         name
         for name in (*FINAL_ARTEFACTS, *FINAL_FOLDERS)
-        if os.path.exists(os.path.join(out, name))
+        if os.path.lexists(os.path.join(out, name))
     ]
     resumable = os.path.isdir(os.path.join(out, "backup")) and not is_finished(out)
     if ours and not resumable:
