@@ -139,11 +139,60 @@ def _convert_arguments(args):
     return dict(zip(names, args.paths, strict=True))
 
 
+def sniff_checkpoint(path):
+    """What a file or folder holds, by its content: `"npz"`, `"safetensors"`, `"torch"`,
+    `"keras"`, `"huggingface"` (a folder with config.json), or None (unknown / missing)."""
+    import struct
+    import zipfile
+
+    if os.path.isdir(path):
+        return "huggingface" if os.path.isfile(os.path.join(path, "config.json")) else None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < 1 << 27:
+        return "safetensors"
+    if head.startswith(b"\x80"):  # a pickle (a legacy torch.save file)
+        return "torch"
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if "config.json" in names and any(n.endswith(".h5") or "weights" in n for n in names):
+            return "keras"
+        if any(n.endswith("data.pkl") for n in names):
+            return "torch"
+        if all(n.endswith(".npy") for n in names):
+            return "npz"
+    return None
+
+
+def _check_npz_checkpoint(paths):
+    """`convert` without --from reads an official .npz: refuses other content, naming its flag."""
+    if not paths:
+        return
+    found = sniff_checkpoint(paths[0])
+    advice = {
+        "safetensors": "a safetensors state dict (timm): use --from timm NAME CHECKPOINT OUTPUT",
+        "torch": "a PyTorch checkpoint (timm): use --from timm NAME CHECKPOINT OUTPUT",
+        "huggingface": "a Hugging Face folder: use --from huggingface FOLDER OUTPUT",
+        "keras": "a .keras model: use --to timm or --to huggingface to write it for PyTorch",
+    }
+    if found in advice:
+        raise ValueError(
+            f"convert without --from reads an official .npz checkpoint (--from npz); "
+            f"CHECKPOINT {paths[0]!r} is {advice[found]}."
+        )
+
+
 def run_convert(args):
     from keras_vit.weights import convert
 
     if args.target is not None:
         return convert_to.run_convert_to(args)
+    if args.source is None:
+        _check_npz_checkpoint(args.paths)
     args.source = args.source or "npz"
     paths = _convert_arguments(args)
     _show_loader_log()
