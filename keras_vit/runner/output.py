@@ -20,6 +20,8 @@ import signal
 import socket
 import threading
 
+from keras_vit.saving import check_writable
+
 _interrupts = {"count": 0, "previous": None}
 
 
@@ -54,8 +56,6 @@ def check_not_interrupted():
     library caught the first `KeyboardInterrupt`): an interrupted run is never finished."""
     if _interrupts["count"]:
         raise KeyboardInterrupt
-
-from keras_vit.saving import check_writable
 
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
 FINAL_FOLDERS = ("checkpoints", "logs", "backup")

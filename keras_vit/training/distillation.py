@@ -91,9 +91,11 @@ def check_teacher(teacher, image_size=None, num_channels=None, num_classes=None)
     """
     model = load_teacher(teacher)
     config = getattr(model, "config", None)
-    if getattr(config, "naflex", False) or isinstance(model.inputs, dict) or (
-        isinstance(getattr(model, "input", None), dict)
-    ):
+    try:
+        inputs = model.input
+    except (AttributeError, ValueError):  # a model never built: refused below
+        inputs = None
+    if getattr(config, "naflex", False) or isinstance(inputs, dict):
         raise _teacher_error(
             teacher, "is a NaFlex model (it takes patch batches); distillation feeds the "
             "teacher the student's images: give an image model (a plain ViT or a CNN)."

@@ -182,9 +182,8 @@ def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
     from keras_vit.saving import atomic_write
 
     path = check_destination(path, overwrite)
-    atomic_write(
-        path, lambda staged: write_safetensors(arrays, staged, metadata=metadata or {"format": "pt"})
-    )
+    metadata = metadata or {"format": "pt"}
+    atomic_write(path, lambda staged: write_safetensors(arrays, staged, metadata=metadata))
     return path
 
 
