@@ -133,7 +133,7 @@ def check_teacher(teacher, image_size=None, num_channels=None, num_classes=None)
         )
     if num_classes is not None and out[-1] != num_classes:
         raise _teacher_error(
-            teacher, f"predicts {out[-1]} classes; the student has {num_classes}."
+            teacher, f"predicts {out[-1]} classes, not the student's {num_classes} classes."
         )
     return model
 
