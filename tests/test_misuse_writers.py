@@ -294,7 +294,8 @@ def test_teacher_mistakes_name_the_teacher_before_out_is_written(tmp_path, capsy
     with pytest.raises(ValueError, match=r"teacher \(--teacher\).*no known input shape"):
         check_teacher(unbuilt, image_size=16)
     student = ViT("mu/8", image_size=16, num_classes=4, num_layers=1, distillation_token=True)
-    with pytest.raises(ValueError, match=r"teacher \(--teacher\).*predicts 3 classes, not the student's 4"):
+    classes = r"teacher \(--teacher\).*predicts 3 classes, not the student's 4"
+    with pytest.raises(ValueError, match=classes):
         Distiller(student, ViT("mu/8", image_size=16, num_classes=3, num_layers=1))
 
 
