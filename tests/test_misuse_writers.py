@@ -313,6 +313,9 @@ def test_convert_without_from_names_the_reader_a_file_needs(small, tmp_path, cap
         err = _error(capsys)
         assert advice in err and "TFSMLayer" not in err, err
         assert not os.path.exists(out)
+    out = str(tmp_path / "out.keras")  # the timm form (NAME CHECKPOINT OUTPUT) without --from
+    assert main(["convert", "vit_base_patch16_224", timm_file, out]) == 2
+    assert "use --from timm NAME CHECKPOINT OUTPUT" in _error(capsys)
 
 
 def test_fewshot_refuses_a_naflex_model(tmp_path, capsys):

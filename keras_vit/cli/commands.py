@@ -170,20 +170,19 @@ def sniff_checkpoint(path):
 
 def _check_npz_checkpoint(paths):
     """`convert` without --from reads an official .npz: refuses other content, naming its flag."""
-    if not paths:
-        return
-    found = sniff_checkpoint(paths[0])
     advice = {
         "safetensors": "a safetensors state dict (timm): use --from timm NAME CHECKPOINT OUTPUT",
         "torch": "a PyTorch checkpoint (timm): use --from timm NAME CHECKPOINT OUTPUT",
         "huggingface": "a Hugging Face folder: use --from huggingface FOLDER OUTPUT",
         "keras": "a .keras model: use --to timm or --to huggingface to write it for PyTorch",
     }
-    if found in advice:
-        raise ValueError(
-            f"convert without --from reads an official .npz checkpoint (--from npz); "
-            f"CHECKPOINT {paths[0]!r} is {advice[found]}."
-        )
+    for path in paths[:-1]:  # every input (the last path is the output)
+        found = sniff_checkpoint(path)
+        if found in advice:
+            raise ValueError(
+                f"convert without --from reads an official .npz checkpoint (--from npz); "
+                f"CHECKPOINT {path!r} is {advice[found]}."
+            )
 
 
 def run_convert(args):
