@@ -40,11 +40,12 @@ def atomic_write(target, write, name=None):
     """
     target = os.fspath(target)
     parent = os.path.dirname(target) or "."
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    staging = staging_folder(target, parent)
     try:
         staged = os.path.join(staging, name or os.path.basename(target))
         result = write(staged)
+        if os.path.isfile(staged) and not os.path.islink(staged):
+            os.chmod(staged, file_mode(target))
         if os.path.isdir(target) and not os.path.islink(target):
             if not os.path.isdir(staged):  # never a user's folder for a file
                 raise IsADirectoryError(
@@ -56,6 +57,100 @@ def atomic_write(target, write, name=None):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def staging_folder(target, parent):
+    """A new hidden folder in `parent` (created) to write `target` in; errors name `target`."""
+    try:
+        os.makedirs(parent, exist_ok=True)
+        return tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    except OSError as error:  # a read-only folder: name the user's path, not the hidden one
+        raise PermissionError(
+            f"Cannot write {target!r}: the folder {os.path.abspath(parent)!r} is not writable "
+            f"({error.strerror or error}). Choose another path or change its permissions."
+        ) from None
+
+
+def file_mode(target):
+    """The permission bits a file written at `target` gets.
+
+    An existing regular file keeps its own mode (replacing a user's 0644 file with `overwrite`
+    leaves it 0644); a new file gets `0o666` less the process's umask, as `open()` would give it
+    (a temporary file from `tempfile` is 0600 whatever the umask).
+    """
+    if os.path.isfile(target) and not os.path.islink(target):
+        return os.stat(target).st_mode & 0o7777
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# What each file suffix says a file holds (to refuse writing one format under another's name).
+SUFFIX_FORMATS = {
+    ".keras": "a Keras model archive",
+    ".safetensors": "a safetensors file",
+    ".pth": "a pickled PyTorch checkpoint",
+    ".pt": "a pickled PyTorch checkpoint",
+    ".bin": "a pickled PyTorch checkpoint",
+    ".ckpt": "a pickled PyTorch checkpoint",
+    ".npz": "a NumPy .npz archive",
+    ".npy": "a NumPy array",
+    ".h5": "an HDF5 file",
+    ".onnx": "an ONNX model",
+    ".tflite": "a LiteRT (TFLite) model",
+    ".json": "a JSON file",
+}
+
+
+def check_path_argument(path, argument="path"):
+    """`path` as a str; a `TypeError` naming `argument` when it is no str or path-like."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"{argument} must be a str or path-like file path. Received: {argument}={path!r} "
+            f"of type {type(path).__name__}"
+        ) from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError(f"{argument} must name a file. Received: {argument}=''")
+    return path
+
+
+def check_suffix(path, suffixes, content, argument="path"):
+    """Refuses to write `content` under a name whose suffix says another format.
+
+    Args:
+        path: str. The file to write.
+        suffixes: tuple of str, the suffixes `content` may have (the first is named).
+        content: str, what is written (`"a safetensors file"`), for the message.
+        argument: str, the argument or flag the user typed, for the message.
+
+    Raises:
+        ValueError: `path` does not end with one of `suffixes`.
+    """
+    if path.lower().endswith(tuple(s.lower() for s in suffixes)):
+        return
+    suffix = os.path.splitext(path.rstrip("/" + os.sep))[1].lower()
+    said = SUFFIX_FORMATS.get(suffix)
+    why = f"{suffix!r} names {said}" if said else f"its suffix is {suffix or 'missing'!r}"
+    raise ValueError(
+        f"{argument}={path!r} would hold {content}, but {why}: readers (keras_vit included) "
+        f"pick the reader by suffix. Expected a name ending in {suffixes[0]!r}; nothing was "
+        "written."
+    )
+
+
+def check_folder_name(path, content, argument="path"):
+    """Refuses a folder to write whose name ends with a file format's suffix (`out.keras`)."""
+    suffix = os.path.splitext(path.rstrip("/" + os.sep))[1].lower()
+    if suffix in SUFFIX_FORMATS:
+        raise ValueError(
+            f"{argument}={path!r} would be a folder holding {content}, but {suffix!r} names "
+            f"{SUFFIX_FORMATS[suffix]}. Expected a folder name without a file suffix; nothing "
+            "was written."
+        )
 
 
 def check_writable(path, what="output"):

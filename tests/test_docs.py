@@ -1,7 +1,11 @@
 """Runs every ```python example of README.md and docs/*.md, and checks the docs' links and layout.
 
 One test per page: the page's python blocks run in order in one namespace (a later block may use
-an earlier one's names), in a fresh temporary folder, on the active Keras backend. A block whose
+an earlier one's names), on the active Keras backend, all pages in ONE shared temporary folder
+in the order a reader meets them (README.md, then docs/ A-Z): an example that writes a file
+another page already wrote (and refuses to replace) fails here as it would for the reader. The
+command lines of the pages (```bash / ``` blocks) are checked statically: no two of them, and
+no python example, write the same output path. A block whose
 first line is `# doc: skip (REASON)` is not run (a download, a full-size model, a server); there
 should be few. The layout table of docs/design.md must list every module under keras_vit/ and
 nothing that does not exist; every relative link of the pages must point at a file that exists.
@@ -45,13 +49,19 @@ def test_pages_are_found():
     assert "docs/models.md" in PAGES and "docs/design.md" in PAGES and len(PAGES) >= 8
 
 
+@pytest.fixture(scope="module")
+def shared_folder(tmp_path_factory):
+    """The one folder every page's examples run in, in page order (as a reader would)."""
+    return tmp_path_factory.mktemp("docs_examples")
+
+
 @pytest.mark.parametrize(
     "page",
     [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in PAGES],
 )
-def test_examples_run(page, tmp_path, monkeypatch):
+def test_examples_run(page, shared_folder, monkeypatch):
     blocks = python_blocks(read(page))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(shared_folder)
     scope = {"__name__": "__doc_example__"}
     ran = 0
     for line, code in blocks:
@@ -113,3 +123,78 @@ def test_cli_page_lists_every_flag():
             for flag in action.option_strings:
                 if flag not in ("-h", "--help"):
                     assert f"`{flag}" in section, f"keras-vit {name} {flag} is not in docs/cli.md"
+
+
+def fenced_blocks(text):
+    """(info string, code) of every fenced block, opening and closing fences paired in order."""
+    blocks, info, lines = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if info is None:
+                info, lines = line[3:].strip(), []
+            else:
+                blocks.append((info, "\n".join(lines)))
+                info = None
+        elif info is not None:
+            lines.append(line)
+    return blocks
+
+# The python writers that refuse an existing target: their first string argument.
+PYTHON_WRITES = re.compile(
+    r"export_(?:timm|huggingface|onnx|litert|saved_model)\(\w+, \"([^\"]+)\""
+)
+
+
+def command_lines(text):
+    """Every `keras-vit ...` command line of the page's shell blocks (continuations joined)."""
+    lines = []
+    for info, block in fenced_blocks(text):
+        if info not in ("", "bash", "sh", "console"):
+            continue
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            line = line.split("#", 1)[0].strip().strip("'\"")
+            line = re.sub(r"^(\w+=\S+ )+", "", line)  # KERAS_BACKEND=... prefixes
+            if line.startswith(("keras-vit ", "python -m keras_vit ")):
+                lines.append(line)
+    return lines
+
+
+def written_by(line):
+    """The output path a command line writes, or None (a command that writes nothing)."""
+    words = line.split()
+    words = words[3:] if words[0] == "python" else words[1:]
+    command, rest = words[0], words[1:]
+    if "--out" in rest:
+        return rest[rest.index("--out") + 1]
+    flags_with_values = {"--from", "--to", "--version", "--quantize", "--representative-data",
+                         "--num-classes", "--model", "--image-size", "--format", "--image"}
+    positional, skip = [], False
+    for word in rest:
+        if skip:
+            skip = False
+        elif word.startswith("--"):
+            skip = word in flags_with_values
+        else:
+            positional.append(word)
+    if command in ("export", "convert") and positional:
+        return positional[-1]
+    return None
+
+
+def test_examples_write_each_output_once():
+    """README then docs/ A-Z, followed in one folder: no output is written twice (the second
+    writer would refuse, or the pages would read one file as two different models)."""
+    seen = {}
+    for page in PAGES:
+        text = read(page)
+        targets = [written_by(line) for line in command_lines(text)]
+        targets += PYTHON_WRITES.findall("\n".join(c for _, c in python_blocks(text)))
+        for target in targets:
+            if target is None or "--process-id" in str(target):
+                continue
+            key = os.path.normpath(target)
+            assert key not in seen or seen[key] == page and target.startswith("runs/two"), (
+                f"{page} writes {target!r}, which {seen.get(key)} already wrote"
+            )
+            seen[key] = page

@@ -139,11 +139,59 @@ def _convert_arguments(args):
     return dict(zip(names, args.paths, strict=True))
 
 
+def sniff_checkpoint(path):
+    """What a file or folder holds, by its content: `"npz"`, `"safetensors"`, `"torch"`,
+    `"keras"`, `"huggingface"` (a folder with config.json), or None (unknown / missing)."""
+    import struct
+    import zipfile
+
+    if os.path.isdir(path):
+        return "huggingface" if os.path.isfile(os.path.join(path, "config.json")) else None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] < 1 << 27:
+        return "safetensors"
+    if head.startswith(b"\x80"):  # a pickle (a legacy torch.save file)
+        return "torch"
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if "config.json" in names and any(n.endswith(".h5") or "weights" in n for n in names):
+            return "keras"
+        if any(n.endswith("data.pkl") for n in names):
+            return "torch"
+        if all(n.endswith(".npy") for n in names):
+            return "npz"
+    return None
+
+
+def _check_npz_checkpoint(paths):
+    """`convert` without --from reads an official .npz: refuses other content, naming its flag."""
+    advice = {
+        "safetensors": "a safetensors state dict (timm): use --from timm NAME CHECKPOINT OUTPUT",
+        "torch": "a PyTorch checkpoint (timm): use --from timm NAME CHECKPOINT OUTPUT",
+        "huggingface": "a Hugging Face folder: use --from huggingface FOLDER OUTPUT",
+        "keras": "a .keras model: use --to timm or --to huggingface to write it for PyTorch",
+    }
+    for path in paths[:-1]:  # every input (the last path is the output)
+        found = sniff_checkpoint(path)
+        if found in advice:
+            raise ValueError(
+                f"convert without --from reads an official .npz checkpoint (--from npz); "
+                f"CHECKPOINT {path!r} is {advice[found]}."
+            )
+
+
 def run_convert(args):
     from keras_vit.weights import convert
 
     if args.target is not None:
         return convert_to.run_convert_to(args)
+    if args.source is None:
+        _check_npz_checkpoint(args.paths)
     args.source = args.source or "npz"
     paths = _convert_arguments(args)
     _show_loader_log()
@@ -299,13 +347,13 @@ def run_inspect(args):
         raise IsADirectoryError(f"--image {args.image!r} is a folder; expected an image file.")
     if not os.path.isfile(args.image):
         raise FileNotFoundError(f"Image file not found: {args.image!r} (--image).")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
+    if os.path.lexists(args.out) and not os.path.isdir(args.out):
         raise NotADirectoryError(f"--out {args.out!r} is a file; expected a folder.")
     check_writable(args.out, "--out folder")
     existing = [
         name
         for name in inspection.FIGURE_NAMES
-        if os.path.exists(os.path.join(args.out, f"{name}.png"))
+        if os.path.lexists(os.path.join(args.out, f"{name}.png"))
     ]
     if existing and not args.overwrite:
         raise FileExistsError(

@@ -257,4 +257,6 @@ def config_from_args(module, command, args):
     if getattr(args, "overwrite", False):
         flags["overwrite"] = True
     _apply(config, flags, "the command line")
+    if command == "finetune" and config.get("init") and "model" not in {**file["CONFIG"], **flags}:
+        config["model"] = None  # the --init checkpoint's architecture, recorded as such
     return config

@@ -56,13 +56,17 @@ def convert_to_arguments(args):
 
 def run_convert_to(args):
     """Writes the `.keras` model for timm or transformers and prints how to load it."""
-    from keras_vit.saving import load_model
+    from keras_vit.saving import check_folder_name, check_suffix, load_model
     from keras_vit.weights.export_huggingface import export_huggingface
     from keras_vit.weights.export_timm import export_timm
 
     paths = convert_to_arguments(args)
-    model = load_model(paths["MODEL"])
     output = paths["OUTPUT"]
+    if args.target == "timm":  # before reading the model: OUTPUT's name must say safetensors
+        check_suffix(output, (".safetensors",), "a timm state dict (safetensors)", "OUTPUT")
+    else:
+        check_folder_name(output, "config.json and model.safetensors", "OUTPUT")
+    model = load_model(paths["MODEL"])
     if args.target == "timm":
         exported = export_timm(model, output, overwrite=args.overwrite)
         print(f"Wrote {output}: the timm state dict of {model.name}. In PyTorch:")

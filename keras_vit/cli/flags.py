@@ -359,7 +359,9 @@ def quickstart_flags(parser):
     from keras_vit.runner.quickstart_defaults import DEFAULTS
 
     parser.add_argument(
-        "--out", default="runs/quickstart", help="output folder (model.keras, metrics.json)"
+        "--out", default=None,
+        help="output folder (model.keras, metrics.json); default runs/quickstart/BACKEND, one "
+        "per backend"
     )
     parser.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"])
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"])

@@ -102,8 +102,14 @@ def check_writable_parent(target):
         )
 
 
-def check_file_target(path, overwrite):
-    """Checks a single-file target (ONNX, LiteRT): not a folder, new unless `overwrite`."""
+def check_file_target(path, overwrite, suffixes=None, content=None):
+    """Checks a single-file target (ONNX, LiteRT): not a folder, new unless `overwrite`.
+
+    With `suffixes` (e.g. `(".onnx",)`), a name whose suffix says another format is refused
+    (`keras_vit.saving.check_suffix`): `content` would be misread under it.
+    """
+    if suffixes is not None:
+        saving.check_suffix(path, suffixes, content, "path")
     if os.path.isdir(path):
         raise FileExistsError(f"Export path {path!r} is a folder; give a file path.")
     if os.path.lexists(path) and not overwrite:

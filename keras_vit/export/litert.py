@@ -314,7 +314,7 @@ def _converter(saved_model_dir, quantize, representative):
 def _write_litert(model, path, *, overwrite, quantize, representative_path, max_patches=None):
     """Traces `model` (TensorFlow backend) and writes the `.tflite` file; returns JSON facts."""
     tf = _checks.import_tensorflow()
-    _checks.check_file_target(path, overwrite)
+    _checks.check_file_target(path, overwrite, (".tflite",), "a LiteRT (TFLite) model")
     inputs = _check_model(model, max_patches)
     name = _output_name(model)
     model = _float32_model(model)
@@ -471,8 +471,8 @@ def export_litert(
     _checks.check_method(method)
     _check_quantize(quantize, representative_data)
     _checks.import_tensorflow()
-    path = os.path.abspath(os.fspath(path))
-    _checks.check_file_target(path, overwrite)
+    path = os.path.abspath(_checks.saving.check_path_argument(path))
+    _checks.check_file_target(path, overwrite, (".tflite",), "a LiteRT (TFLite) model")
     model = _checks.check_model_argument(model)
     checked = model if isinstance(model, keras.Model) else None
     if checked is not None:

@@ -44,7 +44,7 @@ def _write_onnx(model, path, *, overwrite):
             "export_onnx needs tf2onnx and onnx: `pip install tf2onnx onnx` "
             "(and onnxruntime to run the result)."
         ) from error
-    _checks.check_file_target(path, overwrite)
+    _checks.check_file_target(path, overwrite, (".onnx",), "an ONNX model")
     signature = _input_signature(model)
     _check_not_float8(model)
 
@@ -104,8 +104,8 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     """
     _checks.check_method(method)
     _checks.import_tensorflow()
-    path = os.path.abspath(os.fspath(path))
-    _checks.check_file_target(path, overwrite)
+    path = os.path.abspath(_checks.saving.check_path_argument(path))
+    _checks.check_file_target(path, overwrite, (".onnx",), "an ONNX model")
     model = _checks.check_model_argument(model)
     if isinstance(model, keras.Model):
         _input_signature(model)  # fail fast, before saving

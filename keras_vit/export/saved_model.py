@@ -110,7 +110,8 @@ class ExportResult:
 
 
 def _target_dir(export_dir, version):
-    export_dir = os.fspath(export_dir)
+    export_dir = _checks.saving.check_path_argument(export_dir, "export_dir")
+    _checks.saving.check_folder_name(export_dir, "a SavedModel (saved_model.pb)", "export_dir")
     if version is None:
         return os.path.abspath(export_dir)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:

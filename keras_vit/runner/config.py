@@ -38,7 +38,7 @@ RUNTIME = dict(
     backup_every=1,  # epochs between resumable backups (and always after the last epoch)
     checkpoints=True,  # checkpoints/last.keras and best.keras
     tensorboard=True,  # logs/
-    verbose="auto",
+    verbose="auto",  # Keras fit verbosity; "auto": a progress bar on a terminal, else 2
 )
 
 # The one smoke shrink (tests): a 2-layer width-32 model, 16 px, batch 32, 3 epochs of 8 steps,
@@ -165,3 +165,21 @@ def vit_kwargs(config):
     kwargs = dict(config["model_overrides"] or {})
     kwargs.update({key: config[key] for key in ViTConfig.field_names() if key in config})
     return kwargs
+
+
+def fit_verbosity(verbose, stream=None):
+    """Keras `fit` verbosity for a recipe's `verbose` setting.
+
+    `"auto"` is a progress bar (1) when standard output is a terminal and one line per epoch
+    (2) otherwise: a progress bar's ANSI escapes would fill a redirected log (what the
+    quickstart's `--verbose 2` does). 0, 1 and 2 are kept as given.
+    """
+    if verbose != "auto":
+        return verbose
+    import sys
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        return 1 if stream.isatty() else 2
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return 2

@@ -28,7 +28,7 @@ import numpy as np
 from keras_vit import saving
 from keras_vit.runner import backup, pretrain
 from keras_vit.runner.config import jsonable
-from keras_vit.runner.output import prepare_out, release_out
+from keras_vit.runner.output import check_not_interrupted, prepare_out, release_out
 from keras_vit.runner.setup import load_data
 from keras_vit.training import multihost
 from keras_vit.training.fewshot import fewshot_accuracy
@@ -123,6 +123,12 @@ def _evaluate(config, out, pretrain_config):
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
     model = saving.load_model(path)
+    if getattr(getattr(model, "config", None), "naflex", False) or isinstance(model.input, dict):
+        raise ValueError(
+            f"fewshot evaluates image models; model_path (--model-path) {path!r} is a NaFlex "
+            "model (it takes patch batches, not images). Evaluate its fixed-size twin, or a "
+            "plain ViT."
+        )
     image_size = config["image_size"] or tuple(model.input_shape[1:3])
     train, test = load_data(config)
     features = feature_model(model)
@@ -153,6 +159,7 @@ def _evaluate(config, out, pretrain_config):
         "shots": results,
         "config": jsonable(config),
     }
+    check_not_interrupted()
     backup.write_json(os.path.join(out, "metrics.json"), metrics)
     for n, r in results.items():
         print(f"{n}-shot: {r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}")

@@ -269,6 +269,33 @@ def zero_head(model):
         w.assign(np.zeros(tuple(w.shape), "float32"))
 
 
+def check_init_variant(source, config):
+    """Refuses a `--model` that contradicts the `--init` checkpoint's architecture.
+
+    Fine-tuning from `--init` keeps the checkpoint's architecture, so `config["model"]` (with
+    `model_overrides`) must name the same sizes, or be None (the command line leaves it None
+    when `--model` is not given with `--init`): a run never records one variant and trains
+    another.
+    """
+    if config.get("model") is None:
+        return
+    theirs = ViTConfig.from_model(source).to_kwargs("size")
+    try:
+        ours = ViTConfig.from_variant(
+            config["model"], **(config.get("model_overrides") or {})
+        ).to_kwargs("size")
+    except (ValueError, TypeError, KeyError):
+        ours = None
+    if ours == theirs:
+        return
+    sizes = ", ".join(f"{k}={v}" for k, v in theirs.items())
+    raise ValueError(
+        f"--model {config['model']} contradicts --init {config['init']!r}, a model with {sizes}: "
+        "fine-tuning keeps the --init model's architecture. Drop --model (the run then records "
+        f"the --init model's sizes){'' if ours is None else ' or give an --init of that variant'}."
+    )
+
+
 def build_model(num_classes, config):
     """Builds the fine-tuning model: from `init` (any `--init` checkpoint), `weights` (.npz)
     or from scratch."""
@@ -290,7 +317,7 @@ def build_model(num_classes, config):
         if config.get("distillation_token"):
             arch["distillation_token"] = True
         arch.setdefault("image_size", config["image_size"])
-        model = ViT(config["model"], num_classes=num_classes, **arch)
+        model = ViT(config["model"] or "B/16", num_classes=num_classes, **arch)
         copied = transfer_weights(source, model)
         info = {
             "init": config["init"],
@@ -381,6 +408,10 @@ def check_distillation(config):
         raise ValueError(
             f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
         )
+    # The teacher takes the run's images: checked before anything is written to --out.
+    distillation.check_teacher(
+        teacher, image_size=config["image_size"], num_channels=config.get("num_channels")
+    )
     for key in ("lora_rank", "patch_sizes"):
         if config.get(key) is not None:
             raise ValueError(
@@ -420,6 +451,10 @@ def run(config, callbacks=()):
     check_naflex(config)
     if config["init"]:
         init_format(config["init"], config.get("timm_name"))
+        if config.get("model") is not None:  # --model with --init: agree before any output
+            with without_distribution():
+                source, _ = load_init_model(config)
+            check_init_variant(getattr(source, "backbone", source), config)
     return run_training(
         config, build_distilled_model, "finetune", callbacks=callbacks, finish=save_adapters
     )

@@ -6,23 +6,65 @@ to resume are not replaced unless asked either (a user's own `log.csv`). A folde
 live run is refused, with or without `overwrite`: the run holds `out/.keras_vit.lock` (naming
 its process and host) until it ends; a lock whose process has died on this host is taken over.
 A run that fails leaves no empty folder behind that it created.
+
+Ctrl-C: the run's SIGINT handler is installed before the lock file is written (`take_lock`) and
+records every interrupt; a run interrupted at any moment, even inside a library that swallows
+`KeyboardInterrupt`, raises it again before it could be recorded as finished
+(`check_not_interrupted`), so it ends with exit 130 and stays resumable.
 """
 
 import json
 import os
 import shutil
+import signal
 import socket
+import threading
 
 from keras_vit.saving import check_writable
+
+_interrupts = {"count": 0, "previous": None}
+
+
+def _on_sigint(signum, frame):
+    _interrupts["count"] += 1
+    raise KeyboardInterrupt
+
+
+def install_interrupt_handler():
+    """Installs the run's SIGINT handler (main thread only) and clears the interrupt record."""
+    _interrupts["count"] = 0
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not _on_sigint:
+        _interrupts["previous"] = previous
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+def restore_interrupt_handler():
+    """Puts back the SIGINT handler `install_interrupt_handler` replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = _interrupts["previous"]
+    if previous is not None and signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, previous)
+    _interrupts["previous"] = None
+
+
+def check_not_interrupted():
+    """Raises `KeyboardInterrupt` when Ctrl-C came since the run took its lock (even if a
+    library caught the first `KeyboardInterrupt`): an interrupted run is never finished."""
+    if _interrupts["count"]:
+        raise KeyboardInterrupt
 
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
 FINAL_FOLDERS = ("checkpoints", "logs", "backup")
 
 
 def is_finished(out):
-    metrics = os.path.exists(os.path.join(out, "metrics.json"))
-    model = os.path.exists(os.path.join(out, "model.keras"))
-    return metrics or (model and not os.path.exists(os.path.join(out, "backup")))
+    metrics = os.path.lexists(os.path.join(out, "metrics.json"))
+    model = os.path.lexists(os.path.join(out, "model.keras"))
+    return metrics or (model and not os.path.lexists(os.path.join(out, "backup")))
 
 
 def prepare_out(config):
@@ -37,7 +79,7 @@ def prepare_out(config):
     if not isinstance(out, (str, os.PathLike)) or not str(out):
         raise ValueError(f"out (--out) must be a folder path. Received: out={out!r}")
     out = os.fspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
+    if os.path.lexists(out) and not os.path.isdir(out):
         raise NotADirectoryError(
             f"--out must be a folder, but {out!r} is an existing file: choose another --out."
         )
@@ -58,7 +100,7 @@ def prepare_out(config):
     ours = [
         name
         for name in (*FINAL_ARTEFACTS, *FINAL_FOLDERS)
-        if os.path.exists(os.path.join(out, name))
+        if os.path.lexists(os.path.join(out, name))
     ]
     resumable = os.path.isdir(os.path.join(out, "backup")) and not is_finished(out)
     if ours and not resumable:
@@ -130,6 +172,7 @@ def check_lock(out):
 def take_lock(out):
     """Writes `out/.keras_vit.lock` naming this process (after `check_lock`)."""
     check_lock(out)
+    install_interrupt_handler()  # before the lock file: a Ctrl-C from now on is recorded
     path = os.path.join(out, LOCK)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
@@ -143,6 +186,7 @@ def release_out(out, failed=False):
     owner = _lock_owner(out)
     if owner and _mine(owner):
         os.remove(os.path.join(out, LOCK))
+    restore_interrupt_handler()
     folder = os.path.abspath(out)
     if not failed:  # the run's folder now holds its results: never removed
         _created.discard(folder)

@@ -14,6 +14,9 @@ label smoothing, a resumable backup; checkpoints, TensorBoard and per-epoch vali
 """
 
 import functools
+import os
+
+import keras
 
 from keras_vit.runner import pretrain
 from keras_vit.runner.config import make_config
@@ -37,6 +40,12 @@ DIGITS = dict(
 PRESETS = {"digits": DIGITS}
 
 
+def default_out():
+    """The quickstart's default folder, one per backend: `runs/quickstart/<backend>` (so that
+    `KERAS_BACKEND=jax keras-vit quickstart` runs after the TensorFlow one)."""
+    return os.path.join("runs", "quickstart", keras.backend.backend())
+
+
 def get_config(preset="digits", smoke=False):
     """The quickstart config (grayscale digits, 3 warm-up epochs, no checkpoints/TensorBoard)."""
     return make_config(
@@ -44,7 +53,7 @@ def get_config(preset="digits", smoke=False):
         preset,
         smoke,
         runtime=dict(
-            out="runs/quickstart",
+            out=default_out(),
             num_channels=1,
             warmup_epochs=DEFAULTS["warmup_epochs"],
             validation_freq=0,
@@ -78,8 +87,9 @@ RESULT_FIELDS = dict(
 )
 
 
-def quickstart_config(out_dir="runs/quickstart", verbose=1, **overrides):
-    """The runner config of a quickstart run (`DEFAULTS` keys as overrides)."""
+def quickstart_config(out_dir=None, verbose=1, **overrides):
+    """The runner config of a quickstart run (`DEFAULTS` keys as overrides); `out_dir` None:
+    `default_out()`."""
     from keras_vit.models.config import ViTConfig
 
     unknown = set(overrides) - set(DEFAULTS)
@@ -92,15 +102,18 @@ def quickstart_config(out_dir="runs/quickstart", verbose=1, **overrides):
     cfg = get_config()
     cfg["model_overrides"] = {k: v for k, v in settings.items() if k in sizes}
     cfg.update(
-        {k: v for k, v in settings.items() if k not in sizes}, out=out_dir, verbose=verbose
+        {k: v for k, v in settings.items() if k not in sizes},
+        out=default_out() if out_dir is None else out_dir,
+        verbose=verbose,
     )
     return cfg
 
 
-def train(out_dir="runs/quickstart", verbose=1, overwrite=False, **overrides):
+def train(out_dir=None, verbose=1, overwrite=False, **overrides):
     """Trains, evaluates and saves the quickstart model; returns the metrics dict.
 
-    Writes `model.keras` and `metrics.json` in `out_dir` (a finished run there raises
+    Writes `model.keras` and `metrics.json` in `out_dir` (default `runs/quickstart/<backend>`,
+    one folder per backend; a finished run there raises
     `FileExistsError` unless `overwrite=True`; an interrupted one resumes).
     """
     cfg = quickstart_config(out_dir, verbose, **overrides)

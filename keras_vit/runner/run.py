@@ -8,8 +8,8 @@ from keras_vit.runner import naflex
 from keras_vit.runner.backup import atomic_write, write_json
 from keras_vit.runner.callbacks import training_callbacks
 from keras_vit.runner.compile import compile_classifier, evaluate_classifier
-from keras_vit.runner.config import jsonable
-from keras_vit.runner.output import release_out
+from keras_vit.runner.config import fit_verbosity, jsonable
+from keras_vit.runner.output import check_not_interrupted, release_out
 from keras_vit.runner.setup import prepare_run
 from keras_vit.training import multihost
 from keras_vit.training.distribution import distribution_scope, num_devices
@@ -87,9 +87,10 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
             validation_freq=config["validation_freq"] or 1,
             callbacks=[*training_callbacks(setup, config, validation), *callbacks],
             shuffle=False,  # the tf.data pipeline is already shuffled (per epoch, seeded)
-            verbose=config["verbose"] if chief else 0,
+            verbose=fit_verbosity(config["verbose"]) if chief else 0,
         )
         results = evaluate(model, setup)
+    check_not_interrupted()
     model_path = os.path.join(out, "model.keras")
     model = getattr(model, "saved_model", model)  # a training wrapper (Distiller): its model
     with multihost.saving(model) as writer:  # every process (sharded weights are gathered)
@@ -113,6 +114,7 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
     }
     if not chief:
         return metrics
+    check_not_interrupted()  # a Ctrl-C that a library swallowed: not a finished run
     write_json(os.path.join(out, "metrics.json"), metrics)
     shutil.rmtree(setup.backup_dir, ignore_errors=True)  # finished: nothing left to resume
     summary = ", ".join(

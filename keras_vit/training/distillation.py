@@ -66,6 +66,78 @@ def load_teacher(teacher):
     )
 
 
+def _teacher_error(teacher, what):
+    name = teacher if isinstance(teacher, (str, os.PathLike)) else getattr(teacher, "name", "")
+    return ValueError(f"teacher (--teacher) {os.fspath(name)!r} {what}")
+
+
+def check_teacher(teacher, image_size=None, num_channels=None, num_classes=None):
+    """The teacher (loaded), after checking it can teach a student of these inputs / classes.
+
+    A teacher takes the student's images: one image input of `(image_size, num_channels)`
+    (a NaFlex model takes patch batches, a model without a known input shape, such as a
+    `Sequential` built without an `Input`, cannot be checked), and returns `(batch, classes)`
+    logits over `num_classes` classes. Every refusal names the teacher (`--teacher`), what it
+    takes or returns, and what the student needs, before a run writes anything.
+
+    Args:
+        teacher: a `keras.Model` or a `.keras` path.
+        image_size: optional int or (height, width). The student's input size.
+        num_channels: optional int. The student's input channels.
+        num_classes: optional int. The student's classes.
+
+    Returns:
+        The teacher `keras.Model`.
+    """
+    model = load_teacher(teacher)
+    config = getattr(model, "config", None)
+    try:
+        inputs = model.input
+    except (AttributeError, ValueError):  # a model never built: refused below
+        inputs = None
+    if getattr(config, "naflex", False) or isinstance(inputs, dict):
+        raise _teacher_error(
+            teacher, "is a NaFlex model (it takes patch batches); distillation feeds the "
+            "teacher the student's images: give an image model (a plain ViT or a CNN)."
+        )
+    try:
+        shape = model.input_shape
+        out = model.output_shape
+    except (AttributeError, ValueError):
+        raise _teacher_error(
+            teacher, f"({type(model).__name__}) has no known input shape (a model never built, "
+            "e.g. a Sequential without a keras.Input): build it on the student's image shape "
+            "(keras.Input((height, width, channels))) and save it again."
+        ) from None
+    if not (isinstance(shape, tuple) and len(shape) == 4 and all(
+        d is None or isinstance(d, int) for d in shape
+    )):
+        raise _teacher_error(
+            teacher, f"takes inputs of shape {shape}; a teacher takes one batch of images "
+            "(batch, height, width, channels)."
+        )
+    if image_size is not None:
+        size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        wanted = (*size, num_channels if num_channels is not None else shape[3])
+        got = shape[1:]
+        if any(g is not None and g != w for g, w in zip(got, wanted, strict=True)):
+            raise _teacher_error(
+                teacher, f"takes images of shape {got} (height, width, channels); the student "
+                f"is trained on {wanted} (--image-size {size[0]}). Give a teacher of that input "
+                "size, or the run an --image-size the teacher takes."
+            )
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise _teacher_error(
+            teacher, f"returns outputs of shape {out}; a teacher returns logits "
+            "(batch, classes): give a classifier with its head."
+        )
+    if num_classes is not None and out[-1] != num_classes:
+        raise _teacher_error(
+            teacher, f"predicts {out[-1]} classes, not the student's {num_classes} classes."
+        )
+    return model
+
+
 def distillation_loss(mode, teacher_logits, dist_logits, tau=1.0):
     """DeiT's distillation term (see the module docstring), a scalar."""
     teacher_logits = ops.cast(teacher_logits, "float32")
@@ -119,20 +191,17 @@ class Distiller(keras.Model):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
             raise ValueError(f"alpha must be in [0, 1]. Received: alpha={alpha!r}")
         self.student = student
-        self.teacher = load_teacher(teacher)
+        head, head_dist = _heads(student)
+        shape = student.input_shape
+        self.teacher = check_teacher(
+            teacher, image_size=shape[1:3] if None not in shape[1:3] else None,
+            num_channels=shape[3], num_classes=head.output.shape[-1],
+        )
         self.teacher.trainable = False
         self.mode = mode
         self.tau = float(tau)
         self.alpha = float(alpha)
-        head, head_dist = _heads(student)
         self._both_heads = keras.Model(student.inputs, [head.output, head_dist.output])
-        student_classes = head.output.shape[-1]
-        teacher_classes = self.teacher.output_shape[-1]
-        if teacher_classes != student_classes:
-            raise ValueError(
-                f"The teacher must predict the student's {student_classes} classes. "
-                f"Received: teacher output shape {self.teacher.output_shape}"
-            )
 
     @property
     def saved_model(self):

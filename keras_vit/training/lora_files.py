@@ -14,7 +14,7 @@ import zlib
 import keras
 import numpy as np
 
-from keras_vit.saving import atomic_write
+from keras_vit.saving import SUFFIX_FORMATS, atomic_write, check_path_argument, check_suffix
 from keras_vit.training.lora import (
     _check_alpha,
     _check_model,
@@ -139,7 +139,10 @@ def save_lora_weights(model, path):
     arrays[_META + "rank"] = np.asarray(config["rank"])
     arrays[_META + "alpha"] = np.asarray(config["alpha"], dtype="float64")
     arrays[_META + "targets"] = np.asarray(config["targets"])
-    path = os.fspath(path)
+    path = check_path_argument(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in SUFFIX_FORMATS and suffix != ".npz":  # any name, but none of another format
+        check_suffix(path, (".npz",), "a NumPy .npz archive of LoRA weights")
 
     def write(staged):
         with open(staged, "wb") as f:  # a file object: np.savez adds no ".npz"

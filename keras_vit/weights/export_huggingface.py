@@ -23,11 +23,17 @@ this folder has no weights for (transformers initialises it and warns); load it 
 import json
 import os
 import shutil
-import tempfile
 
 import keras
 import numpy as np
 
+from keras_vit.saving import (
+    check_folder_name,
+    check_path_argument,
+    check_writable,
+    file_mode,
+    staging_folder,
+)
 from keras_vit.weights.export_options import TRAINING_ONLY, check_unwritten_options_default
 from keras_vit.weights.huggingface import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
@@ -204,6 +210,32 @@ def huggingface_state_dict(model, config=None):
     return {k if k.startswith("classifier.") else f"vit.{k}": v for k, v in arrays.items()}
 
 
+def check_export_folder(folder, overwrite):
+    """`folder` as a str after checking every file of the export can be written there.
+
+    All before the first byte is written: the folder's name, each target (`config.json`,
+    `model.safetensors`: a file or nothing, symbolic links counted as existing), permissions.
+    """
+    folder = check_path_argument(folder, "folder")
+    check_folder_name(folder, "config.json and model.safetensors", "folder")
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(f"Expected a folder to write. Received the file {folder!r}")
+    targets = [os.path.join(folder, n) for n in (CONFIG_FILE, WEIGHTS_FILE)]
+    for target in targets:
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise IsADirectoryError(
+                f"{target!r} is a folder; export_huggingface writes a file there and never "
+                "replaces a folder, even with overwrite=True. Remove it or choose another folder."
+            )
+    existing = [os.path.basename(t) for t in targets if os.path.lexists(t)]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
+        )
+    check_writable(folder, "export folder")
+    return folder
+
+
 def export_huggingface(model, folder, *, overwrite=False):
     """Writes a keras_vit model as a transformers `save_pretrained` folder.
 
@@ -226,6 +258,8 @@ def export_huggingface(model, folder, *, overwrite=False):
     Raises:
         FileExistsError: the folder holds a `config.json` or `model.safetensors` and
             `overwrite` is False.
+        IsADirectoryError: `config.json` or `model.safetensors` there is a folder.
+        TypeError: `folder` is no path.
         ValueError: an option transformers' ViT lacks (registers, LayerScale, a hybrid stem,
             ...), naming it and its value, or LoRA / quantized weights. Nothing is written.
 
@@ -238,27 +272,21 @@ def export_huggingface(model, folder, *, overwrite=False):
     >>> sorted(os.listdir(folder))
     ['config.json', 'model.safetensors']
     """
-    folder = os.fspath(folder)
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise NotADirectoryError(f"Expected a folder to write. Received the file {folder!r}")
-    existing = [n for n in (CONFIG_FILE, WEIGHTS_FILE) if os.path.exists(os.path.join(folder, n))]
-    if existing and not overwrite:
-        raise FileExistsError(
-            f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
-        )
+    folder = check_export_folder(folder, overwrite)
     config = model_config(model)
     arrays = huggingface_state_dict(model, config)
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
     )
-    os.makedirs(folder, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
+    staging = staging_folder(os.path.join(folder, ".export"), folder)
     try:
         write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
         with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(hf, f, indent=2, sort_keys=True)
         for name in (WEIGHTS_FILE, CONFIG_FILE):
-            os.replace(os.path.join(staging, name), os.path.join(folder, name))
+            target = os.path.join(folder, name)
+            os.chmod(os.path.join(staging, name), file_mode(target))
+            os.replace(os.path.join(staging, name), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -95,6 +95,33 @@ def walk_layers(model):
             yield layer
 
 
+MAX_LINES = 24  # an error lists at most about this many problems (then counts per kind)
+PER_KIND = 6
+
+
+def _shown(problems, lines):
+    """The problem lines of an error: all of a few; of many, the first of each kind and counts
+    (a checkpoint of another architecture has hundreds, and a screenful says as much)."""
+    if len(lines) <= MAX_LINES:
+        return lines
+    shown = []
+    for kind in KINDS:
+        found = problems.get(kind, ())
+        shown += [f"  {kind:<10} {line}" for line in found[:PER_KIND]]
+        if len(found) > PER_KIND:
+            shown.append(f"  {kind:<10} ... and {len(found) - PER_KIND} more")
+    counts = ", ".join(f"{len(problems[k])} {k}" for k in KINDS if problems.get(k))
+    wrong = len(problems.get("shape", ())) + len(problems.get("missing", ()))
+    advice = ""
+    if wrong > len(lines) // 2:
+        advice = (
+            "; most weights are missing or of other shapes: is the file a checkpoint of another "
+            "model, or the model name (or sizes) another than the file's?"
+        )
+    shown.append(f"  ({counts}{advice})")
+    return shown
+
+
 def commit(
     model, assignments, problems, notes, *, source, strict=True, logger, hint="", keys=()
 ):
@@ -144,7 +171,7 @@ def commit(
     if lines and strict:
         raise ValueError(
             f"Cannot load {source} into model '{model.name}': {len(lines)} problem(s)"
-            f"{hint}:\n" + "\n".join(lines)
+            f"{hint}:\n" + "\n".join(_shown(problems, lines))
         )
     if lines:
         logger.warning("skipped %d array(s) of %s:\n%s", len(lines), source, "\n".join(lines))

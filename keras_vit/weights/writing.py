@@ -10,11 +10,11 @@ variables' values back through those indices.
 
 An export is all or nothing and checked before anything is written: a variable that the target
 layout has no place for (LoRA adapters, quantization scales, ...) is an error naming it, and
-`write_state_dict` writes to a temporary file in the target folder, then renames it.
+`write_state_dict` writes to a temporary file in the target folder, then renames it; every target
+is checked (suffix, existing entries, symbolic links included, permissions) first.
 """
 
 import os
-import tempfile
 
 import keras
 import numpy as np
@@ -132,25 +132,42 @@ def check_float_variables(model, target):
             )
 
 
-def check_destination(path, overwrite):
-    """The target file's path as a str; `FileExistsError` when it exists and not `overwrite`."""
-    path = os.fspath(path)
+def check_destination(path, overwrite, *, suffixes=(".safetensors",),
+                      content="a safetensors file", argument="path"):
+    """The target file's path as a str, checked before anything is written.
+
+    Raises:
+        TypeError: `path` is no str or path-like.
+        ValueError: its suffix names another format than `content` (`model.pth`).
+        IsADirectoryError: it is a folder.
+        FileExistsError: an entry (a file, or a symbolic link, dangling or not) is there and
+            `overwrite` is False.
+        PermissionError: its folder cannot be written.
+    """
+    from keras_vit.saving import check_path_argument, check_suffix, check_writable
+
+    path = check_path_argument(path, argument)
+    check_suffix(path, suffixes, content, argument)
     if os.path.isdir(path):
         raise IsADirectoryError(f"Expected a file path to write. Received the folder {path!r}")
-    from keras_vit.saving import check_writable
-
     check_writable(path)
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path!r} already exists. Pass overwrite=True to replace it.")
+    if os.path.lexists(path) and not overwrite:
+        link = " (a symbolic link)" if os.path.islink(path) else ""
+        raise FileExistsError(
+            f"{path!r}{link} already exists. Pass overwrite=True to replace it."
+        )
     return path
 
 
 def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
-    """Writes `arrays` as a `.safetensors` file: to a temporary file beside it, then renamed.
+    """Writes `arrays` as a `.safetensors` file: staged beside it, then renamed into place.
+
+    The file gets the mode a new file gets under the umask (an existing file keeps its own:
+    `keras_vit.saving.atomic_write`).
 
     Args:
         arrays: dict {name: np.ndarray}.
-        path: str or path-like, the file to write (its folder is created).
+        path: str or path-like, the `.safetensors` file to write (its folder is created).
         overwrite: bool. Replace an existing file. Defaults to False.
         metadata: optional dict {str: str}. Defaults to `{"format": "pt"}` (what PyTorch
             libraries expect).
@@ -160,21 +177,13 @@ def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
 
     Raises:
         FileExistsError: `path` exists and `overwrite` is False.
+        ValueError: `path` does not end with `.safetensors`.
     """
+    from keras_vit.saving import atomic_write
+
     path = check_destination(path, overwrite)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-    )
-    os.close(handle)
-    try:
-        write_safetensors(arrays, temporary, metadata=metadata or {"format": "pt"})
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    metadata = metadata or {"format": "pt"}
+    atomic_write(path, lambda staged: write_safetensors(arrays, staged, metadata=metadata))
     return path
 
 
