@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -193,6 +194,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
+    # A SIGTERM (or a SIGINT where a background shell ignores it) stops the run through the
+    # `finally` that kills the busy processes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for variant in args.variants.split(","):
         if variant not in VARIANTS:
             parser.error(f"--variants must name some of {sorted(VARIANTS)}. "
