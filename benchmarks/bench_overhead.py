@@ -38,7 +38,9 @@ portable `keras.ops` path on PyTorch (`KERAS_VIT_TORCH_KERNELS=0`) instead of it
 `--compare-portable` both, alternated, as two contestants (`keras_vit` and
 `keras_vit_portable`, two models with the same weights). keras_vit trains with
 `keras_vit.training.FusedAdamW` (what `build_optimizer` returns; `--optimizer keras` for
-`keras.optimizers.AdamW`), `--compare-optimizer` adds the other as `keras_vit_<name>`.
+`keras.optimizers.AdamW`, which `VisionTransformer.compile` gives the same fused update since
+issue 46; `--optimizer keras-own` for Keras' own update, `compile(fused_optimizer=False)`),
+`--compare-optimizer` adds `keras-own` (or `fused` beside it) as `keras_vit_<name>`.
 `--compare-layer-calls` adds `keras_vit_layer_calls`: the model's graph walk calling every
 layer through Keras' `Layer.__call__` (as before `VisionTransformer.call`'s PyTorch walk),
 the blocks on their fast path (the A/B of that walk).
@@ -83,9 +85,11 @@ def parse_args(argv=None):
                         "TensorBoard, throughput; no checkpoints or backup)")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
                         help="keras_vit's and KerasHub's compile(jit_compile=...)")
-    parser.add_argument("--optimizer", choices=("fused", "keras"), default="fused",
+    parser.add_argument("--optimizer", choices=("fused", "keras", "keras-own"), default="fused",
                         help="keras_vit's AdamW: keras_vit.training.FusedAdamW (what "
-                        "build_optimizer returns) or keras.optimizers.AdamW")
+                        "build_optimizer returns), keras.optimizers.AdamW (fused by "
+                        "VisionTransformer.compile on PyTorch) or keras-own (Keras' update: "
+                        "compile(fused_optimizer=False))")
     parser.add_argument("--compare-optimizer", action="store_true",
                         help="also keras_vit with the other AdamW (keras_vit_<optimizer>), "
                         "same weights, alternated")
@@ -187,17 +191,20 @@ def build_keras_hub(args):
 
 def compile_keras(model, args, optimizer="keras"):
     """`model` compiled with AdamW (lr 1e-4, Keras' default weight decay 0.004, no clipping):
-    `optimizer="fused"` is keras_vit's `FusedAdamW`, `"keras"` Keras' own `AdamW`."""
+    `optimizer="fused"` is keras_vit's `FusedAdamW`, `"keras"` Keras' own `AdamW` (a keras_vit
+    model fuses it on PyTorch), `"keras-own"` Keras' `AdamW` with Keras' own update."""
     import keras
 
     from keras_vit.training.optimizers import FusedAdamW
 
     jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     cls = FusedAdamW if optimizer == "fused" else keras.optimizers.AdamW
+    own = {"fused_optimizer": False} if optimizer == "keras-own" else {}  # keras_vit models only
     model.compile(
         optimizer=cls(learning_rate=1e-4),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=jit,
+        **own,
     )
     return model
 
@@ -592,7 +599,7 @@ def main(argv=None):
             for name, (task, step, n) in keras_steps(lib, twin, args, fit=False).items()
         })
     if args.compare_optimizer:
-        other = "keras" if args.optimizer == "fused" else "fused"
+        other = "keras-own" if args.optimizer != "keras-own" else "fused"
         twin = compile_keras(build_keras_vit(args), args, other)
         twin.set_weights(model.get_weights())
         steps.update(keras_steps(f"keras_vit_{other}", twin, args, fit=False))

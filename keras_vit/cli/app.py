@@ -20,6 +20,7 @@ from keras_vit.cli import commands as C
 from keras_vit.cli import flags as F
 from keras_vit.cli.extras import MissingExtraError, require
 from keras_vit.cli.quiet import quiet
+from keras_vit.runner.threads import configure_process as configure_threads
 
 PROG = "keras-vit"
 
@@ -249,6 +250,11 @@ def main(argv=None):
         return exit_.code if isinstance(exit_.code, int) else 2
     debug = args.debug or os.environ.get("KERAS_VIT_DEBUG", "") not in ("", "0")
     prog = f"{PROG} {args.command}"
+    try:  # before any framework is imported: they read these when they start
+        configure_threads()
+    except ValueError as error:  # a bad KERAS_VIT_THREADS
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
     command = COMMANDS[args.command]
     try:
         require(*command.needs)

@@ -57,6 +57,7 @@ from keras_vit.models import inputs as model_inputs
 from keras_vit.models import naflex, pretrained
 from keras_vit.models.blocks import make_block
 from keras_vit.models.config import NAFLEX_RESIZE, ViTConfig
+from keras_vit.models.fused_optimizer import FusedOptimizerCompile
 from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also ours)
     CLASSIFIER_ACTIVATION,
     FC_NORM,
@@ -330,11 +331,13 @@ def _no_mask(mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(model_inputs.CheckedInputs, keras.Model):
+class VisionTransformer(model_inputs.CheckedInputs, FusedOptimizerCompile, keras.Model):
     """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
 
     What `keras_vit.ViT`, the named builders (`ViTB16`, `ViTR50B16`, ...) and
     `keras_vit.load_model` return. Prefer the builders; this class is the model they make.
+    Its `compile` is Keras' own, with Keras' `AdamW` / `Adam` running keras_vit's fused update
+    on PyTorch (`fused_optimizer=False` keeps Keras' update; see `FusedOptimizerCompile`).
 
     Args:
         config: a `keras_vit.models.ViTConfig` (or the dict `ViTConfig.to_dict` writes).

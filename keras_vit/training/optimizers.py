@@ -11,8 +11,8 @@ import keras
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
 if keras.backend.backend() == "torch":  # the PyTorch adapter: a fused update (see its docstring)
-    from keras_vit.training._torch_optimizer import AdamBase as _AdamBase
-    from keras_vit.training._torch_optimizer import AdamWBase as _AdamWBase
+    from keras_vit.models._torch_optimizer import AdamBase as _AdamBase
+    from keras_vit.models._torch_optimizer import AdamWBase as _AdamWBase
 else:
     _AdamBase, _AdamWBase = keras.optimizers.Adam, keras.optimizers.AdamW
 
@@ -24,7 +24,7 @@ class FusedAdamW(_AdamWBase):
     The same arguments, variables, config and update as `keras.optimizers.AdamW` on every
     backend (its optimizer variables load into an `AdamW` and back). On PyTorch the Adam update
     is PyTorch's fused AdamW kernel computing Keras' formula and the global-norm clipping uses
-    foreach ops (`keras_vit/training/_torch_optimizer.py`); on JAX and TensorFlow it is
+    foreach ops (`keras_vit/models/_torch_optimizer.py`); on JAX and TensorFlow it is
     Keras' `AdamW` unchanged. `build_optimizer("adamw", ...)` returns one.
 
     Example:

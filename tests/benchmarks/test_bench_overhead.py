@@ -27,7 +27,7 @@ def test_tiny_run_reports_every_contestant(bench):
                 "keras_vit fit+callbacks", "keras_vit fit+callbacks (1 step)"}
     if torch:
         expected |= {"keras_vit direct step", "keras_vit_portable train_on_batch",
-                     "keras_vit_portable predict_on_batch", "keras_vit_keras train_on_batch",
+                     "keras_vit_portable predict_on_batch", "keras_vit_keras-own train_on_batch",
                      "keras_vit_layer_calls predict_on_batch"}
     assert expected <= names
     assert all(row["median"] > 0 and row["runs"] == 2 for row in rows)

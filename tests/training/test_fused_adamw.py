@@ -1,6 +1,6 @@
 """`FusedAdamW` / `FusedAdam` (what `build_optimizer` returns) against Keras' `AdamW` / `Adam`.
 
-On PyTorch they run keras_vit's fused update (`keras_vit/training/_torch_optimizer.py`); on
+On PyTorch they run keras_vit's fused update (`keras_vit/models/_torch_optimizer.py`); on
 JAX and TensorFlow they are Keras' classes unchanged. Either way: the same variables after
 several steps within 1e-6 (float32) on every option `build_optimizer` has, and the same
 files.
@@ -219,3 +219,148 @@ def test_half_precision_moving_average_takes_keras_own_update():
     reference = run(keras.optimizers.AdamW(**kwargs), grads, dtype="bfloat16")
     for a, b in zip(fused, reference, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# `VisionTransformer.compile`: Keras' own AdamW / Adam given the fused update on PyTorch
+# (keras_vit/models/fused_optimizer.py), the same object, config and saved form.
+
+COMPILE_OPTIONS = {name: OPTIONS[name] for name in (
+    "weight decay", "schedule and clipping", "ema", "accumulation", "amsgrad"
+)}
+
+
+def batches():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (4, 8, 8, 3)).astype("float32")
+    return x, np.eye(3, dtype="float32")[[0, 1, 2, 0]]
+
+
+def train_compiled(optimizer, steps=4, **compile_kwargs):
+    """A tiny ViT compiled with `optimizer`, after `steps` batches: its variables, the model."""
+    model = tiny_model()
+    model.compile(optimizer, "categorical_crossentropy", **compile_kwargs)
+    x, y = batches()
+    for _ in range(steps):
+        model.train_on_batch(x, y)
+    values = [to_numpy(v) for v in model.trainable_variables + model.optimizer.variables]
+    return values, model
+
+
+def has_fused_methods(optimizer):
+    return "_parallel_update_step" in vars(optimizer)
+
+
+@torch_only
+def test_keras_adam_and_adamw_share_the_replaced_methods():
+    from keras.src.backend.torch.optimizers import torch_adamw
+
+    from keras_vit.models import _torch_optimizer
+
+    for name, method in _torch_optimizer.KERAS_METHODS.items():
+        assert getattr(torch_adamw.AdamW, name) is method, name
+
+
+@torch_only
+@pytest.mark.parametrize("option", list(COMPILE_OPTIONS))
+def test_compiled_keras_adamw_equals_keras_own_update(option, monkeypatch):
+    kwargs = COMPILE_OPTIONS[option]
+
+    def adamw():
+        optimizer = keras.optimizers.AdamW(**kwargs)
+        optimizer.exclude_from_weight_decay(var_names=["bias", "pos_embedding"])
+        return optimizer
+
+    calls = count_fused_calls(monkeypatch)
+    optimizer = adamw()
+    fused, model = train_compiled(optimizer)
+    assert model.optimizer is optimizer and type(optimizer) is type(keras.optimizers.AdamW())
+    assert has_fused_methods(optimizer) and int(optimizer.iterations) == {
+        "accumulation": 2}.get(option, 4)
+    assert len(calls) == {"amsgrad": 0, "accumulation": 2}.get(option, 4)
+    reference, model = train_compiled(adamw(), fused_optimizer=False)
+    assert not has_fused_methods(model.optimizer) and len(calls) == {
+        "amsgrad": 0, "accumulation": 2}.get(option, 4)
+    assert_same(fused, reference)
+
+
+@torch_only
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_compiled_keras_strings_equal_keras_own_update(name, monkeypatch):
+    calls = count_fused_calls(monkeypatch)
+    fused, model = train_compiled(name)
+    assert has_fused_methods(model.optimizer) and len(calls) == 4
+    monkeypatch.setenv("KERAS_VIT_FUSED_OPTIMIZER", "0")  # the process-wide opt-out
+    reference, model = train_compiled(name)
+    assert not has_fused_methods(model.optimizer) and len(calls) == 4
+    assert_same(fused, reference)
+
+
+@torch_only
+def test_compiled_adam_under_loss_scaling_equals_keras():
+    def scaled():
+        inner = keras.optimizers.Adam(learning_rate=WarmupDecay(1e-2, 8, 1), global_clipnorm=1.0)
+        return keras.optimizers.LossScaleOptimizer(inner, initial_scale=128.0)
+
+    optimizer = scaled()
+    fused, _ = train_compiled(optimizer, steps=3)
+    assert has_fused_methods(optimizer.inner_optimizer)
+    reference, _ = train_compiled(scaled(), steps=3, fused_optimizer=False)
+    assert_same(fused, reference)
+
+
+def test_compile_leaves_other_optimizers_and_backends_alone():
+    class MyAdamW(keras.optimizers.AdamW):
+        pass
+
+    backend_fuses = keras.backend.backend() == "torch"
+    for optimizer, fused in [
+        (keras.optimizers.AdamW(1e-3), backend_fuses),
+        (MyAdamW(1e-3), False),  # a user's subclass keeps its own methods
+        (keras.optimizers.SGD(1e-3), False),
+        (FusedAdamW(1e-3), False),  # already fused by its class
+    ]:
+        model = tiny_model()
+        model.compile(optimizer, "mse")
+        assert model.optimizer is optimizer
+        assert has_fused_methods(optimizer) is fused, type(optimizer)
+    model.compile(optimizer := keras.optimizers.AdamW(1e-3), "mse")
+    model.compile(optimizer, "mse", fused_optimizer=False)  # a recompile takes it off again
+    assert not has_fused_methods(optimizer)
+
+
+def test_compile_refuses_a_bad_fused_optimizer_before_compiling(monkeypatch):
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"fused_optimizer must be None, True or False\. "
+                                         r"Received: 'yes'"):
+        model.compile("adamw", "mse", fused_optimizer="yes")
+    monkeypatch.setenv("KERAS_VIT_FUSED_OPTIMIZER", "off")
+    with pytest.raises(ValueError, match=r"KERAS_VIT_FUSED_OPTIMIZER='off'"):
+        model.compile("adamw", "mse")
+    assert not model.compiled
+
+
+def test_compiled_keras_adamw_saves_and_loads_as_keras_adamw(tmp_path):
+    optimizer = keras.optimizers.AdamW(WarmupDecay(1e-2, 8, 1), weight_decay=0.1)
+    _, model = train_compiled(optimizer, steps=2)
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    plain.compile(keras.optimizers.AdamW(WarmupDecay(1e-2, 8, 1), weight_decay=0.1), "mse")
+    # The compile config (what the file stores) is plain Keras' one, name aside.
+    saved = model.get_compile_config()["optimizer"]
+    expected = plain.get_compile_config()["optimizer"]
+    expected["config"]["name"] = saved["config"]["name"]
+    assert saved == expected
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded.optimizer) is type(optimizer)
+    assert has_fused_methods(loaded.optimizer) is (keras.backend.backend() == "torch")
+    assert_same([to_numpy(v) for v in loaded.optimizer.variables],
+                [to_numpy(v) for v in optimizer.variables], tol=0)
+    # Keras alone deserializes the optimizer into its own class, without our methods.
+    alone = keras.saving.deserialize_keras_object(saved)
+    assert type(alone) is type(optimizer) and not has_fused_methods(alone)
+    x, y = batches()
+    loaded.train_on_batch(x, y)
+    model.train_on_batch(x, y)
+    assert_same([to_numpy(v) for v in loaded.trainable_variables],
+                [to_numpy(v) for v in model.trainable_variables])
