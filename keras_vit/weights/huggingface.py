@@ -33,6 +33,7 @@ from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
+from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,12 @@ def read_config(path):
     return config
 
 
-def _folder(path):
+def _folder(path, revision=None, cache_dir=None):
+    if is_repo_id(path):
+        repo_id, revision = split_repo(path, revision)
+        return download_snapshot(repo_id, revision=revision, cache_dir=cache_dir)
+    if revision is not None:
+        raise ValueError(f"revision={revision!r} is for a Hub repo id; {path!r} is a folder.")
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
@@ -352,7 +358,9 @@ def _skips(arrays, config):
     return skip
 
 
-def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
+def from_huggingface(
+    path, *, image_size=None, num_classes=None, revision=None, cache_dir=None, **kwargs
+):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
@@ -361,10 +369,18 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     with registers: `keras_vit.weights.huggingface_dinov2`; `BeitModel`:
     `keras_vit.weights.huggingface_beit`).
 
+    A string that is not an existing folder is a Hub repo id (`"google/vit-base-patch16-224"`,
+    `"hf://<org>/<repo>@<revision>"`): `huggingface_hub.snapshot_download` (the `hub` extra)
+    fetches its `config.json`, `*.safetensors` and `preprocessor_config.json` (never a pickle)
+    into the standard Hugging Face cache, offline from it with `HF_HUB_OFFLINE=1`.
+
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or
             `model.safetensors.index.json` with its shards, or `pytorch_model.bin`, which
-            needs PyTorch) of `ViTModel` or `ViTForImageClassification`.
+            needs PyTorch) of `ViTModel` or `ViTForImageClassification`; or a Hub repo id.
+        revision: optional str. The Hub branch, tag or commit of a repo id (as
+            `@<revision>` in it).
+        cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's.
         image_size: optional int or (height, width). Defaults to `config.json`'s; another
             one resamples the position embedding as `interpolate_pos_encoding=True` does.
         num_classes: optional int. Defaults to the classifier's class count
@@ -388,7 +404,7 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
 
     >>> model = from_huggingface("vit-base-patch16-224")  # doctest: +SKIP
     """
-    folder = _folder(path)
+    folder = _folder(path, revision, cache_dir)
     hf = read_config(folder)
     family = FAMILY_MODULES.get(hf.get("model_type"))
     if family is not None:

@@ -35,6 +35,7 @@ from keras_vit.weights.timm_eva import (
     eva_model_table,
     inner_norm,
 )
+from keras_vit.weights.timm_hub import hub_checkpoint
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
@@ -360,6 +361,9 @@ def from_timm(
     name,
     checkpoint=None,
     *,
+    pretrained=False,
+    revision=None,
+    cache_dir=None,
     image_size=None,
     num_classes=None,
     dynamic_image_size=None,
@@ -398,9 +402,25 @@ def from_timm(
     keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
     Gemma 4's towers, ...) raise a `ValueError` saying what they need.
 
+    By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
+    tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's
+    `hf_hub_id`, its `model.safetensors`; `"<arch>"` alone means timm's default tag;
+    `"hf-hub:<org>/<repo>@<revision>"` any repo in timm's layout, at a pinned revision) through
+    `huggingface_hub` (the `hub` extra) into the standard Hugging Face cache, and works
+    offline from it (`HF_HUB_OFFLINE=1`). Names are looked up in timm's registry
+    (`keras_vit.weights.timm_pretrained`), never parsed for numbers: an unknown one is refused
+    with the nearest known names.
+
     Args:
-        name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
-        checkpoint: None (random initialisation of the architecture), a path, or a dict.
+        name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`,
+            `"timm/<arch>.<tag>"` or `"hf-hub:timm/<arch>.<tag>@<revision>"`.
+        checkpoint: None (random initialisation of the architecture, or the Hub's weights
+            with `pretrained=True`), a path, or a dict.
+        pretrained: bool. Download the name's weights from the Hub (safetensors only).
+            Defaults to False (timm's default: a random model).
+        revision: optional str. The Hub branch, tag or commit (as `@<revision>` in the name).
+        cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's
+            (`HF_HUB_CACHE`, or `$HF_HOME/hub`, or `~/.cache/huggingface/hub`).
         image_size: optional int or (height, width). Defaults to the name's resolution;
             another one resamples the position embedding as timm's loader does (bicubic,
             antialiased; bilinear without antialiasing for FlexiViT and C-RADIO).
@@ -423,6 +443,9 @@ def from_timm(
     Raises:
         ValueError: an unknown or unsupported name, or a checkpoint that does not fit
             (listing every problem; nothing is assigned).
+        ImportError: `pretrained=True` without huggingface_hub (`pip install "keras-vit[hub]"`).
+        FileNotFoundError: offline and not cached (saying what to download and where), or a
+            Hub repo without safetensors.
 
     Example:
 
@@ -430,6 +453,8 @@ def from_timm(
     >>> model.output_shape
     (None, 10)
     """
+    if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
+        name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
     spec = parse_timm_name(name)
     if dynamic_image_size is not None:
         kwargs["dynamic_image_size"] = dynamic_image_size
@@ -521,4 +546,3 @@ __all__ = [
     "timm_config",
     "timm_name_table",
 ]
-
