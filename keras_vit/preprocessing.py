@@ -56,6 +56,25 @@ def normalize_pixels(images, mean, std, scale, xp=None):
     return (images * np.float32(scale) - mean) / std
 
 
+def scaled_pixels(pixels, preprocessing=None):
+    """uint8 pixels (NumPy) to float32 model inputs: `preprocessing`'s normalisation, or
+    `x / 127.5 - 1` without one."""
+    pixels = np.asarray(pixels).astype("float32")
+    if preprocessing is None:
+        return scale_pixels(pixels)
+    spec = preprocessing
+    return np.asarray(normalize_pixels(pixels, spec.mean, spec.std, spec.scale), "float32")
+
+
+def input_range(preprocessing=None):
+    """`(lowest, highest)` model input value of pixels 0..255 (any channel); [-1, 1] without a
+    spec."""
+    if preprocessing is None:
+        return -1.0, 1.0
+    ends = scaled_pixels(np.array([[0.0], [255.0]]), preprocessing)
+    return float(ends.min()), float(ends.max())
+
+
 def preprocess_input(images, model=None):
     """Maps pixel values in [0, 255] to a model's input values (no resize, no crop).
 
@@ -115,17 +134,21 @@ def input_spec(model):
     return spec
 
 
-def load_image(path, size, channels=3):
+def load_image(path, size, channels=3, model=None):
     """Reads an image file for a model: `(model input (1, H, W, C) in [-1, 1], display uint8)`.
 
     The model input is the image resized (bilinear) to `size` and converted to
-    `channels` (1: grey, 3: RGB), then mapped by `x / 127.5 - 1`. The display
+    `channels` (1: grey, 3: RGB), then mapped by `x / 127.5 - 1`; with `model`, the
+    image (converted to `channels`) goes through `model.preprocessor` instead: the model's
+    own resize, centre crop and normalisation (its input spec). The display
     image is the same conversion at up to 512 pixels per side. Needs Pillow.
 
     Args:
         path: str or path-like. An image file Pillow reads (PNG, JPEG, ...).
         size: (height, width) of the model input.
         channels: int. 1 or 3. Defaults to 3.
+        model: optional keras_vit model whose `preprocessor` makes the input. Defaults to
+            None.
 
     Returns:
         A tuple `(model_input, display)`: float32 `(1, height, width, channels)`
@@ -166,11 +189,16 @@ def load_image(path, size, channels=3):
             f"Expected an image file (PNG, JPEG, ...) that Pillow can read. Received: {path!r} "
             f"({type(error).__name__}: {error})"
         ) from None
-    model_input = np.asarray(image.resize((width, height), Image.BILINEAR), "float32")
+    spec = getattr(model, "preprocessing", None)
+    if spec is not None and spec != type(spec)():  # the model's own spec ([-1, 1]: as below)
+        pixels = np.asarray(image, "uint8").reshape(1, image.size[1], image.size[0], channels)
+        model_input = np.asarray(ops.convert_to_numpy(model.preprocessor(pixels)), "float32")
+    else:
+        model_input = np.asarray(image.resize((width, height), Image.BILINEAR), "float32")
+        model_input = scale_pixels(model_input.reshape(1, height, width, channels))
     scale = min(1.0, DISPLAY_MAX_SIDE / max(image.size))
     display = image.resize(
         (max(1, round(image.size[0] * scale)), max(1, round(image.size[1] * scale))),
         Image.BILINEAR,
     )
-    model_input = scale_pixels(model_input.reshape(1, height, width, channels))
     return model_input, np.asarray(display)

@@ -319,7 +319,8 @@ def run_inspect(args):
         )
     model = load_model(args.model)
     _, height, width, channels = inspection.model_input_shape(model)
-    images, display = load_image(args.image, (height, width), channels)
+    # The model's own input spec (a DeiT or DINOv2 import: its mean, std, crop).
+    images, display = load_image(args.image, (height, width), channels, model=model)
     paths = inspection.save_inspection_figures(
         model,
         images,

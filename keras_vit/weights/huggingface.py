@@ -34,6 +34,7 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
+from keras_vit.weights.input_specs import attach_huggingface_spec
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)
@@ -393,7 +394,10 @@ def from_huggingface(
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` channels-last images normalised as
         the checkpoint's image processor does (mean 0.5, std 0.5 for Google's ViTs: the
-        [-1, 1] of `keras_vit.preprocess_input`).
+        [-1, 1] of `keras_vit.preprocess_input`). It carries that input spec
+        (`model.preprocessing`, `model.preprocessor`): the folder's `preprocessor_config.json`,
+        else the model type's image processor defaults
+        (`keras_vit.weights.input_specs.HF_DEFAULTS`); `preprocessing=` overrides it.
 
     Raises:
         FileNotFoundError: the folder, `config.json` or the weights are missing.
@@ -406,13 +410,15 @@ def from_huggingface(
     """
     folder = _folder(path, revision, cache_dir)
     hf = read_config(folder)
+    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
     family = FAMILY_MODULES.get(hf.get("model_type"))
     if family is not None:
         module = importlib.import_module(family)
         loader = getattr(module, "from_huggingface_" + family.rpartition("_")[2])
         if image_size is not None:
             kwargs["image_size"] = image_size
-        return loader(folder, hf, num_classes=num_classes, **kwargs)
+        model = loader(folder, hf, num_classes=num_classes, **kwargs)
+        return attach_huggingface_spec(model, folder, hf, given)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
     qkv_bias = arguments.pop("_qkv_bias")
     weights_path = _weights_file(folder)
@@ -454,7 +460,7 @@ def from_huggingface(
     labels = hf.get("id2label")
     if labels and config.include_top and len(labels) == config.num_classes:
         logger.info("%d classes, e.g. %s", len(labels), list(labels.values())[:3])
-    return model
+    return attach_huggingface_spec(model, folder, hf, given)
 
 
 def _model_name(hf):

@@ -24,6 +24,7 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
+from keras_vit.weights.input_specs import timm_input_spec
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_aimv2 import adapt_name_table, proj_fills
 from keras_vit.weights.timm_beit import beit_name_table
@@ -438,7 +439,11 @@ def from_timm(
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` images normalised as timm's
         pretrained config says (mean 0.5, std 0.5 for AugReg and SigLIP: the [-1, 1] of
-        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2).
+        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2). It
+        carries that input spec (`model.preprocessing`, `model.preprocessor`: timm's eval
+        transform): the `pretrained_cfg` of a `config.json` beside the checkpoint file, else
+        timm's for the name (`keras_vit.weights.input_specs.timm_input_spec`);
+        `preprocessing=` overrides it.
 
     Raises:
         ValueError: an unknown or unsupported name, or a checkpoint that does not fit
@@ -456,6 +461,8 @@ def from_timm(
     if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
         name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
     spec = parse_timm_name(name)
+    if "preprocessing" not in kwargs:  # the checkpoint's pretrained_cfg, or timm's for the name
+        kwargs["preprocessing"] = timm_input_spec(name, checkpoint)
     if dynamic_image_size is not None:
         kwargs["dynamic_image_size"] = dynamic_image_size
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
