@@ -41,6 +41,7 @@ from keras_vit.weights.writing import (
 )
 
 CONFIG_FILE = "config.json"
+PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec (issue 42)
 WEIGHTS_FILE = "model.safetensors"
 POSITIONS = "embeddings.position_embeddings"
 
@@ -191,7 +192,12 @@ def export_huggingface(model, folder, *, overwrite=False):
     """Writes a keras_vit model as a transformers `save_pretrained` folder.
 
     The folder holds `config.json` and `model.safetensors` of transformers' ViT
-    (`model_type` `"vit"`, the family `keras_vit.from_huggingface` reads):
+    (`model_type` `"vit"`, the family `keras_vit.from_huggingface` reads), and, for a model
+    whose input spec is not the default `[-1, 1]` (`model.preprocessing`: a DeiT or DINOv2
+    import), `preprocessor_config.json` (`PreprocessingConfig.to_huggingface`: transformers'
+    `AutoImageProcessor` then gives the inputs keras_vit used, within the resize tolerance of
+    docs/weights.md); without one, transformers' ViT defaults ([-1, 1]) and
+    `from_huggingface`'s read the same spec back:
     `ViTForImageClassification` for a model with a head, `ViTModel` without one.
     `transformers.AutoModelForImageClassification.from_pretrained(folder)` (or
     `ViTModel.from_pretrained(folder, add_pooling_layer=False)`) loads it, and its outputs
@@ -224,7 +230,11 @@ def export_huggingface(model, folder, *, overwrite=False):
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise NotADirectoryError(f"Expected a folder to write. Received the file {folder!r}")
-    existing = [n for n in (CONFIG_FILE, WEIGHTS_FILE) if os.path.exists(os.path.join(folder, n))]
+    existing = [
+        n
+        for n in (CONFIG_FILE, WEIGHTS_FILE, PROCESSOR_FILE)
+        if os.path.exists(os.path.join(folder, n))
+    ]
     if existing and not overwrite:
         raise FileExistsError(
             f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
@@ -234,13 +244,20 @@ def export_huggingface(model, folder, *, overwrite=False):
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
     )
+    files = {CONFIG_FILE: hf}
+    if config.preprocessing != type(config.preprocessing)():
+        # The model's own input spec as transformers' image processor config (issue 42).
+        files[PROCESSOR_FILE] = config.preprocessing.to_huggingface(
+            config.image_size, config.num_channels
+        )
     os.makedirs(folder, exist_ok=True)
     staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
     try:
         write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
-        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump(hf, f, indent=2, sort_keys=True)
-        for name in (WEIGHTS_FILE, CONFIG_FILE):
+        for name, value in files.items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
+                json.dump(value, f, indent=2, sort_keys=True)
+        for name in (WEIGHTS_FILE, *files):
             os.replace(os.path.join(staging, name), os.path.join(folder, name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
