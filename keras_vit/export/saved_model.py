@@ -230,7 +230,8 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
     Args:
         model: a keras_vit model with one `(B, H, W, C)` image input of known
             size and a classifier (`model.head`: built with `include_top=True`).
-        class_names: optional sequence of str, one per class.
+        class_names: optional sequence of str, one per class. Defaults to the model's own
+            (`model.config.class_names`), if any.
         top_k: optional int in [1, num_classes]. Defaults to `min(5, num_classes)`
             when `class_names` is given, else no top-k outputs.
 
@@ -285,6 +286,8 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
             f"The head's classifier_activation must be one of {_HEAD_ACTIVATIONS} "
             f"(or None). Received: classifier_activation={activation!r}"
         )
+    if class_names is None:  # the model's own labels (from_huggingface's id2label, timm's)
+        class_names = getattr(getattr(model, "config", None), "class_names", None)
     class_names = _check_class_names(class_names)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(

@@ -10,7 +10,7 @@ arguments" reads one list instead of writing its own:
   (the input spec, a `keras_vit.models.PreprocessingConfig`: not architecture, but carried with
   it through every rebuild and saved with it);
 - `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
-  `classifier_activation`, `fc_norm`;
+  `classifier_activation`, `fc_norm`, `class_names` (the head's labels);
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
@@ -249,6 +249,9 @@ class ViTConfig:
             wants its images (resize, crop, mean, std, scale; `model.preprocessor`). None is
             the official `[-1, 1]` (`x / 127.5 - 1`). Stored as a `PreprocessingConfig`.
             Defaults to None.
+        class_names: optional sequence of str, one per class of the head: the checkpoint's
+            labels (transformers' `id2label`, timm's label set), which
+            `keras_vit.decode_predictions(..., model=model)` names. Defaults to None.
         name: optional Keras model name. Defaults to None.
 
     Example:
@@ -354,8 +357,10 @@ class ViTConfig:
     position_embedding_antialias: bool = _field("encoder", True)
     position_embedding_align_corners: bool = _field("encoder", False)
     position_embedding_aspect_preserving: bool = _field("encoder", False)
-    # Issue 42: the input spec travels with the model (not architecture: no layer reads it).
+    # Issue 42: the input spec and the class names travel with the model (not architecture:
+    # no layer reads them).
     preprocessing: object = _field("input", None)
+    class_names: object = _field("head", None)
     name: object = _field("name", None)
 
     def __post_init__(self):
@@ -418,6 +423,7 @@ class ViTConfig:
         checks.check_distillation(self)
         checks.check_stem(self, normalize)
         self.preprocessing.check_channels(self.num_channels)
+        checks.check_class_names(self, normalize)
 
     @property
     def is_hybrid(self):

@@ -283,7 +283,8 @@ class PreprocessingConfig:
 
 
 class InputSpecMixin:
-    """`VisionTransformer`'s input-spec API: `preprocessing`, `set_preprocessing`, `preprocessor`.
+    """`VisionTransformer`'s input-spec API: `preprocessing`, `set_preprocessing`, `preprocessor`
+    (and `set_class_names`, the labels that travel the same way).
 
     The spec is a field of the model's `ViTConfig` (so it is saved with the model and follows
     every rebuild from the config). `set_preprocessing` replaces it in place rather than making a
@@ -313,6 +314,11 @@ class InputSpecMixin:
         spec = self.preprocessing if preprocessing is None else preprocessing
         spec = dataclasses.replace(PreprocessingConfig.coerce(spec), **changes)
         self._vit_config = dataclasses.replace(self._vit_config, preprocessing=spec)
+        return self
+
+    def set_class_names(self, class_names):
+        """Replaces the model's class names (one str per class, or None); returns the model."""
+        self._vit_config = dataclasses.replace(self._vit_config, class_names=class_names)
         return self
 
     @property

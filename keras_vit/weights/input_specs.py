@@ -9,6 +9,10 @@
 - the official `.npz` and the presets: the default `PreprocessingConfig()` (`[-1, 1]`).
 
 A spec the user gave (`preprocessing=` to `from_timm` / `from_huggingface`) wins.
+
+Class names travel the same way (`ViTConfig.class_names`): transformers' `id2label`; timm's
+`pretrained_cfg` `label_names`, or the tag's label set where keras_vit ships it
+(`imagenet-1k`: `keras_vit.weights.imagenet`); none for other label sets (ImageNet-21k, ...).
 """
 
 import json
@@ -64,6 +68,66 @@ def timm_input_spec(name, checkpoint=None):
     return PreprocessingConfig.from_timm(cfg)
 
 
+def timm_class_names(name, checkpoint=None):
+    """The class names of a timm name's head (or its checkpoint's `config.json`), or None.
+
+    Example:
+
+    >>> timm_class_names("deit_tiny_patch16_224")[:2]
+    ('tench', 'goldfish')
+    """
+    cfg = None
+    if isinstance(checkpoint, (str, os.PathLike)):
+        config_path = os.path.join(os.path.dirname(os.fspath(checkpoint)), "config.json")
+        if os.path.isfile(config_path):
+            cfg = _read_json(config_path).get("pretrained_cfg")
+    if not isinstance(cfg, dict):
+        from keras_vit.weights.timm_pretrained import pretrained_cfg
+
+        try:
+            cfg = pretrained_cfg(name)
+        except ValueError:
+            return None
+    names = cfg.get("label_names")
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return tuple(names)
+    if cfg.get("label_set") == "imagenet-1k":
+        from keras_vit.weights.imagenet import imagenet_classes
+
+        return tuple(label for _, label in imagenet_classes())
+    return None
+
+
+def attach_class_names(model, names):
+    """Sets `names` on `model` when they fit its head (one per class), else leaves it."""
+    config = getattr(model, "config", None)
+    if (
+        names
+        and hasattr(model, "set_class_names")
+        and config.include_top
+        and config.num_classes == len(names)
+        and config.class_names is None
+    ):
+        model.set_class_names(tuple(names))
+    return model
+
+
+def huggingface_class_names(hf_config):
+    """`id2label` of a transformers `config.json` in class order, or None."""
+    labels = hf_config.get("id2label")
+    if not isinstance(labels, dict) or not labels:
+        return None
+    try:
+        ordered = sorted((int(k), str(v)) for k, v in labels.items())
+    except ValueError:
+        return None
+    if [k for k, _ in ordered] != list(range(len(ordered))):
+        return None
+    names = tuple(v for _, v in ordered)
+    # transformers' placeholder labels (LABEL_0, ...) name nothing.
+    return None if all(v == f"LABEL_{i}" for i, v in enumerate(names)) else names
+
+
 def huggingface_input_spec(folder, hf_config, image_size):
     """The `PreprocessingConfig` of a transformers folder for the model's `image_size`.
 
@@ -105,9 +169,10 @@ def _at_other_size(processor, image_size):
 
 
 def attach_huggingface_spec(model, folder, hf_config, given):
-    """Sets the folder's spec on a model `from_huggingface` built (unless the user gave one)."""
+    """Sets the folder's spec (unless the user gave one) and its `id2label` class names on a
+    model `from_huggingface` built."""
     if not given and hasattr(model, "set_preprocessing"):
         model.set_preprocessing(
             huggingface_input_spec(folder, hf_config, model.config.image_size)
         )
-    return model
+    return attach_class_names(model, huggingface_class_names(hf_config))

@@ -24,7 +24,7 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
-from keras_vit.weights.input_specs import timm_input_spec
+from keras_vit.weights.input_specs import attach_class_names, timm_class_names, timm_input_spec
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_aimv2 import adapt_name_table, proj_fills
 from keras_vit.weights.timm_beit import beit_name_table
@@ -473,6 +473,7 @@ def from_timm(
     model = build_model(config)
     if arrays is not None:
         _load(model, spec, arrays, checkpoint, config)
+        attach_class_names(model, timm_class_names(name, checkpoint))  # when they fit the head
     return model
 
 
