@@ -18,10 +18,11 @@ from keras_vit.models.preprocessing_config import (
 )
 from tests.weights.references import import_timm, import_transformers
 
-# The resize's tolerance in normalised units (the model's input) and in pixel levels (0..255):
-# PIL rounds fixed-point weights and its horizontal pass to uint8, keras_vit computes in
-# float32 and rounds once; see docs/weights.md.
-PIXEL_TOLERANCE = 2.0  # levels of 255
+# The resize's tolerance in pixel levels (0..255): PIL and torchvision compute with fixed-point
+# weights, keras_vit in float32; both round each pass to uint8, so a value can land one level
+# apart (measured: at most 1 level on all three backends, mean 0.02; docs/weights.md). In the
+# model's units that is 1 / 255 / std (0.0175 with ImageNet's std).
+PIXEL_TOLERANCE = 1.001  # levels of 255
 NORMALISATION_TOLERANCE = 1e-6
 
 
@@ -80,7 +81,7 @@ def test_preprocessor_matches_timm_eval_transform(cfg, size, shape):
     # In pixel levels: the resize's difference only.
     diff = np.abs(unnormalise(got, spec) - unnormalise(expected, spec))
     assert diff.max() <= PIXEL_TOLERANCE, diff.max()
-    assert diff.mean() < 0.25
+    assert diff.mean() < 0.1
     # The normalisation is exact (float32 rounding) on the same resized pixels.
     pixels = np.round(unnormalise(expected, spec))
     normalised = keras.ops.convert_to_numpy(
@@ -162,7 +163,7 @@ def test_preprocessor_matches_transformers_image_processor(config, shape, tmp_pa
     got = keras.ops.convert_to_numpy(ImagePreprocessor(32, **spec.layer_arguments())(image[None]))
     diff = np.abs(unnormalise(got[0], spec) - unnormalise(expected, spec))
     assert diff.max() <= PIXEL_TOLERANCE, diff.max()
-    assert diff.mean() < 0.25
+    assert diff.mean() < 0.1
 
 
 @pytest.mark.parametrize("cfg, size, shape", TIMM_CASES[:3])
