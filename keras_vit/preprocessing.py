@@ -19,11 +19,75 @@ def scale_pixels(images):
     return images / 127.5 - 1.0
 
 
-def preprocess_input(images):
-    """Maps images with values in [0, 255] to [-1, 1] (`x / 127.5 - 1`), as official models expect.
+def is_official_scaling(mean, std, scale):
+    """True when `(x * scale - mean) / std` is the official `x / 127.5 - 1` (mean = std = 0.5)."""
+    return (
+        all(float(m) == 0.5 for m in mean)
+        and all(float(s) == 0.5 for s in std)
+        and abs(float(scale) * 255.0 - 1.0) < 1e-12
+    )
+
+
+def normalize_pixels(images, mean, std, scale, xp=None):
+    """`(images * scale - mean) / std` per channel (last axis), in float32.
+
+    The arithmetic of every input spec (`keras_vit.models.PreprocessingConfig`): mean = std =
+    0.5 at scale 1/255 is `scale_pixels` itself (bit for bit today's `[-1, 1]`).
 
     Args:
-        images: array or tensor of any shape, values 0..255 (uint8 or float).
+        images: float array: NumPy or `tf.Tensor` (`xp=None`: plain arithmetic), or a backend
+            tensor with `xp=keras.ops`.
+        mean, std: sequences of floats (one, or one per channel).
+        scale: float.
+        xp: None or a namespace with `convert_to_tensor` (`keras.ops`, or TensorFlow's in
+            `tf.data`). Defaults to None.
+
+    Example:
+
+    >>> normalize_pixels(np.array([0.0, 255.0]), [0.5], [0.5], 1 / 255).tolist()
+    [-1.0, 1.0]
+    """
+    if is_official_scaling(mean, std, scale):
+        return scale_pixels(images)
+    mean = np.asarray(mean, "float32")
+    std = np.asarray(std, "float32")
+    if xp is not None:
+        mean, std = xp.convert_to_tensor(mean), xp.convert_to_tensor(std)
+    return (images * np.float32(scale) - mean) / std
+
+
+def scaled_pixels(pixels, preprocessing=None):
+    """uint8 pixels (NumPy) to float32 model inputs: `preprocessing`'s normalisation, or
+    `x / 127.5 - 1` without one."""
+    pixels = np.asarray(pixels).astype("float32")
+    if preprocessing is None:
+        return scale_pixels(pixels)
+    spec = preprocessing
+    return np.asarray(normalize_pixels(pixels, spec.mean, spec.std, spec.scale), "float32")
+
+
+def input_range(preprocessing=None):
+    """`(lowest, highest)` model input value of pixels 0..255 (any channel); [-1, 1] without a
+    spec."""
+    if preprocessing is None:
+        return -1.0, 1.0
+    ends = scaled_pixels(np.array([[0.0], [255.0]]), preprocessing)
+    return float(ends.min()), float(ends.max())
+
+
+def preprocess_input(images, model=None):
+    """Maps pixel values in [0, 255] to a model's input values (no resize, no crop).
+
+    Without `model`: `x / 127.5 - 1` (to [-1, 1]), as the official models expect. With `model`
+    (a `keras_vit` model): its own normalisation, `(x * scale - mean) / std` of
+    `model.config.preprocessing` (ImageNet or CLIP mean and std for DeiT, DINOv2, CLIP, ...).
+    `model.preprocessor` also resizes and crops images of any size.
+
+    Args:
+        images: array or tensor of any shape, values 0..255 (uint8 or float); with `model`, the
+            last axis is the channels.
+        model: optional `keras_vit.models.VisionTransformer` (or its `ViTConfig`, or a
+            `PreprocessingConfig`). Defaults to None.
 
     Returns:
         float32 tensor of the same shape.
@@ -48,20 +112,43 @@ def preprocess_input(images):
             f"an integer or a float dtype). Received: dtype={name}. Decode image files first "
             "(e.g. keras_vit.preprocessing.load_image) and pass their pixel arrays."
         )
-    return scale_pixels(ops.cast(images, "float32"))
+    images = ops.cast(images, "float32")
+    if model is None:
+        return scale_pixels(images)
+    spec = input_spec(model)
+    return normalize_pixels(images, spec.mean, spec.std, spec.scale, xp=ops)
 
 
-def load_image(path, size, channels=3):
+def input_spec(model):
+    """The `PreprocessingConfig` of a model, of its `ViTConfig`, or `model` itself if it is one."""
+    for candidate in (model, getattr(model, "preprocessing", None)):
+        if all(hasattr(candidate, name) for name in ("mean", "std", "scale", "crop_pct")):
+            return candidate
+    config = getattr(model, "config", None)
+    spec = getattr(config, "preprocessing", None)
+    if spec is None:
+        raise ValueError(
+            "model must be a keras_vit model (or its ViTConfig, or a PreprocessingConfig) "
+            f"that carries an input spec. Received: {type(model).__name__}"
+        )
+    return spec
+
+
+def load_image(path, size, channels=3, model=None):
     """Reads an image file for a model: `(model input (1, H, W, C) in [-1, 1], display uint8)`.
 
     The model input is the image resized (bilinear) to `size` and converted to
-    `channels` (1: grey, 3: RGB), then mapped by `x / 127.5 - 1`. The display
+    `channels` (1: grey, 3: RGB), then mapped by `x / 127.5 - 1`; with `model`, the
+    image (converted to `channels`) goes through `model.preprocessor` instead: the model's
+    own resize, centre crop and normalisation (its input spec). The display
     image is the same conversion at up to 512 pixels per side. Needs Pillow.
 
     Args:
         path: str or path-like. An image file Pillow reads (PNG, JPEG, ...).
         size: (height, width) of the model input.
         channels: int. 1 or 3. Defaults to 3.
+        model: optional keras_vit model whose `preprocessor` makes the input. Defaults to
+            None.
 
     Returns:
         A tuple `(model_input, display)`: float32 `(1, height, width, channels)`
@@ -102,11 +189,16 @@ def load_image(path, size, channels=3):
             f"Expected an image file (PNG, JPEG, ...) that Pillow can read. Received: {path!r} "
             f"({type(error).__name__}: {error})"
         ) from None
-    model_input = np.asarray(image.resize((width, height), Image.BILINEAR), "float32")
+    spec = getattr(model, "preprocessing", None)
+    if spec is not None and spec != type(spec)():  # the model's own spec ([-1, 1]: as below)
+        pixels = np.asarray(image, "uint8").reshape(1, image.size[1], image.size[0], channels)
+        model_input = np.asarray(ops.convert_to_numpy(model.preprocessor(pixels)), "float32")
+    else:
+        model_input = np.asarray(image.resize((width, height), Image.BILINEAR), "float32")
+        model_input = scale_pixels(model_input.reshape(1, height, width, channels))
     scale = min(1.0, DISPLAY_MAX_SIDE / max(image.size))
     display = image.resize(
         (max(1, round(image.size[0] * scale)), max(1, round(image.size[1] * scale))),
         Image.BILINEAR,
     )
-    model_input = scale_pixels(model_input.reshape(1, height, width, channels))
     return model_input, np.asarray(display)

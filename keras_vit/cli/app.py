@@ -92,9 +92,11 @@ COMMANDS = {
         (F.convert_flags,),
         C.run_convert,
         description="keras-vit convert CHECKPOINT.npz OUT.keras --model B/16; keras-vit convert "
-        "--from timm NAME CHECKPOINT OUT.keras; keras-vit convert --from huggingface FOLDER "
-        "OUT.keras. Options left out are read from the checkpoint (image size, classes, "
-        "pre_logits, pooling). Back to PyTorch: keras-vit convert MODEL.keras OUT.safetensors "
+        "--from timm NAME CHECKPOINT OUT.keras (or --from timm NAME OUT.keras: the name's "
+        "weights from the Hugging Face Hub); keras-vit convert --from huggingface FOLDER "
+        "OUT.keras (FOLDER may be a Hub repo id). Options left out are read from the "
+        "checkpoint (image size, classes, pre_logits, pooling). Back to PyTorch: keras-vit "
+        "convert MODEL.keras OUT.safetensors "
         "--to timm (prints the timm.create_model call); keras-vit convert MODEL.keras FOLDER "
         "--to huggingface.",
     ),

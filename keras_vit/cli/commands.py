@@ -119,10 +119,15 @@ def _show_loader_log():
 def _convert_arguments(args):
     """The positional arguments of `convert` for its `--from`, checked (ValueError: exit 2)."""
     names, own_flags = F.CONVERT_SOURCES[args.source]
+    if args.source == "timm" and len(args.paths) == 2:  # NAME OUTPUT: the Hub's weights
+        names = ("NAME", "OUTPUT")
     if len(args.paths) != len(names):
+        hub = (
+            " (or 2, NAME OUTPUT: the name's weights from the Hub)" if args.source == "timm" else ""
+        )
         raise ValueError(
             f"convert --from {args.source} expects {len(names)} arguments, "
-            f"{' '.join(names)}; received {len(args.paths)}: {' '.join(args.paths)}"
+            f"{' '.join(names)}{hub}; received {len(args.paths)}: {' '.join(args.paths)}"
         )
     for source, (_, flags) in F.CONVERT_SOURCES.items():
         for flag in flags:
@@ -217,7 +222,7 @@ def run_convert(args):
             common["include_top"] = False
         if args.source == "timm":
             model = convert.convert_timm(
-                paths["NAME"], paths["CHECKPOINT"], paths["OUTPUT"], **common
+                paths["NAME"], paths.get("CHECKPOINT"), paths["OUTPUT"], **common
             )
         else:
             model = convert.convert_huggingface(paths["FOLDER"], paths["OUTPUT"], **common)
@@ -362,7 +367,8 @@ def run_inspect(args):
         )
     model = load_model(args.model)
     _, height, width, channels = inspection.model_input_shape(model)
-    images, display = load_image(args.image, (height, width), channels)
+    # The model's own input spec (a DeiT or DINOv2 import: its mean, std, crop).
+    images, display = load_image(args.image, (height, width), channels, model=model)
     paths = inspection.save_inspection_figures(
         model,
         images,

@@ -390,9 +390,11 @@ def convert_flags(parser):
         nargs="+",
         metavar="ARG",
         help="CHECKPOINT OUTPUT (an official .npz, e.g. ViT-B_16.npz); with --from timm: NAME "
-        "CHECKPOINT OUTPUT (a timm model name and its .safetensors/.pth); with --from "
-        "huggingface: FOLDER OUTPUT (a transformers save_pretrained folder). OUTPUT is the "
-        ".keras file to write",
+        "CHECKPOINT OUTPUT (a timm model name and its .safetensors/.pth), or NAME OUTPUT (the "
+        "name's weights from the Hugging Face Hub, e.g. vit_small_patch14_dinov2.lvd142m); "
+        "with --from huggingface: FOLDER OUTPUT (a transformers save_pretrained folder, or a "
+        "Hub repo id such as google/vit-base-patch16-224 or hf://org/repo@revision). OUTPUT "
+        "is the .keras file to write",
     )
     parser.add_argument(
         "--from",

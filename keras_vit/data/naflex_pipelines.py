@@ -1,6 +1,7 @@
 """The NaFlex training and evaluation `tf.data` pipelines of the recipes (`--naflex`).
 
-Each image keeps its aspect ratio: it is scaled to [-1, 1], resized to the largest size whose
+Each image keeps its aspect ratio: it is scaled to the model's input (`preprocessing`'s mean,
+std and scale; [-1, 1] by default), resized to the largest size whose
 patch grid fits `max_patches` (`keras_vit.data.naflex_image_size`) and cut into patches in
 TensorFlow ops (`keras_vit.data.naflex_tf.naflex_example`, equal to `naflex_batch` on the same
 images). Training batches are reshuffled per epoch (seed `(seed, epoch)`, as
@@ -10,16 +11,18 @@ the data suits it; no crop (a crop would change the aspect ratio the model is to
 
 from keras_vit.data._imports import import_tf
 from keras_vit.data.naflex_tf import naflex_example
-from keras_vit.data.pipelines import steps_per_epoch_for
+from keras_vit.data.pipelines import scale, steps_per_epoch_for
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
-from keras_vit.preprocessing import scale_pixels
 
 
-def _naflex_example(patch_size, max_patches):
-    """A `tf.data` map: an image uint8 `(h, w, C)` -> its NaFlex dict (`naflex_example`)."""
+def _naflex_example(patch_size, max_patches, preprocessing=None):
+    """A `tf.data` map: an image uint8 `(h, w, C)` -> its NaFlex dict (`naflex_example`), its
+    pixels scaled by `preprocessing` (the model's spec; None: [-1, 1])."""
 
     def apply(image):
-        return naflex_example(image, patch_size, max_patches, preprocess=scale_pixels)
+        return naflex_example(
+            image, patch_size, max_patches, preprocess=lambda x: scale(x, preprocessing)
+        )
 
     return apply
 
@@ -44,6 +47,7 @@ def naflex_train_pipeline(
     seed=0,
     flip=None,
     shuffle_buffer=10_000,
+    preprocessing=None,
 ):
     """The NaFlex training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
 
@@ -58,6 +62,8 @@ def naflex_train_pipeline(
         seed: int. Shuffle and flip seed.
         flip: optional bool. Random horizontal flips (default: the source's `default_flip`).
         shuffle_buffer: int. Defaults to 10,000.
+        preprocessing: optional `PreprocessingConfig` (the model's): its mean, std and scale
+            (the resize is NaFlex's own). Defaults to None ([-1, 1]).
 
     Returns:
         `tf.data.Dataset` of `({"patches", "patch_coord", "patch_valid"}, one-hot labels)`.
@@ -69,7 +75,7 @@ def naflex_train_pipeline(
     steps = steps_per_epoch or steps_per_epoch_for(source.num_examples, batch_size)
     flip = source.default_flip if flip is None else flip
     buffer = max(1, min(shuffle_buffer, source.num_examples))
-    to_naflex = _naflex_example(patch_size, max_patches)
+    to_naflex = _naflex_example(patch_size, max_patches, preprocessing)
     num_classes = source.num_classes
 
     def one_epoch(epoch):
@@ -92,7 +98,7 @@ def naflex_train_pipeline(
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size):
+def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size, preprocessing=None):
     """The NaFlex evaluation `tf.data.Dataset`: every image once, in order (last batch kept).
 
     Returns:
@@ -100,7 +106,7 @@ def naflex_eval_pipeline(source, *, patch_size, max_patches, batch_size):
     """
     tf = import_tf()
     patch_size, max_patches, batch_size = _checked(patch_size, max_patches, batch_size)
-    to_naflex = _naflex_example(patch_size, max_patches)
+    to_naflex = _naflex_example(patch_size, max_patches, preprocessing)
     num_classes = source.num_classes
     ds = source.dataset.map(
         lambda image, label: (to_naflex(image), tf.one_hot(label, num_classes)),

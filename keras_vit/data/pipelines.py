@@ -1,11 +1,18 @@
-"""The training and evaluation `tf.data` pipelines (crop, flip, augmentation, scaling to [-1, 1],
-one-hot labels) and the step arithmetic of an epoch."""
+"""The training and evaluation `tf.data` pipelines (crop, flip, augmentation, the model's input
+scaling, one-hot labels) and the step arithmetic of an epoch.
+
+`preprocessing` (a `keras_vit.models.PreprocessingConfig`, the model's `config.preprocessing`)
+gives the scaling of both pipelines (its mean, std and scale) and the evaluation transform
+(its resize, interpolation and centre crop: `keras_vit.layers.image_preprocessor`, run here in
+TensorFlow ops); None is the official `[-1, 1]` with a bilinear resize to `image_size`.
+"""
 
 import math
 
 from keras_vit.data._imports import import_tf
 from keras_vit.data.crop import random_resized_crop
-from keras_vit.preprocessing import scale_pixels
+from keras_vit.layers.image_preprocessor import preprocess_images, tf_namespace
+from keras_vit.preprocessing import normalize_pixels, scale_pixels
 from keras_vit.training import augment as augment_lib
 
 
@@ -61,6 +68,7 @@ def train_pipeline(
     augmenters=(),
     shuffle_buffer=10_000,
     repeated_augmentation=1,
+    preprocessing=None,
 ):
     """The training `tf.data.Dataset` for epochs `start_epoch .. epochs - 1`.
 
@@ -68,7 +76,8 @@ def train_pipeline(
     `rotation` degrees, in the same resampling pass) and flipped with per-example stateless seeds,
     batched (`drop_remainder`), augmented by `augmenters` (see
     `keras_vit.training.augment.build_augmenters`; they see values in [0, 255]), scaled to
-    [-1, 1], and cut to `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
+    the model's input (`preprocessing`'s mean, std and scale; None: [-1, 1]), and cut to
+    `steps_per_epoch` batches. Restarting at `start_epoch` therefore yields
     the same batches as an uninterrupted run (Keras' augmentation layers excepted: they draw from
     their own seed generators). A source with `make_example` (`synthetic`) is shuffled by index
     over the whole set, and each example made after the shuffle, so that no epoch waits for a
@@ -136,8 +145,31 @@ def train_pipeline(
     batch_shape = (batch_size, *size, None)
     for layer, mixes_labels in augmenters:
         ds = _augment(ds, layer, mixes_labels, batch_shape)
-    ds = ds.map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(lambda x, y: (scale(x, preprocessing), y), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def scale(images, preprocessing=None):
+    """Pixel values (0..255) to the model's input: `preprocessing`'s normalisation, in TF ops."""
+    if preprocessing is None:
+        return scale_pixels(images)
+    spec = preprocessing
+    return normalize_pixels(images, spec.mean, spec.std, spec.scale)
+
+
+def eval_images(image, image_size, preprocessing=None):
+    """One evaluation image (uint8 `(H, W, C)`, any size) to the model's input, in TF ops.
+
+    None: the bilinear resize of `tf.image.resize` to `image_size`, then `[-1, 1]` (the
+    official models'); a spec: its own resize, centre crop and normalisation (timm's and
+    transformers' eval transform, `keras_vit.layers.image_preprocessor`).
+    """
+    tf = import_tf()
+    if preprocessing is None:
+        return scale_pixels(tf.image.resize(tf.cast(image, "float32"), image_size))
+    return preprocess_images(
+        image, image_size, xp=tf_namespace(tf), **preprocessing.layer_arguments()
+    )
 
 
 def _layer_name(layer):
@@ -188,8 +220,11 @@ def _augment(ds, layer, mixes_labels, batch_shape):
     return ds
 
 
-def eval_pipeline(source, *, image_size, batch_size, pad=False):
+def eval_pipeline(source, *, image_size, batch_size, pad=False, preprocessing=None):
     """The evaluation `tf.data.Dataset`: resize, scale to [-1, 1], one-hot labels, in order.
+
+    `preprocessing` (the model's spec) replaces the resize and scaling by the model's own
+    (`eval_images`).
 
     With `pad=True` (several processes: each must get equal, full batches) the last batch is
     filled up to `batch_size` with blank images of weight 0, and every real image gets the weight
@@ -205,8 +240,7 @@ def eval_pipeline(source, *, image_size, batch_size, pad=False):
     num_classes = source.num_classes
 
     def preprocess(image, label):
-        image = tf.image.resize(tf.cast(image, "float32"), size, method="bilinear")
-        return scale_pixels(image), tf.one_hot(label, num_classes)
+        return eval_images(image, size, preprocessing), tf.one_hot(label, num_classes)
 
     ds = source.dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
     if not pad:

@@ -52,7 +52,7 @@ from keras_vit.export.naflex_serving import (
     representative_naflex,
 )
 from keras_vit.export.saved_model import ExportResult
-from keras_vit.preprocessing import scale_pixels
+from keras_vit.preprocessing import input_range, scaled_pixels
 from keras_vit.saving import atomic_write
 
 QUANTIZE_MODES = (None, "float16", "dynamic_int8", "int8")
@@ -108,7 +108,7 @@ def _load_array_file(path):
         return loaded[key]
 
 
-def _from_dataset(spec, image_shape, num_samples, seed):
+def _from_dataset(spec, image_shape, num_samples, seed, preprocessing=None):
     """`num_samples` training images of a dataset spec, resized and scaled as for evaluation.
 
     Example `i` is kept when a stateless uniform draw keyed by `(seed, i)` falls under
@@ -139,13 +139,21 @@ def _from_dataset(spec, image_shape, num_samples, seed):
         num_examples=min(num_samples, source.num_examples),
     )
     images, _ = data.numpy_arrays(
-        data.eval_pipeline(source, image_size=(height, width), batch_size=64)
+        data.eval_pipeline(
+            source, image_size=(height, width), batch_size=64, preprocessing=preprocessing
+        )
     )
     return images.astype("float32")
 
 
-def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPLES, seed=0):
+def representative_images(
+    data, image_shape, *, num_samples=REPRESENTATIVE_SAMPLES, seed=0, preprocessing=None
+):
     """Calibration images for `quantize="int8"`: float32 `(N, H, W, C)` in [-1, 1].
+
+    With `preprocessing` (the model's `PreprocessingConfig`, which `export_litert` passes):
+    uint8 pixels and dataset images are scaled (and dataset images resized and cropped) by it,
+    and float images are checked against its range instead of [-1, 1].
 
     Args:
         data: one of
@@ -164,9 +172,10 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
         image_shape: `(H, W, C)`, the model's input without the batch.
         num_samples: int. Images drawn from a dataset spec. Defaults to 200.
         seed: int. Picks the images of a dataset spec. Defaults to 0.
+        preprocessing: optional `PreprocessingConfig`. Defaults to None ([-1, 1]).
 
     Returns:
-        float32 NumPy array `(N, H, W, C)` with values in [-1, 1].
+        float32 NumPy array `(N, H, W, C)` with values in the model's input range.
 
     Raises:
         ValueError: a wrong shape or dtype, float values outside [-1, 1]
@@ -192,7 +201,7 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
         if text.lower().endswith((".npy", ".npz")):
             data = _load_array_file(text)
         else:
-            return _from_dataset(text, image_shape, num_samples, seed)
+            return _from_dataset(text, image_shape, num_samples, seed, preprocessing)
     array = np.asarray(data)
     if array.ndim != 4 or array.shape[1:] != image_shape or array.shape[0] == 0:
         raise ValueError(
@@ -201,20 +210,21 @@ def representative_images(data, image_shape, *, num_samples=REPRESENTATIVE_SAMPL
             f"Received: shape {array.shape}"
         )
     if array.dtype == np.uint8:
-        return scale_pixels(array.astype("float32"))
+        return scaled_pixels(array, preprocessing)
+    lowest, highest = input_range(preprocessing)
     if not np.issubdtype(array.dtype, np.floating):
         raise ValueError(
-            "Representative images must be uint8 pixels (0..255) or floats in [-1, 1]. "
-            f"Received: dtype {array.dtype}"
+            "Representative images must be uint8 pixels (0..255) or floats in "
+            f"[{lowest:g}, {highest:g}]. Received: dtype {array.dtype}"
         )
     low, high = float(np.min(array)), float(np.max(array))
-    if not (np.isfinite(low) and np.isfinite(high)) or low < -1 - _RANGE_TOLERANCE or (
-        high > 1 + _RANGE_TOLERANCE
+    if not (np.isfinite(low) and np.isfinite(high)) or low < lowest - _RANGE_TOLERANCE or (
+        high > highest + _RANGE_TOLERANCE
     ):
         raise ValueError(
             "Representative float images must be preprocessed to the model's input range "
-            "[-1, 1] (keras_vit.preprocess_input), or given as uint8 pixels. Received: values "
-            f"in [{low:g}, {high:g}]"
+            f"[{lowest:g}, {highest:g}] (keras_vit.preprocess_input(images, model=model)), or "
+            f"given as uint8 pixels. Received: values in [{low:g}, {high:g}]"
         )
     return array.astype("float32")
 
@@ -366,11 +376,18 @@ def _save_representative(model, max_patches, data, num_samples, folder):
     config = naflex_config(model)
     if config is None:
         path = os.path.join(folder, "representative.npy")
-        np.save(path, representative_images(data, inputs[0][1], num_samples=num_samples))
+        spec = getattr(getattr(model, "config", None), "preprocessing", None)
+        np.save(
+            path,
+            representative_images(
+                data, inputs[0][1], num_samples=num_samples, preprocessing=spec
+            ),
+        )
         return path
     num_patches = inputs[0][1][0]
     batch = representative_naflex(
-        data, tuple(config.patch_size), num_patches, config.num_channels
+        data, tuple(config.patch_size), num_patches, config.num_channels,
+        preprocessing=config.preprocessing,
     )
     path = os.path.join(folder, "representative.npz")
     np.savez(path, **batch)

@@ -38,12 +38,14 @@ def naflex_config(model):
 
 def naflex_endpoints(tf, heads, spec):
     """A NaFlex model's signatures: the dict batch, and encoded images patchified in the graph
-    (`keras_vit.data.naflex_tf.naflex_example`: decode, scale, aspect-preserving resize under
+    (`keras_vit.data.naflex_tf.naflex_example`: decode, scale by the model's input spec,
+    aspect-preserving resize under
     `max_patches`, patches + coordinates + validity)."""
     from keras_vit.data.naflex_tf import naflex_example
-    from keras_vit.preprocessing import scale_pixels
+    from keras_vit.data.pipelines import scale
 
     (ph, pw), budget, channels = spec["naflex"], spec["max_patches"], spec["num_channels"]
+    own = spec.get("preprocessing")  # the model's mean, std and scale (None: [-1, 1])
 
     def serving_default(patches, patch_coord, patch_valid):
         return heads({"patches": patches, "patch_coord": patch_coord, "patch_valid": patch_valid})
@@ -53,7 +55,7 @@ def naflex_endpoints(tf, heads, spec):
             image_bytes, channels=channels, dtype=tf.uint8, expand_animations=False
         )
         image.set_shape((None, None, channels))
-        example = naflex_example(image, (ph, pw), budget, preprocess=scale_pixels)
+        example = naflex_example(image, (ph, pw), budget, preprocess=lambda x: scale(x, own))
         return example["patches"], example["patch_coord"], example["patch_valid"]
 
     def serve_bytes(image_bytes):
@@ -135,25 +137,26 @@ def _check_batch(batch, patch_size, max_patches, channels):
     )
 
 
-def _scaled_image(image, index):
-    """One calibration image as float32 in [-1, 1] (uint8 pixels are scaled)."""
-    from keras_vit.preprocessing import scale_pixels
+def _scaled_image(image, index, preprocessing=None):
+    """One calibration image as the model's input (uint8 pixels are scaled by its spec)."""
+    from keras_vit.preprocessing import input_range, scaled_pixels
 
     if image.dtype == np.uint8:
-        return scale_pixels(image.astype("float32"))
+        return scaled_pixels(image, preprocessing)
+    lowest, highest = input_range(preprocessing)
     low, high = (float(np.min(image)), float(np.max(image))) if image.size else (0.0, 0.0)
     if not np.issubdtype(image.dtype, np.floating) or not (
-        -1 - _RANGE_TOLERANCE <= low and high <= 1 + _RANGE_TOLERANCE
+        lowest - _RANGE_TOLERANCE <= low and high <= highest + _RANGE_TOLERANCE
     ):
         raise ValueError(
             "Calibration images of a NaFlex model must be uint8 pixels (0..255) or floats in "
-            f"[-1, 1] (keras_vit.preprocess_input). Received: image {index} of dtype "
-            f"{image.dtype} with values in [{low:g}, {high:g}]"
+            f"[{lowest:g}, {highest:g}] (keras_vit.preprocess_input(images, model=model)). "
+            f"Received: image {index} of dtype {image.dtype} with values in [{low:g}, {high:g}]"
         )
     return image.astype("float32")
 
 
-def representative_naflex(data, patch_size, max_patches, channels):
+def representative_naflex(data, patch_size, max_patches, channels, preprocessing=None):
     """Calibration batches for LiteRT's `quantize="int8"` of a NaFlex model.
 
     Args:
@@ -166,6 +169,8 @@ def representative_naflex(data, patch_size, max_patches, channels):
         patch_size: `(ph, pw)`. The model's patch size.
         max_patches: int. The `.tflite`'s sequence length.
         channels: int. The model's image channels.
+        preprocessing: optional `PreprocessingConfig` (the model's): uint8 pixels are scaled
+            by it and floats checked against its range. Defaults to None ([-1, 1]).
 
     Returns:
         dict of NumPy arrays: `patches` float32 `(B, max_patches, ph * pw * C)`,
@@ -209,6 +214,6 @@ def representative_naflex(data, patch_size, max_patches, channels):
                 f"Calibration images of a NaFlex model must be (H, W, {channels}) arrays. "
                 f"Received: image {index} of shape {image.shape}"
             )
-        images[index] = _scaled_image(image, index)
+        images[index] = _scaled_image(image, index, preprocessing)
     batch = naflex_batch(images, patch_size, max_patches)
     return _check_batch(batch, patch_size, max_patches, channels)

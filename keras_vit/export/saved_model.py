@@ -3,14 +3,16 @@
 `export_saved_model` writes a SavedModel with three serving signatures:
 
 - `serving_default`: float32 images `(B, H, W, C)` already in the model's input
-  range [-1, 1] (see `keras_vit.preprocess_input`);
+  range (see `keras_vit.preprocess_input(images, model=model)`: [-1, 1] by default);
 - `serve_uint8`: uint8 images `(B, H, W, C)` with values 0..255, scaled
-  `x / 127.5 - 1` inside the graph;
+  `x / 127.5 - 1` inside the graph (a model with its own input spec: its mean and std);
 - `serve_bytes`: a batch of encoded images `(B,)` (JPEG, PNG, GIF or BMP, the
   bytes REST clients send as base64), decoded with `tf.io.decode_image`
   (`expand_animations=False`, the model's number of channels), resized to the
   model's image size with `tf.image.resize(method="bilinear", antialias=False)`
-  and scaled `x / 127.5 - 1`, all inside the graph.
+  and scaled `x / 127.5 - 1`, all inside the graph; a model with its own input spec
+  (`model.preprocessing`: from timm or transformers) gets that spec's resize, centre crop and
+  normalisation instead (as `model.preprocessor`: timm's eval transform).
 
 A model built with `dynamic_image_size=True` is exported with `(None, None, None, C)`
 image signatures (`serving_default`, `serve_uint8`: any size the patch divides, one size per
@@ -229,7 +231,8 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
     Args:
         model: a keras_vit model with one `(B, H, W, C)` image input of known
             size and a classifier (`model.head`: built with `include_top=True`).
-        class_names: optional sequence of str, one per class.
+        class_names: optional sequence of str, one per class. Defaults to the model's own
+            (`model.config.class_names`), if any.
         top_k: optional int in [1, num_classes]. Defaults to `min(5, num_classes)`
             when `class_names` is given, else no top-k outputs.
 
@@ -284,6 +287,8 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
             f"The head's classifier_activation must be one of {_HEAD_ACTIVATIONS} "
             f"(or None). Received: classifier_activation={activation!r}"
         )
+    if class_names is None:  # the model's own labels (from_huggingface's id2label, timm's)
+        class_names = getattr(getattr(model, "config", None), "class_names", None)
     class_names = _check_class_names(class_names)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(
@@ -320,7 +325,14 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
         class_names=class_names,
         signatures=tuple(signatures),
         outputs=tuple(outputs),
+        preprocessing=model_input_spec(model),
     )
+
+
+def model_input_spec(model):
+    """The model's `PreprocessingConfig` (`config.preprocessing`), or None (not a keras_vit
+    model: the official `[-1, 1]`)."""
+    return getattr(getattr(model, "config", None), "preprocessing", None)
 
 
 def _head_logits(head, features):
@@ -393,17 +405,35 @@ def _write_archive(model, target, spec):
 
 
 def _image_endpoints(tf, heads, spec):
-    """The image signatures (float, uint8 and encoded images resized to the model's size)."""
+    """The image signatures (float, uint8 and encoded images resized to the model's size).
+
+    A model with its own input spec (`config.preprocessing` other than `[-1, 1]`) is served
+    with it: `serve_uint8` normalises with its mean, std and scale, `serve_bytes` applies its
+    resize, centre crop and normalisation (`keras_vit.layers.image_preprocessor`, in TF ops).
+    """
+    from keras_vit.layers.image_preprocessor import preprocess_images, tf_namespace
+    from keras_vit.models.preprocessing_config import PreprocessingConfig
     from keras_vit.preprocessing import preprocess_input
 
     height, width = spec["resize_size"]
     channels = spec["num_channels"]
+    own = spec.get("preprocessing")
+    own = None if own is None or own == PreprocessingConfig() else own
 
     def serving_default(images):
         return heads(images)
 
     def serve_uint8(images):
-        return heads(preprocess_input(images))
+        return heads(preprocess_input(images, model=own) if own else preprocess_input(images))
+
+    def decode_own(image_bytes):
+        image = tf.io.decode_image(
+            image_bytes, channels=channels, dtype=tf.uint8, expand_animations=False
+        )
+        image = preprocess_images(
+            image, (height, width), xp=tf_namespace(tf), **own.layer_arguments()
+        )
+        return tf.ensure_shape(image, (height, width, channels))
 
     def decode(image_bytes):
         image = tf.io.decode_image(
@@ -414,11 +444,11 @@ def _image_endpoints(tf, heads, spec):
 
     def serve_bytes(image_bytes):
         images = tf.map_fn(
-            decode,
+            decode_own if own else decode,
             image_bytes,
             fn_output_signature=tf.TensorSpec((height, width, channels), tf.float32),
         )
-        return heads(preprocess_input(images))
+        return heads(images if own else preprocess_input(images))
 
     image_shape = (None, *spec["image_size"], channels)
     return {

@@ -43,7 +43,8 @@ def attention_maps(model, images, batch_size=32):
         model: functional ViT `keras.Model` (plain or hybrid; any image size with
             `dynamic_image_size`; a NaFlex model).
         images: `(B, H, W, C)` images preprocessed as the model expects
-            (`keras_vit.preprocess_input`: [-1, 1]); a single `(H, W, C)` image
+            (`model.preprocessor`, or `keras_vit.preprocess_input(x, model=model)`: [-1, 1]
+            for the official models); a single `(H, W, C)` image
             is treated as a batch of one. For a NaFlex model, a NaFlex dict batch
             (`keras_vit.data.naflex_batch`).
         batch_size: int. Images per forward pass. Defaults to 32.

@@ -5,6 +5,7 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.conv_stem import conv_stem
 from keras_vit.layers.differential_attention import DifferentialAttention
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.image_preprocessor import ImagePreprocessor
 from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
 from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
@@ -43,6 +44,7 @@ from keras_vit.layers.transformer_block import TransformerBlock
 __all__ = [
     "DifferentialAttention",
     "DropPath",
+    "ImagePreprocessor",
     "MAPHead",
     "MixedRotaryEmbedding",
     "MultiHeadSelfAttention",

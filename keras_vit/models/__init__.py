@@ -8,6 +8,7 @@ from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.hybrid import ViTR26B32, ViTR26S32, ViTR50B16, ViTR50L32, ViTRTi16
 from keras_vit.models.mpp import MaskedPatchPredictor, build_mpp_model, extract_encoder
 from keras_vit.models.patch_resize import with_patch_size
+from keras_vit.models.preprocessing_config import PreprocessingConfig
 from keras_vit.models.variants import OFFICIAL_HYBRIDS, SIZES
 from keras_vit.models.vit import (
     ViT,

@@ -6,9 +6,11 @@ recipes all describe a model with one frozen dataclass. Its fields are grouped
 arguments" reads one list instead of writing its own:
 
 - `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
-- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`, `naflex`;
+- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`, `naflex`, `preprocessing`
+  (the input spec, a `keras_vit.models.PreprocessingConfig`: not architecture, but carried with
+  it through every rebuild and saved with it);
 - `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
-  `classifier_activation`, `fc_norm`;
+  `classifier_activation`, `fc_norm`, `class_names` (the head's labels);
 - `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
   `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
   `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
@@ -49,6 +51,7 @@ from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, 
     RELATIVE_POSITION_BIASES,
     ROTARY_EMBEDDINGS,
 )
+from keras_vit.models.preprocessing_config import PreprocessingConfig
 
 POOLINGS = ("token", "gap", "map", "token_gap", None)
 BOOLS = (
@@ -243,6 +246,13 @@ class ViTConfig:
             keep the top-left block (timm's `pos_embed_ar_preserving`). Defaults to False.
         With `naflex=True`, `position_embedding` may also be `"factorized"` (a row and a
         column table, resized linearly).
+        preprocessing: None, a dict or a `keras_vit.models.PreprocessingConfig`: how the model
+            wants its images (resize, crop, mean, std, scale; `model.preprocessor`). None is
+            the official `[-1, 1]` (`x / 127.5 - 1`). Stored as a `PreprocessingConfig`.
+            Defaults to None.
+        class_names: optional sequence of str, one per class of the head: the checkpoint's
+            labels (transformers' `id2label`, timm's label set), which
+            `keras_vit.decode_predictions(..., model=model)` names. Defaults to None.
         name: optional Keras model name. Defaults to None.
 
     Example:
@@ -348,10 +358,15 @@ class ViTConfig:
     position_embedding_antialias: bool = _field("encoder", True)
     position_embedding_align_corners: bool = _field("encoder", False)
     position_embedding_aspect_preserving: bool = _field("encoder", False)
+    # Issue 42: the input spec and the class names travel with the model (not architecture:
+    # no layer reads them).
+    preprocessing: object = _field("input", None)
+    class_names: object = _field("head", None)
     name: object = _field("name", None)
 
     def __post_init__(self):
         normalize = functools.partial(object.__setattr__, self)
+        normalize("preprocessing", PreprocessingConfig.coerce(self.preprocessing))
         normalize("image_size", check_positive_int_pair(self.image_size, "image_size"))
         normalize("patch_size", check_positive_int_pair(self.patch_size, "patch_size"))
         for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
@@ -409,6 +424,8 @@ class ViTConfig:
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)
         checks.check_stem(self, normalize)
+        self.preprocessing.check_channels(self.num_channels)
+        checks.check_class_names(self, normalize)
 
     @property
     def is_hybrid(self):
@@ -510,6 +527,7 @@ class ViTConfig:
                 fields[name] = list(value)
         if self.backbone is not None:
             fields["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        fields["preprocessing"] = self.preprocessing.to_dict()
         return fields
 
     @classmethod

@@ -545,3 +545,23 @@ def _check_conv_stem(config, normalize):
             f"Received: stem_widths={pairs[0]}, stem_strides={pairs[1]}"
         )
     _check_stride(config, math.prod(pairs[1]), "conv")
+
+
+def check_class_names(config, normalize):
+    """`class_names`: None, or one str per class of the head (stored as a tuple)."""
+    names = config.class_names
+    if names is None:
+        return
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            "class_names must be a sequence of str (one per class). "
+            f"Received: class_names={str(names)[:80]!r}"
+        )
+    names = tuple(names)
+    if not config.include_top or len(names) != config.num_classes:
+        raise ValueError(
+            f"class_names needs one name per class of the head: expected {config.num_classes} "
+            f"with include_top=True. Received: {len(names)} names, include_top="
+            f"{config.include_top}"
+        )
+    normalize("class_names", names)

@@ -71,6 +71,7 @@ from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also
     head_dtype,
 )
 from keras_vit.models.merger import MERGER, merge_tokens
+from keras_vit.models.preprocessing_config import InputSpecMixin
 from keras_vit.models.stems import stem_features
 
 # The layer names of the roles (`VisionTransformer` finds its parts by them; the checkpoint
@@ -331,7 +332,9 @@ def _no_mask(mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(model_inputs.CheckedInputs, FusedOptimizerCompile, keras.Model):
+class VisionTransformer(
+    model_inputs.CheckedInputs, FusedOptimizerCompile, InputSpecMixin, keras.Model
+):
     """A (plain or hybrid) Vision Transformer built from a `ViTConfig`.
 
     What `keras_vit.ViT`, the named builders (`ViTB16`, `ViTR50B16`, ...) and
@@ -349,7 +352,8 @@ class VisionTransformer(model_inputs.CheckedInputs, FusedOptimizerCompile, keras
 
     Attributes (roles):
         config, stem, patch_encoder, pre_norm, blocks, final_norm, pooling, fc_norm,
-        pre_logits, head, heads, output_activation: see the module docstring.
+        pre_logits, head, heads, output_activation: see the module docstring;
+        preprocessing, preprocessor, set_preprocessing: the input spec (`InputSpecMixin`).
 
     Example:
 

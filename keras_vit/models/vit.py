@@ -96,6 +96,8 @@ def ViT(
     mlp_dim=None,
     num_heads=None,
     patch_size=None,
+    preprocessing=None,
+    class_names=None,
     name=None,
     **hybrid_kwargs,
 ):
@@ -269,6 +271,12 @@ def ViT(
             `pos_embed_ar_preserving`). Default to timm's `"bicubic"`, True,
             False, False. The first three also apply to the resize at every
             call of `dynamic_image_size` (Qwen3-VL: bilinear, align_corners).
+        preprocessing: None, a dict or a `keras_vit.models.PreprocessingConfig`: the
+            model's input spec (mean, std, scale, interpolation, crop_pct, crop_mode,
+            resize), saved with it and read by `model.preprocessor`, the pipelines and the
+            exports. Defaults to None: the official `[-1, 1]`.
+        class_names: optional sequence of str, one per class (saved with the model;
+            `keras_vit.decode_predictions(..., model=model)`). Defaults to None.
         num_layers, hidden_dim, mlp_dim, num_heads, patch_size: override the
             variant's numbers.
         name: optional model name; defaults to e.g. `"vit_b16"`.

@@ -78,10 +78,19 @@ def feature_model(model):
     return model
 
 
-def extract(features, source, image_size, batch_size):
+def model_spec(model):
+    """The model's input spec when it is not the official `[-1, 1]` (else None: the default
+    evaluation pipeline)."""
+    spec = getattr(getattr(model, "config", None), "preprocessing", None)
+    return None if spec is None or spec == type(spec)() else spec
+
+
+def extract(features, source, image_size, batch_size, preprocessing=None):
     from keras_vit import data
 
-    ds = data.eval_pipeline(source, image_size=image_size, batch_size=batch_size)
+    ds = data.eval_pipeline(
+        source, image_size=image_size, batch_size=batch_size, preprocessing=preprocessing
+    )
     feats, labels = [], []
     for x, y in ds.as_numpy_iterator():
         feats.append(keras.ops.convert_to_numpy(features(x, training=False)))
@@ -132,8 +141,9 @@ def _evaluate(config, out, pretrain_config):
     image_size = config["image_size"] or tuple(model.input_shape[1:3])
     train, test = load_data(config)
     features = feature_model(model)
-    x_train, y_train = extract(features, train, image_size, config["batch_size"])
-    x_test, y_test = extract(features, test, image_size, config["batch_size"])
+    spec = model_spec(model)  # a timm / transformers import: its mean, std and crop
+    x_train, y_train = extract(features, train, image_size, config["batch_size"], spec)
+    x_test, y_test = extract(features, test, image_size, config["batch_size"], spec)
     per_seed = [
         fewshot_accuracy(
             x_train, y_train, x_test, y_test, train.num_classes, config["shots"], seed=seed

@@ -131,8 +131,10 @@ def init_kwargs(source, config):
     a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
     class token if it has one, else with global average pooling. The regularisation rates are
     the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
-    at the builder defaults. With `config["naflex"]` the model is the source's NaFlex twin
-    (`naflex=True`, position table over the patches only, at the source's grid).
+    at the builder defaults. The source's input spec (`preprocessing`) is kept, so the recipe's
+    pipelines feed the pixels the checkpoint was trained on. With `config["naflex"]` the model
+    is the source's NaFlex twin (`naflex=True`, position table over the patches only, at the
+    source's grid).
     """
     arch = ViTConfig.from_model(source)
     if arch.backbone is not None:
@@ -151,6 +153,7 @@ def init_kwargs(source, config):
         pooling=arch.pooling or ("token" if arch.class_token else "gap"),
         dropout_rate=config["dropout_rate"],
         remat=config["remat"],
+        preprocessing=arch.preprocessing,  # the source's input spec (issue 42)
     )
     if arch.naflex or config.get("naflex"):
         # NaFlex: the table keeps the source's grid (each image resamples it to its own).

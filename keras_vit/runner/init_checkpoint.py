@@ -3,7 +3,11 @@
 - a converted or trained `.keras` model (`keras_vit.load_model`, Keras' `safe_mode` on);
 - a Hugging Face `save_pretrained` folder (`config.json` + safetensors; `from_huggingface`);
 - a timm checkpoint file (`.safetensors`, or `.bin` / `.pth` / `.pt` read with
-  `torch.load(weights_only=True)`) with its timm model name (`--timm-name`; `from_timm`).
+  `torch.load(weights_only=True)`) with its timm model name (`--timm-name`; `from_timm`);
+- a name (not an existing path): a timm name (`vit_small_patch14_dinov2.lvd142m`,
+  `hf-hub:timm/<name>@<revision>`: `from_timm(name, pretrained=True)`) or a Hugging Face repo
+  id (`google/vit-base-patch16-224`, `hf://<org>/<repo>@<revision>`: `from_huggingface`),
+  downloaded through `huggingface_hub` into the standard Hugging Face cache.
 
 `init_format` decides the format from the path (and checks the flags that go with it) before
 any data is loaded; `load_init_model` reads the checkpoint into a keras_vit model, the
@@ -22,8 +26,9 @@ FORMATS = ("keras", "huggingface", "timm")
 # transformers `model_type`s keras_vit reads as NaFlex models (their table grid is kept).
 HUGGINGFACE_NAFLEX = ("siglip2", "siglip2_vision_model")
 _EXPECTED = (
-    "a .keras model, a Hugging Face save_pretrained folder (config.json + safetensors), or a "
-    f"timm checkpoint file ({', '.join(TIMM_EXTENSIONS)}) with --timm-name NAME"
+    "a .keras model, a Hugging Face save_pretrained folder (config.json + safetensors), a "
+    f"timm checkpoint file ({', '.join(TIMM_EXTENSIONS)}) with --timm-name NAME, a timm model "
+    "name (e.g. vit_small_patch14_dinov2.lvd142m) or a Hugging Face repo id (org/repo)"
 )
 
 
@@ -56,6 +61,14 @@ def init_format(path, timm_name=None):
             f"'vit_base_patch16_224.augreg_in21k'. Received: {timm_name!r}"
         )
     path = os.fspath(path)
+    named = init_name_kind(path)
+    if named is not None:
+        if timm_name is not None:
+            raise ValueError(
+                f"{flag_name('timm_name')} names the architecture of a timm checkpoint file; "
+                f"init is a name, which says it. Received: init={path!r}, timm_name={timm_name!r}"
+            )
+        return named
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"init ({flag_name('init')}) not found: {path!r}. Expected {_EXPECTED}."
@@ -74,13 +87,10 @@ def init_format(path, timm_name=None):
         kind = "timm"
     elif lower.endswith(".npz"):
         raise ValueError(
-            f"An official .npz checkpoint goes to --weights (with --model). Received: "
-            f"init={path!r}"
+            f"An official .npz checkpoint goes to --weights (with --model). Received: init={path!r}"
         )
     else:
-        raise ValueError(
-            f"init ({flag_name('init')}) must be {_EXPECTED}. Received: {path!r}"
-        )
+        raise ValueError(f"init ({flag_name('init')}) must be {_EXPECTED}. Received: {path!r}")
     if kind == "timm" and timm_name is None:
         raise ValueError(
             f"A timm checkpoint needs its timm model name: add {flag_name('timm_name')} NAME "
@@ -94,6 +104,24 @@ def init_format(path, timm_name=None):
             f"init={path!r}, timm_name={timm_name!r}"
         )
     return kind
+
+
+def init_name_kind(path):
+    """`"timm"` / `"huggingface"` for an `--init` that is a name, not a path; else None.
+
+    A timm name is one of timm's registered architectures (with tag, `timm/` or `hf-hub:`
+    prefix); a Hugging Face repo id is `org/repo` (or `hf://...`) that is not an existing path.
+    """
+    from keras_vit.weights.hub import is_repo_id
+    from keras_vit.weights.timm_pretrained import known_architectures, split_timm_name
+
+    if os.path.exists(path):
+        return None
+    if path.startswith(("hf-hub:", "hf_hub:")):
+        return "timm"
+    if split_timm_name(path)[0] in known_architectures() and not path.startswith("hf://"):
+        return "timm"
+    return "huggingface" if is_repo_id(path) else None
 
 
 def _timm_is_naflex(name):
@@ -123,6 +151,17 @@ def load_init_model(config):
 
         return saving.load_model(path), kind
     overrides = dict(config.get("model_overrides") or {})
+    named = init_name_kind(path)
+    if named == "timm":  # the name's weights from the Hub
+        from keras_vit.weights.timm import from_timm
+
+        size = None if _timm_is_naflex(path) else config["image_size"]
+        return from_timm(path, pretrained=True, image_size=size, **overrides), kind
+    if named == "huggingface":
+        from keras_vit.weights.hub import download_snapshot, split_repo
+
+        repo_id, revision = split_repo(path)
+        path = download_snapshot(repo_id, revision=revision)
     if kind == "timm":
         from keras_vit.weights.timm import from_timm
 

@@ -74,6 +74,8 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
     with distribution_scope(config["distribution"]):
         devices = num_devices(config["distribution"])
         model, model_info = build_model(setup.train_source.num_classes, config)
+        # The model's input spec (e.g. a DINOv2 --init: ImageNet mean and std) feeds the data.
+        setup.use_preprocessing(config, getattr(model, "saved_model", model))
         patch_size = naflex.check_model(getattr(model, "saved_model", model), config)
         if patch_size is not None:
             setup.use_naflex(config, patch_size)

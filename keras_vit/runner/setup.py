@@ -66,12 +66,38 @@ class RunSetup:
     throughput: ThroughputLogger
     eval_steps: int | None = None
     num_processes: int = 1
+    batch_parts: int = 1
+    preprocessing: object = None
+
+    def use_preprocessing(self, config, model):
+        """Rebuilds the square pipelines with `model`'s input spec when it is not `[-1, 1]`.
+
+        The model's `config.preprocessing` (a fine-tuning `--init` from timm or transformers:
+        ImageNet or CLIP mean and std, its crop): the training pipeline's scaling and the
+        evaluation pipeline's resize, crop and scaling become the model's. Returns the spec
+        used (None: the default pipelines are kept).
+        """
+        from keras_vit.models.preprocessing_config import PreprocessingConfig
+
+        spec = getattr(getattr(model, "config", None), "preprocessing", None)
+        if not isinstance(spec, PreprocessingConfig) or spec == PreprocessingConfig():
+            return None
+        self.preprocessing = spec
+        if self.train_ds is not None:  # NaFlex pipelines are made by `use_naflex`
+            self.train_ds, self.eval_ds, self.eval_steps = _square_pipelines(
+                config, self.train_source, self.eval_source, self.epochs, self.steps_per_epoch,
+                self.start_epoch, self.num_processes, self.batch_parts, preprocessing=spec,
+            )
+        return spec
 
     def use_naflex(self, config, patch_size):
         """NaFlex pipelines (`--naflex`) at the model's `patch_size` replace the square ones."""
         from keras_vit.data.naflex_pipelines import naflex_eval_pipeline, naflex_train_pipeline
 
-        common = dict(patch_size=patch_size, max_patches=config["max_patches"])
+        common = dict(
+            patch_size=patch_size, max_patches=config["max_patches"],
+            preprocessing=self.preprocessing,
+        )
         self.train_ds = naflex_train_pipeline(
             self.train_source,
             batch_size=config["batch_size"],
@@ -157,35 +183,11 @@ def _prepare(config, out, num_processes, chief, parts):
     if naflex and num_processes > 1:
         raise ValueError("--naflex runs in one process. Received: num_processes="
                          f"{num_processes}")
-    train_ds = None if naflex else data.train_pipeline(
-        train_source,
-        image_size=config["image_size"],
-        batch_size=config["batch_size"],
-        epochs=epochs,
-        steps_per_epoch=per_epoch,
-        start_epoch=min(start_epoch, epochs - 1),  # == epochs: nothing left, never iterated
-        seed=config["seed"],
-        crop_scale=config["crop_scale"],
-        crop_ratio=config["crop_ratio"],
-        rotation=config["rotation"],
-        flip=config["flip"],
-        repeated_augmentation=config.get("repeated_augmentation", 1),
-        augmenters=augment_lib.build_augmenters(
-            config["augment"], seed=config["seed"], image_size=config["image_size"]
-        ),
-    )
-    eval_steps = None
-    if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
-        eval_batch = math.ceil(config["eval_batch_size"] / parts) * parts
-        eval_ds = data.eval_pipeline(
-            eval_source, image_size=config["image_size"], batch_size=eval_batch, pad=True
-        ).repeat()  # Keras' sharded dataset has no known length: evaluate `eval_steps` batches
-        eval_steps = math.ceil(eval_source.num_examples / eval_batch)
-    elif naflex:  # made once the model gives the patch size (`RunSetup.use_naflex`)
-        eval_ds = None
+    if naflex:  # made once the model gives the patch size (`RunSetup.use_naflex`)
+        train_ds = eval_ds = eval_steps = None
     else:
-        eval_ds = data.eval_pipeline(
-            eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"]
+        train_ds, eval_ds, eval_steps = _square_pipelines(
+            config, train_source, eval_source, epochs, per_epoch, start_epoch, num_processes, parts
         )
     return RunSetup(
         out=out,
@@ -202,4 +204,44 @@ def _prepare(config, out, num_processes, chief, parts):
         throughput=ThroughputLogger(config["batch_size"], per_epoch),
         eval_steps=eval_steps,
         num_processes=num_processes,
+        batch_parts=parts,
     )
+
+
+def _square_pipelines(
+    config, train_source, eval_source, epochs, per_epoch, start_epoch, num_processes, parts,
+    preprocessing=None,
+):
+    """`(train_ds, eval_ds, eval_steps)`: the square pipelines, scaled by `preprocessing`."""
+    train_ds = data.train_pipeline(
+        train_source,
+        image_size=config["image_size"],
+        batch_size=config["batch_size"],
+        epochs=epochs,
+        steps_per_epoch=per_epoch,
+        start_epoch=min(start_epoch, epochs - 1),  # == epochs: nothing left, never iterated
+        seed=config["seed"],
+        crop_scale=config["crop_scale"],
+        crop_ratio=config["crop_ratio"],
+        rotation=config["rotation"],
+        flip=config["flip"],
+        repeated_augmentation=config.get("repeated_augmentation", 1),
+        augmenters=augment_lib.build_augmenters(
+            config["augment"], seed=config["seed"], image_size=config["image_size"]
+        ),
+        preprocessing=preprocessing,
+    )
+    eval_steps = None
+    if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
+        eval_batch = math.ceil(config["eval_batch_size"] / parts) * parts
+        eval_ds = data.eval_pipeline(
+            eval_source, image_size=config["image_size"], batch_size=eval_batch, pad=True,
+            preprocessing=preprocessing,
+        ).repeat()  # Keras' sharded dataset has no known length: evaluate `eval_steps` batches
+        eval_steps = math.ceil(eval_source.num_examples / eval_batch)
+    else:
+        eval_ds = data.eval_pipeline(
+            eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"],
+            preprocessing=preprocessing,
+        )
+    return train_ds, eval_ds, eval_steps

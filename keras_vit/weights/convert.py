@@ -159,7 +159,8 @@ def convert_timm(name, checkpoint, output, *, overwrite=False, **kwargs):
 
     Args:
         name: str. The timm model name (with or without its tag).
-        checkpoint: a `.safetensors` / `.pth` / `.bin` path (or a dict).
+        checkpoint: a `.safetensors` / `.pth` / `.bin` path (or a dict), or None: the name's
+            weights from the Hugging Face Hub (`from_timm(name, pretrained=True)`).
         output: str. Path of the `.keras` file to write.
         overwrite: bool. Replace an existing `output`. Defaults to False.
         **kwargs: `image_size`, `num_classes`, `include_top`, ... for `from_timm`.
@@ -176,7 +177,7 @@ def convert_timm(name, checkpoint, output, *, overwrite=False, **kwargs):
     from keras_vit.weights.timm import from_timm
 
     output = check_output(output, overwrite)
-    model = from_timm(name, checkpoint, **kwargs)
+    model = from_timm(name, checkpoint, pretrained=checkpoint is None, **kwargs)
     atomic_write(output, model.save)
     return model
 
@@ -185,7 +186,8 @@ def convert_huggingface(path, output, *, overwrite=False, **kwargs):
     """Converts a transformers ViT folder into a saved `.keras` model (`from_huggingface`).
 
     Args:
-        path: str. The `save_pretrained` folder (config.json and the weights).
+        path: str. The `save_pretrained` folder (config.json and the weights), or a Hub
+            repo id (`"google/vit-base-patch16-224"`, `"hf://<org>/<repo>@<revision>"`).
         output: str. Path of the `.keras` file to write.
         overwrite: bool. Replace an existing `output`. Defaults to False.
         **kwargs: `image_size`, `num_classes`, `include_top`, ... for `from_huggingface`.

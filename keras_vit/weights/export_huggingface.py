@@ -48,6 +48,7 @@ from keras_vit.weights.writing import (
 )
 
 CONFIG_FILE = "config.json"
+PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec (issue 42)
 WEIGHTS_FILE = "model.safetensors"
 POSITIONS = "embeddings.position_embeddings"
 
@@ -214,13 +215,14 @@ def check_export_folder(folder, overwrite):
     """`folder` as a str after checking every file of the export can be written there.
 
     All before the first byte is written: the folder's name, each target (`config.json`,
-    `model.safetensors`: a file or nothing, symbolic links counted as existing), permissions.
+    `model.safetensors`, `preprocessor_config.json`: a file or nothing, symbolic links counted
+    as existing), permissions.
     """
     folder = check_path_argument(folder, "folder")
     check_folder_name(folder, "config.json and model.safetensors", "folder")
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise NotADirectoryError(f"Expected a folder to write. Received the file {folder!r}")
-    targets = [os.path.join(folder, n) for n in (CONFIG_FILE, WEIGHTS_FILE)]
+    targets = [os.path.join(folder, n) for n in (CONFIG_FILE, WEIGHTS_FILE, PROCESSOR_FILE)]
     for target in targets:
         if os.path.isdir(target) and not os.path.islink(target):
             raise IsADirectoryError(
@@ -240,7 +242,12 @@ def export_huggingface(model, folder, *, overwrite=False):
     """Writes a keras_vit model as a transformers `save_pretrained` folder.
 
     The folder holds `config.json` and `model.safetensors` of transformers' ViT
-    (`model_type` `"vit"`, the family `keras_vit.from_huggingface` reads):
+    (`model_type` `"vit"`, the family `keras_vit.from_huggingface` reads), and, for a model
+    whose input spec is not the default `[-1, 1]` (`model.preprocessing`: a DeiT or DINOv2
+    import), `preprocessor_config.json` (`PreprocessingConfig.to_huggingface`: transformers'
+    `AutoImageProcessor` then gives the inputs keras_vit used, within the resize tolerance of
+    docs/weights.md); without one, transformers' ViT defaults ([-1, 1]) and
+    `from_huggingface`'s read the same spec back:
     `ViTForImageClassification` for a model with a head, `ViTModel` without one.
     `transformers.AutoModelForImageClassification.from_pretrained(folder)` (or
     `ViTModel.from_pretrained(folder, add_pooling_layer=False)`) loads it, and its outputs
@@ -278,12 +285,21 @@ def export_huggingface(model, folder, *, overwrite=False):
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
     )
+    files = {CONFIG_FILE: hf}
+    processor = os.path.join(folder, PROCESSOR_FILE)
+    if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):
+        # The model's own input spec as transformers' image processor config (issue 42); an
+        # earlier export's file is replaced too, never left describing another model.
+        files[PROCESSOR_FILE] = config.preprocessing.to_huggingface(
+            config.image_size, config.num_channels
+        )
     staging = staging_folder(os.path.join(folder, ".export"), folder)
     try:
         write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
-        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump(hf, f, indent=2, sort_keys=True)
-        for name in (WEIGHTS_FILE, CONFIG_FILE):
+        for name, value in files.items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
+                json.dump(value, f, indent=2, sort_keys=True)
+        for name in (WEIGHTS_FILE, *files):
             target = os.path.join(folder, name)
             os.chmod(os.path.join(staging, name), file_mode(target))
             os.replace(os.path.join(staging, name), target)

@@ -30,6 +30,7 @@ as it came.
 
 import json
 import math
+import os
 from typing import NamedTuple
 
 import keras
@@ -46,6 +47,7 @@ from keras_vit.weights.writing import (
     model_config,
     patch_encoder,
     state_dict_from_table,
+    write_json_file,
     write_state_dict,
 )
 
@@ -349,7 +351,22 @@ def _fold_patch_bias(model, config, arrays):
     arrays["pos_embed"] = posemb
 
 
-def export_timm(model, path, *, overwrite=False):
+def timm_hub_config(model, exported):
+    """timm's Hub `config.json` (a dict) for an exported model: `architecture`, `num_classes`,
+    `model_args` and the model's input spec as `pretrained_cfg` (`resolve_data_config` reads
+    it), plus `label_names` when the model carries class names."""
+    config = model_config(model)
+    pretrained = config.preprocessing.to_timm(config.image_size, config.num_channels)
+    pretrained.update(num_classes=exported.kwargs["num_classes"], architecture=exported.name)
+    return {
+        "architecture": exported.name,
+        "num_classes": exported.kwargs["num_classes"],
+        "model_args": exported.kwargs,
+        "pretrained_cfg": pretrained,
+    }
+
+
+def export_timm(model, path, *, overwrite=False, config_json=None):
     """Writes a keras_vit model as a timm state dict (`.safetensors`) and names the timm model.
 
     Every family `keras_vit.from_timm` reads exports back (plain and AugReg ViTs, DeiT and
@@ -364,6 +381,12 @@ def export_timm(model, path, *, overwrite=False):
         model: a keras_vit model (`keras_vit.ViT`, `from_timm`, a loaded `.keras` file).
         path: str or path-like. The `.safetensors` file to write.
         overwrite: bool. Replace an existing file. Defaults to False.
+        config_json: None, True or a path: also write timm's Hub `config.json`
+            (`timm_hub_config`: `architecture`, `model_args` and the model's input spec as
+            `pretrained_cfg`, so that `timm.data.resolve_data_config({},
+            pretrained_cfg=...)` gives the preprocessing keras_vit used); True writes it
+            beside `path`. Refused, before anything is written, when it exists and `overwrite`
+            is False, or when the spec has no timm equivalent. Defaults to None.
 
     Returns:
         `TimmModel(name, kwargs)`: `timm.create_model(name, pretrained=False, **kwargs)`
@@ -391,6 +414,11 @@ def export_timm(model, path, *, overwrite=False):
     path = check_destination(path, overwrite)
     zero = is_zero(model, _qkv_bias_paths(config))
     exported, qkv_bias = timm_model_for(config, zero_qkv_bias=zero)
+    if config_json is not None:  # checked (and made) before anything is written
+        if config_json is True:
+            config_json = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+        config_json = check_destination(config_json, overwrite)
+        hub_config = timm_hub_config(model, exported)
     arrays = timm_state_dict(model, qkv_bias=qkv_bias, config=config)
     metadata = {
         "format": "pt",
@@ -398,12 +426,15 @@ def export_timm(model, path, *, overwrite=False):
         "timm_kwargs": json.dumps(exported.kwargs),
     }
     write_state_dict(arrays, path, overwrite=overwrite, metadata=metadata)
+    if config_json is not None:
+        write_json_file(config_json, hub_config)
     return exported
 
 
 __all__ = [
     "TimmModel",
     "export_timm",
+    "timm_hub_config",
     "timm_arguments",
     "timm_export_table",
     "timm_model_for",

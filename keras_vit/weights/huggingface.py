@@ -34,6 +34,8 @@ from keras_vit.models import arguments as A
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
+from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
+from keras_vit.weights.input_specs import attach_huggingface_spec
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)
@@ -118,7 +120,12 @@ def read_config(path):
     return config
 
 
-def _folder(path):
+def _folder(path, revision=None, cache_dir=None):
+    if is_repo_id(path):
+        repo_id, revision = split_repo(path, revision)
+        return download_snapshot(repo_id, revision=revision, cache_dir=cache_dir)
+    if revision is not None:
+        raise ValueError(f"revision={revision!r} is for a Hub repo id; {path!r} is a folder.")
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
@@ -359,7 +366,9 @@ def _skips(arrays, config):
     return skip
 
 
-def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
+def from_huggingface(
+    path, *, image_size=None, num_classes=None, revision=None, cache_dir=None, **kwargs
+):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
     Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
@@ -368,10 +377,18 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     with registers: `keras_vit.weights.huggingface_dinov2`; `BeitModel`:
     `keras_vit.weights.huggingface_beit`).
 
+    A string that is not an existing folder is a Hub repo id (`"google/vit-base-patch16-224"`,
+    `"hf://<org>/<repo>@<revision>"`): `huggingface_hub.snapshot_download` (the `hub` extra)
+    fetches its `config.json`, `*.safetensors` and `preprocessor_config.json` (never a pickle)
+    into the standard Hugging Face cache, offline from it with `HF_HUB_OFFLINE=1`.
+
     Args:
         path: str or path-like. A folder with `config.json` and `model.safetensors` (or
             `model.safetensors.index.json` with its shards, or `pytorch_model.bin`, which
-            needs PyTorch) of `ViTModel` or `ViTForImageClassification`.
+            needs PyTorch) of `ViTModel` or `ViTForImageClassification`; or a Hub repo id.
+        revision: optional str. The Hub branch, tag or commit of a repo id (as
+            `@<revision>` in it).
+        cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's.
         image_size: optional int or (height, width). Defaults to `config.json`'s; another
             one resamples the position embedding as `interpolate_pos_encoding=True` does.
         num_classes: optional int. Defaults to the classifier's class count
@@ -384,7 +401,10 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` channels-last images normalised as
         the checkpoint's image processor does (mean 0.5, std 0.5 for Google's ViTs: the
-        [-1, 1] of `keras_vit.preprocess_input`).
+        [-1, 1] of `keras_vit.preprocess_input`). It carries that input spec
+        (`model.preprocessing`, `model.preprocessor`): the folder's `preprocessor_config.json`,
+        else the model type's image processor defaults
+        (`keras_vit.weights.input_specs.HF_DEFAULTS`); `preprocessing=` overrides it.
 
     Raises:
         FileNotFoundError: the folder, `config.json` or the weights are missing.
@@ -398,15 +418,17 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     A.check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
-    folder = _folder(path)
+    folder = _folder(path, revision, cache_dir)
     hf = read_config(folder)
+    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
     family = FAMILY_MODULES.get(hf.get("model_type"))
     if family is not None:
         module = importlib.import_module(family)
         loader = getattr(module, "from_huggingface_" + family.rpartition("_")[2])
         if image_size is not None:
             kwargs["image_size"] = image_size
-        return loader(folder, hf, num_classes=num_classes, **kwargs)
+        model = loader(folder, hf, num_classes=num_classes, **kwargs)
+        return attach_huggingface_spec(model, folder, hf, given)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
     qkv_bias = arguments.pop("_qkv_bias")
     weights_path = _weights_file(folder)
@@ -446,7 +468,7 @@ def from_huggingface(path, *, image_size=None, num_classes=None, **kwargs):
     labels = hf.get("id2label")
     if labels and config.include_top and len(labels) == config.num_classes:
         logger.info("%d classes, e.g. %s", len(labels), list(labels.values())[:3])
-    return model
+    return attach_huggingface_spec(model, folder, hf, given)
 
 
 def _model_name(hf):

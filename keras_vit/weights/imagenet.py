@@ -38,12 +38,15 @@ def imagenet_classes():
     return rows
 
 
-def decode_predictions(predictions, top=5, *, from_logits=True):
-    """Names the top ImageNet-1k classes of a batch of predictions.
+def decode_predictions(predictions, top=5, *, from_logits=True, model=None):
+    """Names the top classes of a batch of predictions: the model's labels, or ImageNet-1k's.
 
-    For the models built with an ImageNet-1k fine-tuned preset (e.g.
-    `weights="augreg_in21k_ft_in1k"`), whose 1,000 outputs follow the
-    standard class order.
+    Without `model` (or for a model without class names): the ImageNet-1k classes, for the
+    models built with an ImageNet-1k fine-tuned preset (e.g. `weights="augreg_in21k_ft_in1k"`),
+    whose 1,000 outputs follow the standard class order. With a `model` that carries class
+    names (`model.config.class_names`: a transformers checkpoint's `id2label`, timm's label
+    set for the tag), those names; the first entry of each tuple is then the class index as a
+    str (the WordNet id when the names are ImageNet-1k's).
 
     Args:
         predictions: array or tensor of shape `(batch, 1000)`: logits (the
@@ -52,6 +55,8 @@ def decode_predictions(predictions, top=5, *, from_logits=True):
         from_logits: bool. Whether `predictions` are logits, turned into
             probabilities with a softmax; with False they are reported as
             given. Defaults to True.
+        model: optional keras_vit model whose `config.class_names` name the classes.
+            Defaults to None.
 
     Returns:
         A list with one list per example of `(wordnet_id, name, probability)`
@@ -64,18 +69,32 @@ def decode_predictions(predictions, top=5, *, from_logits=True):
     ('n01443537', 'goldfish')
     """
     scores = np.asarray(keras.ops.convert_to_numpy(predictions), dtype="float64")
+    names = getattr(getattr(model, "config", None), "class_names", None)
+    if names:
+        classes = tuple((str(i), name) for i, name in enumerate(names))
+        if names == tuple(label for _, label in imagenet_classes()):
+            classes = imagenet_classes()
+        return _decode(scores, classes, top, from_logits)
     if scores.ndim != 2 or scores.shape[1] != NUM_CLASSES:
         raise ValueError(
             f"decode_predictions expects ImageNet-1k predictions of shape (batch, {NUM_CLASSES}) "
             "(a model built with an ImageNet-1k fine-tuned preset; ImageNet-21k class names are "
             f"not shipped). Received: shape={scores.shape}"
         )
-    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= NUM_CLASSES:
-        raise ValueError(f"top must be an int in [1, {NUM_CLASSES}]. Received: top={top!r}")
+    return _decode(scores, imagenet_classes(), top, from_logits)
+
+
+def _decode(scores, classes, top, from_logits):
+    if scores.ndim != 2 or scores.shape[1] != len(classes):
+        raise ValueError(
+            f"decode_predictions expects predictions of shape (batch, {len(classes)}) (one "
+            f"score per class name). Received: shape={scores.shape}"
+        )
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= len(classes):
+        raise ValueError(f"top must be an int in [1, {len(classes)}]. Received: top={top!r}")
     if from_logits:
         scores = np.exp(scores - scores.max(axis=1, keepdims=True))
         scores /= scores.sum(axis=1, keepdims=True)
-    classes = imagenet_classes()
     results = []
     for row in scores:
         best = np.argsort(-row, kind="stable")[:top]

@@ -25,6 +25,7 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
+from keras_vit.weights.input_specs import attach_class_names, timm_class_names, timm_input_spec
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_aimv2 import adapt_name_table, proj_fills
 from keras_vit.weights.timm_beit import beit_name_table
@@ -36,6 +37,7 @@ from keras_vit.weights.timm_eva import (
     eva_model_table,
     inner_norm,
 )
+from keras_vit.weights.timm_hub import hub_checkpoint
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
@@ -361,6 +363,9 @@ def from_timm(
     name,
     checkpoint=None,
     *,
+    pretrained=False,
+    revision=None,
+    cache_dir=None,
     image_size=None,
     num_classes=None,
     dynamic_image_size=None,
@@ -399,9 +404,25 @@ def from_timm(
     keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
     Gemma 4's towers, ...) raise a `ValueError` saying what they need.
 
+    By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
+    tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's
+    `hf_hub_id`, its `model.safetensors`; `"<arch>"` alone means timm's default tag;
+    `"hf-hub:<org>/<repo>@<revision>"` any repo in timm's layout, at a pinned revision) through
+    `huggingface_hub` (the `hub` extra) into the standard Hugging Face cache, and works
+    offline from it (`HF_HUB_OFFLINE=1`). Names are looked up in timm's registry
+    (`keras_vit.weights.timm_pretrained`), never parsed for numbers: an unknown one is refused
+    with the nearest known names.
+
     Args:
-        name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`.
-        checkpoint: None (random initialisation of the architecture), a path, or a dict.
+        name: str. A timm model name, e.g. `"vit_base_patch16_224.augreg2_in21k_ft_in1k"`,
+            `"timm/<arch>.<tag>"` or `"hf-hub:timm/<arch>.<tag>@<revision>"`.
+        checkpoint: None (random initialisation of the architecture, or the Hub's weights
+            with `pretrained=True`), a path, or a dict.
+        pretrained: bool. Download the name's weights from the Hub (safetensors only).
+            Defaults to False (timm's default: a random model).
+        revision: optional str. The Hub branch, tag or commit (as `@<revision>` in the name).
+        cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's
+            (`HF_HUB_CACHE`, or `$HF_HOME/hub`, or `~/.cache/huggingface/hub`).
         image_size: optional int or (height, width). Defaults to the name's resolution;
             another one resamples the position embedding as timm's loader does (bicubic,
             antialiased; bilinear without antialiasing for FlexiViT and C-RADIO).
@@ -419,11 +440,18 @@ def from_timm(
     Returns:
         A functional `keras.Model` taking `(B, H, W, C)` images normalised as timm's
         pretrained config says (mean 0.5, std 0.5 for AugReg and SigLIP: the [-1, 1] of
-        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2).
+        `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2). It
+        carries that input spec (`model.preprocessing`, `model.preprocessor`: timm's eval
+        transform): the `pretrained_cfg` of a `config.json` beside the checkpoint file, else
+        timm's for the name (`keras_vit.weights.input_specs.timm_input_spec`);
+        `preprocessing=` overrides it.
 
     Raises:
         ValueError: an unknown or unsupported name, or a checkpoint that does not fit
             (listing every problem; nothing is assigned).
+        ImportError: `pretrained=True` without huggingface_hub (`pip install "keras-vit[hub]"`).
+        FileNotFoundError: offline and not cached (saying what to download and where), or a
+            Hub repo without safetensors.
 
     Example:
 
@@ -434,7 +462,11 @@ def from_timm(
     check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
+    if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
+        name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
     spec = parse_timm_name(name)
+    if "preprocessing" not in kwargs:  # the checkpoint's pretrained_cfg, or timm's for the name
+        kwargs["preprocessing"] = timm_input_spec(name, checkpoint)
     if dynamic_image_size is not None:
         kwargs["dynamic_image_size"] = dynamic_image_size
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
@@ -445,6 +477,7 @@ def from_timm(
     model = build_model(config)
     if arrays is not None:
         _load(model, spec, arrays, checkpoint, config)
+        attach_class_names(model, timm_class_names(name, checkpoint))  # when they fit the head
     return model
 
 
@@ -528,4 +561,3 @@ __all__ = [
     "timm_config",
     "timm_name_table",
 ]
-

@@ -6,6 +6,7 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 (`keras_vit.weights.timm`) and the writer (`keras_vit.weights.export_timm`) read it.
 """
 
+import difflib
 import re
 
 from keras_vit.weights import (
@@ -20,6 +21,7 @@ from keras_vit.weights import (
     timm_stem_names,
     timm_vlm_names,
 )
+from keras_vit.weights.timm_pretrained import known_architectures
 from keras_vit.weights.timm_records import Family, TimmArchitecture
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -29,6 +31,7 @@ __all__ = [
     "HYBRIDS",
     "Family",
     "TimmArchitecture",
+    "match_timm_family",
     "parse_timm_name",
     "supported_families",
 ]
@@ -485,6 +488,7 @@ def parse_timm_name(name):
     for prefix in ("hf-hub:", "hf_hub:", "timm/"):
         if full.startswith(prefix):
             full = full[len(prefix) :]
+    full = full.partition("@")[0]  # "hf-hub:timm/<name>@<revision>"
     architecture, _, tag = full.partition(".")
     for pattern, why in UNSUPPORTED:
         if re.fullmatch(pattern, architecture):
@@ -492,10 +496,11 @@ def parse_timm_name(name):
                 f"timm model {architecture!r} is not supported by keras_vit: it needs {why}. "
                 "Supported families:\n  " + "\n  ".join(supported_families())
             )
-    for family in FAMILIES:
-        match = re.fullmatch(family.pattern, architecture)
-        if match is None:
-            continue
+    if architecture not in known_architectures():
+        raise ValueError(unknown_architecture_message(architecture))
+    found = match_timm_family(architecture)
+    if found is not None:
+        family, match = found
         groups = match.groupdict()
         arguments = family.arguments(groups)
         qkv_bias = arguments.pop("_qkv_bias", True)
@@ -517,7 +522,34 @@ def parse_timm_name(name):
             patch_bias=patch_bias,
             extras=extras,
         )
-    raise ValueError(
-        f"Unknown timm model name {architecture!r}. keras_vit reads these timm families "
-        "(any tag after a '.'):\n  " + "\n  ".join(supported_families())
+    raise ValueError(unknown_architecture_message(architecture))
+
+
+def match_timm_family(architecture):
+    """The family whose pattern an architecture name (no tag) matches: `(Family, re.Match)`.
+
+    The patterns alone, without the registry of timm's names: `parse_timm_name` also requires
+    the name to be one of timm's (`known_architectures`), so that `vit_tiny_patch16_244` is
+    refused instead of read as a 244 px model. None for a name no family matches or one of
+    `UNSUPPORTED`.
+    """
+    if any(re.fullmatch(pattern, architecture) for pattern, _ in UNSUPPORTED):
+        return None
+    for family in FAMILIES:
+        match = re.fullmatch(family.pattern, architecture)
+        if match is not None:
+            return family, match
+    return None
+
+
+def unknown_architecture_message(architecture):
+    """The message refusing an architecture name timm does not register: the nearest known."""
+    near = difflib.get_close_matches(architecture, sorted(known_architectures()), n=5, cutoff=0.6)
+    hint = f" Did you mean: {', '.join(near)}?" if near else ""
+    return (
+        f"Unknown timm model name {architecture!r}: it is not one of the "
+        f"{len(known_architectures())} timm architectures keras_vit reads.{hint} keras_vit "
+        "reads these timm families (any tag after a '.'; the full list: "
+        "keras_vit.weights.timm_pretrained.known_architectures()):\n  "
+        + "\n  ".join(supported_families())
     )

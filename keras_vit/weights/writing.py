@@ -159,6 +159,20 @@ def check_destination(path, overwrite, *, suffixes=(".safetensors",),
     return path
 
 
+def write_json_file(path, value):
+    """Writes `value` as an indented JSON file, atomically (`keras_vit.saving.atomic_write`)."""
+    import json
+
+    from keras_vit.saving import atomic_write
+
+    def write(staged):
+        with open(staged, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=2, sort_keys=True)
+
+    atomic_write(path, write)
+    return path
+
+
 def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
     """Writes `arrays` as a `.safetensors` file: staged beside it, then renamed into place.
 

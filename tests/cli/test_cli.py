@@ -271,8 +271,8 @@ def test_convert_from_timm(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--from", "timm", "vit_tiny_patch16_224", "out.keras"],
-         "expects 3 arguments, NAME CHECKPOINT OUTPUT; received 2"),
+        (["--from", "timm", "vit_tiny_patch16_224"],
+         "expects 3 arguments, NAME CHECKPOINT OUTPUT (or 2, NAME OUTPUT"),
         (["--from", "timm", "resnet50", "x.safetensors", "out.keras"],
          "Unknown timm model name 'resnet50'"),
         (["--from", "timm", "vit_tiny_patch16_224", "x.safetensors", "o.keras", "--pooling", "gap"],
