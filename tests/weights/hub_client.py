@@ -5,9 +5,10 @@ so each environment gets its own process. Usage:
 
     python tests/weights/hub_client.py STEPS.json RESULTS.json
 
-STEPS.json: a list of `{"id", "loader": "timm" | "huggingface", "source", "kwargs",
-"local"}`; each step loads `source` by name (`from_timm(source, pretrained=True, **kwargs)` or
-`from_huggingface(source, **kwargs)`) and, where `local` is given (a file for timm, a folder
+STEPS.json: a list of `{"id", "loader": "timm" | "huggingface" | "init", "source", "kwargs",
+"local"}`; each step loads `source` by name (`from_timm(source, pretrained=True, **kwargs)`,
+`from_huggingface(source, **kwargs)`, or `keras-vit finetune --init source`'s
+`load_init_model`) and, where `local` is given (a file for timm, a folder
 for transformers), the same model from that local copy, and records the largest difference
 of their outputs on one image batch, or the error (type and message) and the seconds taken.
 """
@@ -28,6 +29,14 @@ def _run(step):
     images = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
     if step["loader"] == "timm":
         model = keras_vit.from_timm(step["source"], pretrained=True, **kwargs)
+    elif step["loader"] == "init":  # keras-vit finetune --init NAME
+        from keras_vit.runner.init_checkpoint import load_init_model
+
+        size = kwargs.pop("image_size")
+        config = {"init": step["source"], "image_size": size, "model_overrides": kwargs}
+        model, kind = load_init_model(config)
+        kwargs["image_size"] = size
+        step["loader"] = "timm" if kind == "timm" else "huggingface"
     else:
         model = keras_vit.from_huggingface(step["source"], **kwargs)
     result = {"output": keras.ops.convert_to_numpy(model(images)).tolist()}

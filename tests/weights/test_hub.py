@@ -115,6 +115,10 @@ def hub(tmp_path_factory):
         {**timm_step, "id": "cache_dir", "source": f"{ARCH}.{TAG}",
          "kwargs": {**SIZES, "cache_dir": str(tmp_path / "own_cache")}},
         {"id": "hf", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
+        {**timm_step, "id": "init_timm", "loader": "init", "source": f"{ARCH}.{TAG}",
+         "local": str(new_file)},
+        {"id": "init_hf", "loader": "init", "source": f"hf://{HF_REPO}",
+         "kwargs": {"image_size": 32}, "local": str(hf_new)},
         {"id": "hf_pinned", "loader": "huggingface", "source": f"hf://{HF_REPO}@v1",
          "local": str(hf_old)},
     ]  # fmt: skip
@@ -158,14 +162,14 @@ def test_timm_name_downloads_into_the_standard_cache(hub):
 
 
 @pytest.mark.slow
-def test_an_interrupted_download_resumes(hub):
-    """huggingface_hub's own resume: a download cut off halfway continues with a Range request
-    (and the file is whole: `tagged` equals the local file)."""
-    ranged = [r for r in hub["requests_online"] if r[0] == "GET" and r[2]]
-    assert ranged and ranged[0][1].endswith(
-        f"/{TIMM_REPO}/resolve/{hub['new_sha']}/model.safetensors"
-    )
-    assert ranged[0][2].startswith("bytes=") and int(ranged[0][2][6:-1]) > 0
+def test_a_download_cut_off_halfway_is_retried_whole(hub):
+    """huggingface_hub's own retry: the first transfer stops at half the file (the server
+    closes the connection); the client asks again and the cached file is whole (`tagged`
+    equals the local file exactly)."""
+    path = f"/{TIMM_REPO}/resolve/main/model.safetensors"
+    gets = [r for r in hub["requests_online"] if r[0] == "GET" and r[1] == path]
+    assert len(gets) == 2 and not hub["server"].drop_once
+    assert hub["results"]["online"]["tagged"]["max_diff"] == 0.0
 
 
 @pytest.mark.slow
@@ -193,6 +197,13 @@ def test_transformers_repo_id_loads_as_its_folder(hub):
     folder = hub["home"] / "hub" / "models--google-stand-in--vit-tiny" / "snapshots" / hub["hf_sha"]
     names = sorted(os.listdir(folder))
     assert names == ["config.json", "model.safetensors", "preprocessor_config.json"]
+
+
+@pytest.mark.slow
+def test_finetune_init_takes_the_same_names(hub):
+    online = hub["results"]["online"]
+    assert _ok(online["init_timm"])["max_diff"] == 0.0
+    assert _ok(online["init_hf"])["max_diff"] == 0.0
 
 
 @pytest.mark.slow
