@@ -96,6 +96,8 @@ def test_hub_names():
         hub.split_repo("org/repo@v1", "v2")
     assert hub.is_repo_id("google/vit-base-patch16-224") and hub.is_repo_id("hf://a/b@c")
     assert not hub.is_repo_id("missing_folder") and not hub.is_repo_id(".")
+    assert not hub.is_repo_id("runs/model.keras") and not hub.is_repo_id("out/w.safetensors")
+    assert hub.is_repo_id("timm/vit_base_patch16_224.augreg_in21k")
     source = hub.resolve_timm_name("hf-hub:timm/vit_base_patch16_224.augreg_in1k@0123abc")
     assert source == dict(repo_id="timm/vit_base_patch16_224.augreg_in1k", revision="0123abc",
                           filename="model.safetensors", architecture="vit_base_patch16_224",
