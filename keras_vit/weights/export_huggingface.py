@@ -34,7 +34,7 @@ from keras_vit.saving import (
     file_mode,
     staging_folder,
 )
-from keras_vit.weights.export_options import TRAINING_ONLY, check_unwritten_options_default
+from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
 from keras_vit.weights.huggingface import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.writing import (
@@ -100,7 +100,7 @@ _WRITTEN = (
     "num_channels", "num_classes", "include_top", "pooling", "class_token",
     "position_embedding", "prefix_position_embedding", "approximate_gelu", "activation",
     "layer_norm_epsilon",
-) + TRAINING_ONLY  # fmt: skip
+) + SAME_OUTPUTS  # fmt: skip
 
 
 def check_huggingface_expressible(config):

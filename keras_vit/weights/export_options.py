@@ -13,7 +13,7 @@ from keras_vit.models.config import ViTConfig
 
 # Options that change training only (or the Keras name, or the input spec every exporter
 # writes beside the weights), never the exported computation.
-TRAINING_ONLY = (
+SAME_OUTPUTS = (
     "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "name", "preprocessing",
 )  # fmt: skip
 

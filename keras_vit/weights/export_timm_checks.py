@@ -5,7 +5,7 @@ option not named in `_WRITTEN` must be at its default (`keras_vit.weights.export
 new option is refused until `export_timm` learns to write it. Raised before anything is written.
 """
 
-from keras_vit.weights.export_options import TRAINING_ONLY, check_unwritten_options_default
+from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
 
 # What a timm model name fixes (keyword arguments cannot change it): checked per candidate.
 HYBRID_FIELDS = (
@@ -179,4 +179,4 @@ _WRITTEN = (
     "block_type", "attention_type", "norm", "patch_norm", "final_norm", "map_num_heads",
     "map_mlp_dim", "map_prefix_tokens", "merger_size", "final_and_fc_norm", "backbone",
     "naflex", *HYBRID_FIELDS, *_EVA_OPTIONS,
-) + TRAINING_ONLY  # fmt: skip
+) + SAME_OUTPUTS  # fmt: skip
