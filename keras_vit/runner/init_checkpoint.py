@@ -72,6 +72,7 @@ def init_format(path, timm_name=None):
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"init ({flag_name('init')}) not found: {path!r}. Expected {_EXPECTED}."
+            + _nearest_names(path)
         )
     lower = path.lower()
     if os.path.isdir(path):
@@ -122,6 +123,18 @@ def init_name_kind(path):
     if split_timm_name(path)[0] in known_architectures() and not path.startswith("hf://"):
         return "timm"
     return "huggingface" if is_repo_id(path) else None
+
+
+def _nearest_names(path):
+    """ " Did you mean: ..." with the timm names nearest a mistyped one (else "")."""
+    import difflib
+
+    from keras_vit.weights.timm_pretrained import known_architectures, split_timm_name
+
+    near = difflib.get_close_matches(
+        split_timm_name(os.path.basename(path))[0], sorted(known_architectures()), n=3, cutoff=0.8
+    )
+    return f" Did you mean the timm name {' or '.join(near)}?" if near else ""
 
 
 def _timm_is_naflex(name):

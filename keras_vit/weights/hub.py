@@ -32,6 +32,8 @@ SNAPSHOT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.js
 _PICKLES = (".bin", ".pth", ".pt", ".pkl", ".ckpt")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")
 _HF_PREFIXES = ("hf://", "hf-hub:", "hf_hub:")
+_FILE_EXTENSIONS = (".keras", ".npz", ".safetensors", ".h5", ".json", ".tflite", ".onnx",
+                    *_PICKLES)  # fmt: skip
 
 
 def import_hub():
@@ -72,12 +74,14 @@ def is_repo_id(path):
     """Whether `path` names a Hub repo rather than a local file or folder.
 
     A string with an `hf://` / `hf-hub:` prefix, or of the form `org/repo[@revision]` that is
-    not an existing path.
+    not an existing path and does not end in a file extension (`runs/model.keras`).
     """
     if not isinstance(path, str):
         return False
     if path.startswith(_HF_PREFIXES):
         return True
+    if path.lower().endswith(_FILE_EXTENSIONS):  # a missing file, not a repo
+        return False
     return bool(_REPO_ID.fullmatch(path.strip())) and not os.path.exists(path)
 
 

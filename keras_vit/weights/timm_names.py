@@ -6,7 +6,6 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 (`keras_vit.weights.timm`) and the writer (`keras_vit.weights.export_timm`) read it.
 """
 
-import difflib
 import re
 
 from keras_vit.weights import (
@@ -21,7 +20,7 @@ from keras_vit.weights import (
     timm_stem_names,
     timm_vlm_names,
 )
-from keras_vit.weights.timm_pretrained import known_architectures
+from keras_vit.weights.timm_pretrained import known_architectures, unknown_name_message
 from keras_vit.weights.timm_records import Family, TimmArchitecture
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
@@ -544,11 +543,8 @@ def match_timm_family(architecture):
 
 def unknown_architecture_message(architecture):
     """The message refusing an architecture name timm does not register: the nearest known."""
-    near = difflib.get_close_matches(architecture, sorted(known_architectures()), n=5, cutoff=0.6)
-    hint = f" Did you mean: {', '.join(near)}?" if near else ""
     return (
-        f"Unknown timm model name {architecture!r}: it is not one of the "
-        f"{len(known_architectures())} timm architectures keras_vit reads.{hint} keras_vit "
+        unknown_name_message(architecture) + " keras_vit "
         "reads these timm families (any tag after a '.'; the full list: "
         "keras_vit.weights.timm_pretrained.known_architectures()):\n  "
         + "\n  ".join(supported_families())

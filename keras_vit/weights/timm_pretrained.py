@@ -14,6 +14,7 @@ Per `<arch>.<tag>` (and per architecture without pretrained weights, under its o
 """
 
 import copy
+import difflib
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ __all__ = [
     "pretrained_cfg",
     "pretrained_names",
     "split_timm_name",
+    "unknown_name_message",
 ]
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timm_pretrained.json")
@@ -128,7 +130,15 @@ def pretrained_cfg(name):
 def _architecture(architecture):
     entry = _table()["architectures"].get(architecture)
     if entry is None:
-        from keras_vit.weights.timm_names import unknown_architecture_message
-
-        raise ValueError(unknown_architecture_message(architecture))
+        raise ValueError(unknown_name_message(architecture))
     return entry
+
+
+def unknown_name_message(architecture):
+    """The refusal of an architecture name timm does not register, with the nearest known."""
+    near = difflib.get_close_matches(architecture, sorted(_known()), n=5, cutoff=0.6)
+    hint = f" Did you mean: {', '.join(near)}?" if near else ""
+    return (
+        f"Unknown timm model name {architecture!r}: it is not one of the {len(_known())} timm "
+        f"architectures keras_vit reads.{hint}"
+    )

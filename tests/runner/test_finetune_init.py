@@ -193,6 +193,15 @@ def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
         assert message in str(error.value), str(error.value)
     with pytest.raises(FileNotFoundError, match="Expected a .keras model"):
         init_format(str(tmp_path / "missing.keras"))
+    # Names (not paths): timm's registered names and Hub repo ids; a mistyped name is refused.
+    assert init_format("vit_small_patch14_dinov2.lvd142m") == "timm"
+    assert init_format("hf-hub:timm/vit_small_patch14_dinov2.lvd142m@main") == "timm"
+    assert init_format("google/vit-base-patch16-224") == "huggingface"
+    assert init_format("hf://google/vit-base-patch16-224@main") == "huggingface"
+    with pytest.raises(FileNotFoundError, match="Did you mean the timm name vit_tiny_patch16_224"):
+        init_format("vit_tiny_patch16_244")
+    with pytest.raises(ValueError, match="init is a name"):
+        init_format("vit_small_patch14_dinov2", "vit_small_patch14_dinov2")
     # Through the CLI, before any data is loaded.
     out = str(tmp_path / "out")
     assert main(["finetune", "--smoke", "--init", str(tmp_path / "w.txt"), "--out", out]) == 2

@@ -1,0 +1,218 @@
+"""Weights by name through the real `huggingface_hub`, against a loopback Hub (offline for real).
+
+The server (tests/weights/hub_server.py) runs in this process on 127.0.0.1 and serves tiny
+repos written here in timm's layout (config.json with `architecture`, `num_classes`,
+`pretrained_cfg` + model.safetensors from `keras_vit.export_timm`) and transformers' layout
+(config.json + model.safetensors from `keras_vit.export_huggingface` +
+preprocessor_config.json, and a pickle that must never be fetched). The client runs in
+subprocesses (tests/weights/hub_client.py) with `HF_ENDPOINT`, `HF_HOME` and `HF_HUB_OFFLINE`
+set before huggingface_hub is imported: first online, then offline from the cache it filled.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import keras_vit
+from tests.helpers import randomize_weights
+from tests.weights.hub_server import HubServer
+
+pytest.importorskip("huggingface_hub", reason="huggingface_hub (the `hub` extra) is missing")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARCH, TAG = "vit_tiny_patch16_224", "augreg_in21k_ft_in1k"  # timm's default tag
+SIZES = dict(image_size=32, num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=64)
+TIMM_REPO = f"timm/{ARCH}.{TAG}"
+HF_REPO = "google-stand-in/vit-tiny"
+
+
+def _timm_repo_files(tmp_path, label, seed):
+    """A timm Hub repo's files: model.safetensors of a tiny model, config.json as timm writes."""
+    model = keras_vit.from_timm(ARCH, num_classes=5, **SIZES)
+    randomize_weights(model, seed=seed)
+    path = tmp_path / f"{label}.safetensors"
+    keras_vit.export_timm(model, str(path))
+    config = {
+        "architecture": ARCH,
+        "num_classes": 5,
+        "num_features": SIZES["hidden_dim"],
+        "pretrained_cfg": {"tag": TAG, "mean": [0.5] * 3, "std": [0.5] * 3, "crop_pct": 0.9,
+                           "interpolation": "bicubic", "input_size": [3, 32, 32]},
+    }  # fmt: skip
+    return path, {
+        "model.safetensors": path.read_bytes(),
+        "config.json": json.dumps(config).encode(),
+    }
+
+
+def _huggingface_repo_files(tmp_path, label, seed):
+    folder = tmp_path / label
+    model = keras_vit.ViT("mu/8", image_size=32, num_classes=3)
+    randomize_weights(model, seed=seed)  # the head too (a new ViT's head is zero)
+    keras_vit.export_huggingface(model, str(folder))
+    preprocessor = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3, "resample": 2,
+                    "rescale_factor": 1 / 255, "size": {"height": 32, "width": 32}}  # fmt: skip
+    (folder / "preprocessor_config.json").write_text(json.dumps(preprocessor))
+    files = {name: (folder / name).read_bytes() for name in os.listdir(folder)}
+    files["pytorch_model.bin"] = b"a pickle the client must never fetch"
+    return folder, files
+
+
+def _client(tmp_path, steps, **env):
+    """Runs hub_client.py in a fresh process with the Hub variables; its results by step id."""
+    steps_path, results_path = tmp_path / "steps.json", tmp_path / "results.json"
+    steps_path.write_text(json.dumps(steps))
+    environment = {
+        **os.environ,
+        "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        **env,
+    }
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "HF_TOKEN"):
+        if name not in env:
+            environment.pop(name, None)
+    script = os.path.join(ROOT, "tests", "weights", "hub_client.py")
+    run = subprocess.run(
+        [sys.executable, script, str(steps_path), str(results_path)],
+        env=environment, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(results_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """The server with its repos, one online and one offline client run, and what they saw."""
+    tmp_path = tmp_path_factory.mktemp("hub")
+    server = HubServer().start()
+    old_file, old_files = _timm_repo_files(tmp_path, "v1", seed=1)
+    new_file, new_files = _timm_repo_files(tmp_path, "main", seed=2)
+    old_sha = server.add_commit(TIMM_REPO, old_files, refs=("v1",))
+    new_sha = server.add_commit(TIMM_REPO, new_files, refs=("main",))
+    pickles = f"timm/{ARCH}.pickles_only"
+    server.add_commit(pickles, {"pytorch_model.bin": b"pickle", "config.json": b"{}"})
+    hf_old, hf_old_files = _huggingface_repo_files(tmp_path, "hf_v1", seed=3)
+    hf_new, hf_new_files = _huggingface_repo_files(tmp_path, "hf_main", seed=4)
+    server.add_commit(HF_REPO, hf_old_files, refs=("v1",))
+    hf_sha = server.add_commit(HF_REPO, hf_new_files, refs=("main",))
+    home = tmp_path / "hf_home"
+    server.drop_once.add(f"{TIMM_REPO}/model.safetensors")  # the first download is cut off
+    timm_step = dict(loader="timm", kwargs=SIZES, local_name=ARCH)
+    online = [
+        {**timm_step, "id": "tagged", "source": f"{ARCH}.{TAG}", "local": str(new_file)},
+        {**timm_step, "id": "default_tag", "source": ARCH, "local": str(new_file)},
+        {**timm_step, "id": "pinned", "source": f"hf-hub:{TIMM_REPO}@v1", "local": str(old_file)},
+        {**timm_step, "id": "pickles", "source": f"hf-hub:{pickles}"},
+        {**timm_step, "id": "cache_dir", "source": f"{ARCH}.{TAG}",
+         "kwargs": {**SIZES, "cache_dir": str(tmp_path / "own_cache")}},
+        {"id": "hf", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
+        {**timm_step, "id": "init_timm", "loader": "init", "source": f"{ARCH}.{TAG}",
+         "local": str(new_file)},
+        {"id": "init_hf", "loader": "init", "source": f"hf://{HF_REPO}",
+         "kwargs": {"image_size": 32}, "local": str(hf_new)},
+        {"id": "hf_pinned", "loader": "huggingface", "source": f"hf://{HF_REPO}@v1",
+         "local": str(hf_old)},
+    ]  # fmt: skip
+    env = dict(HF_ENDPOINT=server.url, HF_HOME=str(home))
+    results = {"online": _client(tmp_path, online, **env)}
+    requests_online = list(server.requests)
+    offline = [
+        {**timm_step, "id": "cached", "source": f"{ARCH}.{TAG}", "local": str(new_file)},
+        {**timm_step, "id": "cached_pinned", "source": f"hf-hub:{TIMM_REPO}@v1",
+         "local": str(old_file)},
+        {"id": "hf_cached", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
+        {**timm_step, "id": "missing", "source": "vit_tiny_patch16_384"},
+    ]  # fmt: skip
+    results["offline"] = _client(tmp_path, offline, HF_HUB_OFFLINE="1", **env)
+    yield dict(
+        server=server, results=results, home=home, tmp_path=tmp_path, old_sha=old_sha,
+        new_sha=new_sha, hf_sha=hf_sha, requests_online=requests_online,
+        requests_offline=server.requests[len(requests_online):],
+    )  # fmt: skip
+    server.stop()
+
+
+def _ok(result):
+    assert "error" not in result, result.get("message")
+    return result
+
+
+@pytest.mark.slow
+def test_timm_name_downloads_into_the_standard_cache(hub):
+    online = hub["results"]["online"]
+    assert online["_hub_imported_by_keras_vit"] is False  # imported lazily, by a name
+    for step in ("tagged", "default_tag"):
+        assert _ok(online[step])["max_diff"] == 0.0  # the Hub's file = the local file, exactly
+    snapshot = hub["home"] / "hub" / f"models--timm--{ARCH}.{TAG}"
+    assert (snapshot / "refs" / "main").read_text() == hub["new_sha"]
+    cached = snapshot / "snapshots" / hub["new_sha"] / "model.safetensors"
+    assert cached.is_file()
+    # cache_dir= is huggingface_hub's own: the same layout under the folder given.
+    own = hub["tmp_path"] / "own_cache" / f"models--timm--{ARCH}.{TAG}" / "snapshots"
+    assert _ok(online["cache_dir"]) and (own / hub["new_sha"] / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_download_cut_off_halfway_is_retried_whole(hub):
+    """huggingface_hub's own retry: the first transfer stops at half the file (the server
+    closes the connection); the client asks again and the cached file is whole (`tagged`
+    equals the local file exactly)."""
+    path = f"/{TIMM_REPO}/resolve/main/model.safetensors"
+    gets = [r for r in hub["requests_online"] if r[0] == "GET" and r[1] == path]
+    # Two for the cut-off download, one for the `cache_dir=` step (another cache).
+    assert len(gets) == 3 and not hub["server"].drop_once
+    assert hub["results"]["online"]["tagged"]["max_diff"] == 0.0
+
+
+@pytest.mark.slow
+def test_pinned_revision(hub):
+    online = hub["results"]["online"]
+    assert _ok(online["pinned"])["max_diff"] == 0.0  # v1's weights, not main's
+    assert not np.allclose(online["pinned"]["output"], online["tagged"]["output"])
+    versions = hub["home"] / "hub" / f"models--timm--{ARCH}.{TAG}" / "snapshots"
+    assert sorted(os.listdir(versions)) == sorted([hub["old_sha"], hub["new_sha"]])
+    assert _ok(online["hf_pinned"])["max_diff"] == 0.0
+    assert not np.allclose(online["hf_pinned"]["output"], online["hf"]["output"])
+
+
+@pytest.mark.slow
+def test_pickles_are_never_fetched(hub):
+    refusal = hub["results"]["online"]["pickles"]
+    assert refusal["error"] == "FileNotFoundError"
+    assert "safetensors only" in refusal["message"] and "pickles_only" in refusal["message"]
+    assert not hub["server"].requested("pytorch_model.bin")  # neither repo's pickle
+
+
+@pytest.mark.slow
+def test_transformers_repo_id_loads_as_its_folder(hub):
+    assert _ok(hub["results"]["online"]["hf"])["max_diff"] == 0.0
+    folder = hub["home"] / "hub" / "models--google-stand-in--vit-tiny" / "snapshots" / hub["hf_sha"]
+    names = sorted(os.listdir(folder))
+    assert names == ["config.json", "model.safetensors", "preprocessor_config.json"]
+
+
+@pytest.mark.slow
+def test_finetune_init_takes_the_same_names(hub):
+    online = hub["results"]["online"]
+    assert _ok(online["init_timm"])["max_diff"] == 0.0
+    assert _ok(online["init_hf"])["max_diff"] == 0.0
+
+
+@pytest.mark.slow
+def test_offline_loads_from_the_cache_and_a_missing_file_fails_at_once(hub):
+    offline = hub["results"]["offline"]
+    for step in ("cached", "cached_pinned", "hf_cached"):
+        assert _ok(offline[step])["max_diff"] == 0.0
+    assert hub["requests_offline"] == []  # HF_HUB_OFFLINE: not one request
+    missing = offline["missing"]
+    assert missing["error"] == "FileNotFoundError" and missing["seconds"] < 5
+    message = missing["message"]
+    assert "HF_HUB_OFFLINE" in message and str(hub["home"] / "hub") in message
+    assert "hf download timm/vit_tiny_patch16_384.augreg_in21k_ft_in1k model.safetensors" in message
