@@ -11,10 +11,11 @@ import dataclasses
 
 from keras_vit.models.config import ViTConfig
 
-# Options that change training only (or the Keras name, or the input spec every exporter
-# writes beside the weights), never the exported computation.
+# Options that change training only (or the Keras name, the input spec and the class names,
+# metadata beside the weights), never the exported computation.
 SAME_OUTPUTS = (
     "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "name", "preprocessing",
+    "class_names",
 )  # fmt: skip
 
 
