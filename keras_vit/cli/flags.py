@@ -355,6 +355,31 @@ def mpp_flags(parser):
 
 
 
+def mae_flags(parser):
+    group = parser.add_argument_group("masked autoencoder")
+    group.add_argument(
+        "--mask-ratio",
+        dest="mask_ratio",
+        type=fraction,
+        help="share of each image's patches dropped before the encoder (default 0.75)",
+    )
+    group.add_argument(
+        "--norm-pix-loss",
+        dest="norm_pix_loss",
+        action="store_true",
+        default=None,
+        help="targets normalised per patch (the paper preset's default)",
+    )
+    sizes = (
+        ("decoder_hidden_dim", "decoder width (paper 512)"),
+        ("decoder_num_layers", "decoder blocks (paper 8)"),
+        ("decoder_num_heads", "decoder heads (paper 16)"),
+        ("decoder_mlp_dim", "decoder MLP width (paper 2048)"),
+    )
+    for dest, help_text in sizes:
+        group.add_argument(flag_name(dest), dest=dest, type=positive_int, help=help_text)
+
+
 def quickstart_flags(parser):
     from keras_vit.runner.quickstart_defaults import DEFAULTS
 
