@@ -166,3 +166,10 @@ def test_patch_dropout_trains_compiled_and_is_off_at_inference(rotary):
     )
     history = model.fit(images, np.arange(4) % 3, batch_size=4, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_masked_patch_prediction_refuses_patch_dropout():
+    from keras_vit.models import build_mpp_model
+
+    with pytest.raises(ValueError, match="patch_dropout_rate=0.5"):
+        build_mpp_model("mu/4", image_size=16, patch_dropout_rate=0.5)

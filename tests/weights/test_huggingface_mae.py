@@ -102,3 +102,16 @@ def test_sincos_tables_equal_transformers():
     half = table.shape[-1] // 2
     table = torch.cat([table[..., half:], table[..., :half]], dim=-1).numpy()
     np.testing.assert_allclose(mae_sincos_table((4, 4), 16)[0], table, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name, variant",
+    [("vit_base_patch16_224.mae", "B/16"), ("timm/vit_large_patch16_224.mae", "L/16"),
+     ("vit_huge_patch14_224.mae", "H/14")],
+)  # fmt: skip
+def test_timm_mae_names_are_plain_vits(name, variant):
+    """timm's `*.mae` weights are plain ViT encoders: `from_timm` reads them as the base name."""
+    from keras_vit.weights.timm_names import parse_timm_name
+
+    spec = parse_timm_name(name)
+    assert (spec.family.name, spec.tag, spec.arguments["variant"]) == ("vit", "mae", variant)
