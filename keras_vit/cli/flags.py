@@ -126,6 +126,13 @@ def training_flags(parser):
     group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
     group.add_argument(flag_name("dropout_rate"), dest="dropout_rate", type=probability)
     group.add_argument(
+        flag_name("patch_dropout_rate"),
+        dest="patch_dropout_rate",
+        type=fraction,
+        help="pretrain / finetune: share of each image's patch tokens dropped in training "
+        "(patch dropout, FLIP; default 0)",
+    )
+    group.add_argument(
         "--remat",
         action="store_true",
         default=None,

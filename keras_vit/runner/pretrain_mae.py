@@ -128,6 +128,8 @@ def run(config, callbacks=()):
     """Pre-trains a masked autoencoder; returns the metrics (also in metrics.json)."""
     if config.get("patch_sizes") is not None:
         raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
+    if config.get("patch_dropout_rate"):
+        raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
     return run_training(
         config, build_model, "pretrain_mae", callbacks=callbacks,
         compile=pretrain_mpp.compile_mpp, evaluate=pretrain_mpp.evaluate_mpp,

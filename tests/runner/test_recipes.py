@@ -278,3 +278,18 @@ def test_pretrain_mae_then_finetune_init(tmp_path):
                fine, "--verbose", "0", "--steps-per-epoch", "2")
     assert code == 0
     assert os.path.exists(os.path.join(fine, "model.keras"))
+
+
+def test_patch_dropout_flag_reaches_pretrain_and_finetune_models(capsys, tmp_path, monkeypatch):
+    from keras_vit.runner import pretrain, pretrain_mae
+
+    monkeypatch.chdir(tmp_path)
+    assert cli("pretrain", "--smoke", "--patch-dropout-rate", "0.5", "--print-config") == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["patch_dropout_rate"] == 0.5
+    model, _ = pretrain.build_model(10, config)
+    assert model.config.patch_dropout_rate == 0.5
+    source = ViT("mu/4", image_size=16, include_top=False, pooling=None)
+    assert finetune.init_kwargs(source, config)["patch_dropout_rate"] == 0.5
+    with pytest.raises(ValueError, match="pretrain and finetune only"):
+        pretrain_mae.run(dict(pretrain_mae.get_config(smoke=True), patch_dropout_rate=0.5))
