@@ -44,7 +44,7 @@ def mae_sincos_table(grid_size, width, num_prefix=1):
 
     Example:
 
-    >>> mae_sincos_table((2, 2), 8)[0, 2].round(3).tolist()
+    >>> [round(float(v), 3) for v in mae_sincos_table((2, 2), 8)[0, 2]]
     [0.841, 0.01, 0.54, 1.0, 0.0, 0.0, 1.0, 1.0]
     """
     if width % 4:
