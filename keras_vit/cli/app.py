@@ -86,6 +86,11 @@ COMMANDS = {
         "encoder.keras for `keras-vit finetune --init`",
         F.mpp_flags,
     ),
+    "pretrain-mae": _training_command(
+        "self-supervised masked autoencoder (He et al., 2022); saves encoder.keras for "
+        "`keras-vit finetune --init` and reconstructions.png",
+        F.mae_flags,
+    ),
     "convert": Command(
         "convert an official ViT .npz, a timm or a Hugging Face checkpoint into a .keras model, "
         "or a .keras model back to timm or Hugging Face",

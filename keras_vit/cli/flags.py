@@ -126,6 +126,13 @@ def training_flags(parser):
     group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
     group.add_argument(flag_name("dropout_rate"), dest="dropout_rate", type=probability)
     group.add_argument(
+        flag_name("patch_dropout_rate"),
+        dest="patch_dropout_rate",
+        type=fraction,
+        help="pretrain / finetune: share of each image's patch tokens dropped in training "
+        "(patch dropout, FLIP; default 0)",
+    )
+    group.add_argument(
         "--remat",
         action="store_true",
         default=None,
@@ -353,6 +360,31 @@ def mpp_flags(parser):
     for dest, help_text in shares:
         group.add_argument(flag_name(dest), dest=dest, type=fraction, help=help_text)
 
+
+
+def mae_flags(parser):
+    group = parser.add_argument_group("masked autoencoder")
+    group.add_argument(
+        "--mask-ratio",
+        dest="mask_ratio",
+        type=fraction,
+        help="share of each image's patches dropped before the encoder (default 0.75)",
+    )
+    group.add_argument(
+        "--norm-pix-loss",
+        dest="norm_pix_loss",
+        action="store_true",
+        default=None,
+        help="targets normalised per patch (the paper preset's default)",
+    )
+    sizes = (
+        ("decoder_hidden_dim", "decoder width (paper 512)"),
+        ("decoder_num_layers", "decoder blocks (paper 8)"),
+        ("decoder_num_heads", "decoder heads (paper 16)"),
+        ("decoder_mlp_dim", "decoder MLP width (paper 2048)"),
+    )
+    for dest, help_text in sizes:
+        group.add_argument(flag_name(dest), dest=dest, type=positive_int, help=help_text)
 
 
 def quickstart_flags(parser):

@@ -38,6 +38,7 @@ from keras_vit.layers.rotary import (
 from keras_vit.layers.rotary_mixed import MixedRotaryEmbedding, mixed_rotary_embedding
 from keras_vit.layers.std_conv import StdConv2D
 from keras_vit.layers.swiglu import SwiGLU
+from keras_vit.layers.token_dropping import TokenDropping
 from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
@@ -62,6 +63,7 @@ __all__ = [
     "RotaryEmbedding2D",
     "StdConv2D",
     "SwiGLU",
+    "TokenDropping",
     "TokenGrid",
     "TokenPooling",
     "TransformerBlock",

@@ -6,6 +6,7 @@ from keras_vit.models.encoder import VisionTransformer
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.hybrid import ViTR26B32, ViTR26S32, ViTR50B16, ViTR50L32, ViTRTi16
+from keras_vit.models.mae import MaskedAutoencoder, build_mae_model, extract_mae_encoder
 from keras_vit.models.mpp import MaskedPatchPredictor, build_mpp_model, extract_encoder
 from keras_vit.models.patch_resize import with_patch_size
 from keras_vit.models.preprocessing_config import PreprocessingConfig

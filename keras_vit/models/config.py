@@ -78,7 +78,7 @@ BOOLS = (
     "position_embedding_aspect_preserving",
 )
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
-RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate")
+RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
@@ -118,6 +118,8 @@ class ViTConfig:
         position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
         dropout_rate, attention_dropout_rate, drop_path_rate: floats in [0, 1).
             Default to 0.
+        patch_dropout_rate: float in [0, 1). Fraction of the patch tokens dropped at random
+            per image in training (timm's `patch_drop_rate`). Defaults to 0.
         approximate_gelu: bool. Defaults to True.
         layer_norm_epsilon: float. Defaults to 1e-6.
         layer_scale_init_value: optional float. Defaults to None.
@@ -283,6 +285,8 @@ class ViTConfig:
     dropout_rate: float = _field("encoder", 0.0)
     attention_dropout_rate: float = _field("encoder", 0.0)
     drop_path_rate: float = _field("encoder", 0.0)
+    # Patch dropout (issue 44): a random fraction of the patch tokens dropped in training only.
+    patch_dropout_rate: float = _field("encoder", 0.0)
     approximate_gelu: bool = _field("encoder", True)
     layer_norm_epsilon: float = _field("encoder", 1e-6)
     layer_scale_init_value: object = _field("encoder", None)
@@ -426,6 +430,7 @@ class ViTConfig:
         checks.check_stem(self, normalize)
         self.preprocessing.check_channels(self.num_channels)
         checks.check_class_names(self, normalize)
+        checks.check_patch_dropout(self)
 
     @property
     def is_hybrid(self):

@@ -565,3 +565,22 @@ def check_class_names(config, normalize):
             f"{config.include_top}"
         )
     normalize("class_names", names)
+
+
+def check_patch_dropout(config):
+    """Patch dropout (`patch_dropout_rate`) needs a static patch sequence it can thin out:
+    refused with what keeps every patch in place (relative position biases, a merger's grid,
+    NaFlex sequences, `dynamic_image_size`)."""
+    if not config.patch_dropout_rate:
+        return
+    for name, value, why in (
+        ("relative_position_bias", config.relative_position_bias, "biases the full grid"),
+        ("merger_size", config.merger_size, "merges neighbouring patches of the full grid"),
+        ("naflex", config.naflex, "masks padded sequences instead"),
+        ("dynamic_image_size", config.dynamic_image_size, "needs a static token count"),
+    ):
+        if value:
+            raise ValueError(
+                f"patch_dropout_rate drops patch tokens, but {name} {why}. Received: "
+                f"patch_dropout_rate={config.patch_dropout_rate}, {name}={value!r}"
+            )

@@ -49,6 +49,7 @@ from keras_vit.layers import (
     RelativePositionBias,
     RelativePositionMLP,
     RotaryEmbedding2D,
+    TokenDropping,
 )
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
@@ -79,6 +80,7 @@ from keras_vit.models.stems import stem_features
 PATCH_ENCODER = "patch_encoder"
 ROTARY_EMBEDDING = "rotary_embedding"
 PRE_NORM = "pre_norm"
+PATCH_DROPOUT = "patch_dropout"
 BLOCK_NAME = "encoderblock_{}"
 FINAL_NORM = "encoder_norm"
 RELATIVE_POSITION_BIAS = "relative_position_bias"
@@ -204,6 +206,15 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
             "features=None"
         )
     rotary = rotary_table(features, config, dtype_of)
+    if config.patch_dropout_rate:  # timm's patch_drop: after the position embedding
+        dropped = TokenDropping(
+            config.patch_dropout_rate,
+            num_prefix_tokens(config),
+            training_only=True,
+            name=PATCH_DROPOUT,
+            dtype=dtype_of(PATCH_DROPOUT),
+        )(tokens, rotary_embedding=rotary)
+        tokens, rotary = dropped["tokens"], dropped.get("rotary_embedding")
     per_block = isinstance(rotary, (list, tuple))  # mixed RoPE: one table per block
     mask = {} if attention_mask is None else {"attention_mask": attention_mask}
     x = tokens
@@ -373,8 +384,7 @@ class VisionTransformer(
             config = ViTConfig.from_dict(config)
         if not isinstance(config, ViTConfig):
             raise ValueError(
-                "VisionTransformer needs a keras_vit.models.ViTConfig. "
-                f"Received: config={config!r}"
+                f"VisionTransformer needs a keras_vit.models.ViTConfig. Received: config={config!r}"
             )
         options = {"dtype": dtype}
         recorded = split_dtype(options)

@@ -95,6 +95,11 @@ def _encoder_config(variant, image_size, num_channels, encoder_kwargs, name):
             "Masked patch prediction corrupts patch embeddings of plain ViTs; hybrid variants "
             f"are not supported. Received: variant={variant!r}"
         )
+    if encoder_kwargs.get("patch_dropout_rate"):
+        raise ValueError(
+            "Masked patch prediction predicts every patch; patch dropout would remove some. "
+            f"Received: patch_dropout_rate={encoder_kwargs['patch_dropout_rate']!r}"
+        )
     unknown = sorted(set(encoder_kwargs) - set(ENCODER_KEYS))
     if unknown:
         raise ValueError(f"Unknown encoder arguments {unknown}. Expected some of {ENCODER_KEYS}.")

@@ -39,6 +39,7 @@ def ViT(
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
+    patch_dropout_rate=0.0,
     approximate_gelu=True,
     layer_norm_epsilon=1e-6,
     layer_scale_init_value=None,
@@ -146,6 +147,11 @@ def ViT(
         attention_dropout_rate: float in [0, 1). Defaults to 0.
         drop_path_rate: float in [0, 1). Stochastic depth of the last block,
             increasing linearly from 0 at the first. Defaults to 0.
+        patch_dropout_rate: float in [0, 1). Patch dropout (FLIP, timm's
+            `patch_drop_rate`): in training, each image keeps a random
+            `int(N * (1 - rate))` of its N patch tokens after the position
+            embedding (prefix tokens always kept; `keras_vit.layers.TokenDropping`);
+            the identity at inference. Defaults to 0.
         approximate_gelu: bool. tanh GELU (official) or exact. Defaults to True.
         layer_norm_epsilon: float. Defaults to 1e-6.
         layer_scale_init_value: optional float enabling LayerScale. Defaults to None.

@@ -30,6 +30,7 @@ def optimizer_from_config(config, total_steps, warmup_steps, model=None):
         global_clipnorm=config["global_clipnorm"],
         gradient_accumulation_steps=config["gradient_accumulation_steps"],
         ema_momentum=config.get("ema"),
+        **({"beta_2": config["beta_2"]} if config.get("beta_2") is not None else {}),
     )
     if config.get("layer_decay") is not None:
         if model is None:

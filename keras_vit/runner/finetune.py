@@ -152,6 +152,7 @@ def init_kwargs(source, config):
         fc_norm=arch.fc_norm,
         pooling=arch.pooling or ("token" if arch.class_token else "gap"),
         dropout_rate=config["dropout_rate"],
+        patch_dropout_rate=config.get("patch_dropout_rate") or 0.0,
         remat=config["remat"],
         preprocessing=arch.preprocessing,  # the source's input spec (issue 42)
     )

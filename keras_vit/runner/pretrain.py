@@ -41,6 +41,7 @@ PAPER = dict(
     gradient_accumulation_steps=None,
     label_smoothing=0.0,
     dropout_rate=0.1,
+    patch_dropout_rate=0.0,  # patch dropout (FLIP, timm's patch_drop_rate): in training only
     remat=False,  # gradient checkpointing of every transformer block (memory for compute)
     # "auto" is Keras' choice: XLA on JAX, and on TensorFlow only with a GPU/TPU; True also
     # compiles TensorFlow on CPU (faster: benchmarks/RESULTS.md), on PyTorch torch.compile.

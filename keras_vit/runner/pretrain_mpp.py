@@ -136,6 +136,8 @@ def run(config, callbacks=()):
     """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
     if config.get("patch_sizes") is not None:
         raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
+    if config.get("patch_dropout_rate"):
+        raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
     return run_training(
         config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,

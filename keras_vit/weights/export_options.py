@@ -15,7 +15,7 @@ from keras_vit.models.config import ViTConfig
 # metadata beside the weights), never the exported computation.
 SAME_OUTPUTS = (
     "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "name", "preprocessing",
-    "class_names",
+    "class_names", "patch_dropout_rate",
 )  # fmt: skip
 
 

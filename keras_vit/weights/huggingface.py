@@ -71,6 +71,7 @@ FAMILY_MODULES = {
     "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
     "aimv2": "keras_vit.weights.huggingface_aimv2",
     "aimv2_vision_model": "keras_vit.weights.huggingface_aimv2",
+    "vit_mae": "keras_vit.weights.huggingface_mae",
 }
 
 

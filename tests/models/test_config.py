@@ -138,7 +138,7 @@ def test_to_kwargs_and_field_groups():
     # ParallelScalingBlock and differential attention; Sapiens2's num_key_value_heads and
     # attention_only_layer_scale).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 44
+    assert len(mpp.ENCODER_KEYS) == 45  # + patch_dropout_rate (issue 44)
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 

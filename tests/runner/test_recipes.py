@@ -114,6 +114,7 @@ def test_init_kwargs_pool_a_tokens_only_encoder():
     "name, path",
     [("pretrain", "recipes/pretrain_i21k_b16.py"), ("finetune", "recipes/finetune_cifar10_b16.py"),
      ("pretrain-mpp", "recipes/pretrain_mpp_imagenet_b16.py"),
+     ("pretrain-mae", "recipes/pretrain_mae_imagenet_b16.py"),
      ("finetune", "recipes/finetune_digits.py")],
 )
 def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monkeypatch):
@@ -128,6 +129,10 @@ def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monk
                          warmup_steps=10_000, decay="linear", epochs=90, representation_size=768),
         "pretrain-mpp": dict(model="B/16", learning_rate=2e-4, steps=1_000_000, decay="cosine",
                              corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1),
+        "pretrain-mae": dict(model="B/16", learning_rate=1.5e-4 * 4096 / 256, beta_2=0.95,
+                             weight_decay=0.05, warmup_epochs=40, decay="cosine", epochs=800,
+                             mask_ratio=0.75, norm_pix_loss=True, decoder_hidden_dim=512,
+                             decoder_num_layers=8, decoder_num_heads=16, batch_size=4096),
     }
     if "cifar10" in path:
         expected["finetune"] = dict(image_size=384, batch_size=512, steps=10_000,
@@ -248,3 +253,43 @@ def test_finetune_toolkit_options_run_and_are_recorded(tmp_path, capsys):
         "teacher": teacher_path, "mode": "soft", "tau": 2.0, "alpha": 0.5}
     saved = keras.saving.load_model(os.path.join(out, "model.keras"))
     assert saved.get_layer("head_dist") is not None  # the student, not the wrapper
+
+
+def test_pretrain_mae_then_finetune_init(tmp_path):
+    """Two steps of MAE pre-training on digits: finite, decreasing loss; the artefacts (the
+    reconstruction grid included); `finetune --init` from its encoder."""
+    from keras_vit.runner import pretrain_mae
+
+    out = str(tmp_path / "mae")
+    code = cli("pretrain-mae", "--smoke", "--out", out, "--verbose", "0", "--steps", "2",
+               "--mask-ratio", "0.5", "--lr", "0.003")
+    assert code == 0
+    for path in ("model.keras", "encoder.keras", "metrics.json", pretrain_mae.GRID_FILE):
+        assert os.path.exists(os.path.join(out, path)), path
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["config"]["mask_ratio"] == 0.5
+    assert math.isfinite(metrics["eval_loss"])
+    assert metrics["eval_loss"] < metrics["initial_eval_loss"]
+    with open(os.path.join(out, pretrain_mae.GRID_FILE), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    fine = str(tmp_path / "fine")
+    code = cli("finetune", "--smoke", "--init", os.path.join(out, "encoder.keras"), "--out",
+               fine, "--verbose", "0", "--steps-per-epoch", "2")
+    assert code == 0
+    assert os.path.exists(os.path.join(fine, "model.keras"))
+
+
+def test_patch_dropout_flag_reaches_pretrain_and_finetune_models(capsys, tmp_path, monkeypatch):
+    from keras_vit.runner import pretrain, pretrain_mae
+
+    monkeypatch.chdir(tmp_path)
+    assert cli("pretrain", "--smoke", "--patch-dropout-rate", "0.5", "--print-config") == 0
+    config = json.loads(capsys.readouterr().out)
+    assert config["patch_dropout_rate"] == 0.5
+    model, _ = pretrain.build_model(10, config)
+    assert model.config.patch_dropout_rate == 0.5
+    source = ViT("mu/4", image_size=16, include_top=False, pooling=None)
+    assert finetune.init_kwargs(source, config)["patch_dropout_rate"] == 0.5
+    with pytest.raises(ValueError, match="pretrain and finetune only"):
+        pretrain_mae.run(dict(pretrain_mae.get_config(smoke=True), patch_dropout_rate=0.5))

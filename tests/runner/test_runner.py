@@ -196,9 +196,9 @@ def test_fewshot_refuses_a_finished_out(tmp_path):
 
 
 def test_one_smoke_shrink_for_every_recipe():
-    from keras_vit.runner import finetune, pretrain_mpp, quickstart
+    from keras_vit.runner import finetune, pretrain_mae, pretrain_mpp, quickstart
 
-    for module in (pretrain, finetune, pretrain_mpp, quickstart):
+    for module in (pretrain, finetune, pretrain_mpp, pretrain_mae, quickstart):
         config = module.get_config(smoke=True)
         assert config["model"] == "mu/4" and config["image_size"] == 16
         assert config["overwrite"] is False

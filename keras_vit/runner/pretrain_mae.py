@@ -1,0 +1,137 @@
+"""Masked-autoencoder pre-training recipe (He et al., 2022): `keras-vit pretrain-mae`.
+
+Self-supervised: labels are never read. 75% of every image's patches are dropped before the
+encoder (which sees a quarter of the tokens), a light decoder with mask tokens reconstructs
+their pixels, and the loss is the MSE on the dropped patches (`keras_vit.models.mae`). The
+paper's ImageNet-1k settings (`--preset paper`, `recipes/pretrain_mae_imagenet_b16.py`): AdamW
+betas (0.9, 0.95), base learning rate 1.5e-4 x batch / 256 (batch 4096: 2.4e-3), weight decay
+0.05, 40 warm-up epochs, cosine decay, 800 epochs, random resized crops (0.2, 1) with flips,
+per-patch normalised targets, decoder 512 wide, 8 blocks, 16 heads.
+
+Command (defaults: the offline `digits` preset: the 4-layer width-64 ViT of every digits recipe,
+4 px patches on 16 px digits; a minute or two on 2 CPU cores):
+
+    keras-vit pretrain-mae --out runs/mae
+    keras-vit finetune --init runs/mae/encoder.keras --out runs/mae_finetune
+
+Artefacts in `out`: `model.keras` (the whole `MaskedAutoencoder`), `encoder.keras` (the plain
+`ViT(include_top=False, pooling=None)` encoder for `keras-vit finetune --init`),
+`reconstructions.png` (masked input / reconstruction / original of a few held-out images),
+`metrics.json` (config, per-epoch loss, the held-out loss before and after training),
+`log.csv`, `checkpoints/last.keras` and a `backup/` for resuming (as every run).
+"""
+
+import os
+
+import numpy as np
+
+from keras_vit.models import mae
+from keras_vit.runner import backup, pretrain, pretrain_mpp
+from keras_vit.runner.config import make_config
+from keras_vit.runner.run import run_training
+from keras_vit.saving import load_model
+from keras_vit.training import multihost
+from keras_vit.training.distribution import without_distribution
+
+# He et al., 2022, Appendix A.1 (Table 8): ViT-B/16 at 224 px, ImageNet-1k.
+PAPER = dict(
+    pretrain.PAPER,
+    dataset="tfds:imagenet2012", batch_size=4096, epochs=800, steps=None,
+    optimizer="adamw", learning_rate=1.5e-4 * 4096 / 256, weight_decay=0.05, beta_2=0.95,
+    warmup_steps=0, decay="cosine", global_clipnorm=None,
+    dropout_rate=0.0, representation_size=None, crop_scale=(0.2, 1.0), flip=True,
+    mask_ratio=0.75, norm_pix_loss=True, decoder_hidden_dim=512, decoder_num_layers=8,
+    decoder_num_heads=16, decoder_mlp_dim=2048,
+)  # fmt: skip
+
+# Offline default: the digits model and data of the other digits presets; a small decoder
+# (width 64, 2 blocks, 4 heads), raw-pixel targets, 2000 steps at LR 1e-3.
+DIGITS = dict(
+    PAPER,
+    **{key: pretrain.DIGITS[key] for key in (*pretrain_mpp.SHARED_WITH_PRETRAIN, "crop_scale")},
+    epochs=None, steps=2000, learning_rate=1e-3, flip=None,
+    norm_pix_loss=False, decoder_hidden_dim=64, decoder_num_layers=2, decoder_num_heads=4,
+    decoder_mlp_dim=128,
+)  # fmt: skip
+
+PRESETS = {"digits": DIGITS, "paper": PAPER}
+# The MAE settings of a config, passed to `mae.build_mae_model` as they are.
+MAE_KEYS = ("mask_ratio", "norm_pix_loss", "decoder_hidden_dim", "decoder_num_layers",
+            "decoder_num_heads", "decoder_mlp_dim")  # fmt: skip
+GRID_FILE = "reconstructions.png"
+
+
+def get_config(preset="digits", smoke=False):
+    """The MAE pre-training config: `preset` `"digits"` (offline default) or `"paper"`.
+
+    `smoke=True` shrinks it for tests (batch 16, 6 steps, a 1-block width-16 decoder).
+    """
+    # The paper's 40 warm-up epochs: `warmup_epochs` is a run setting (RUNTIME), set here.
+    warmup = {"warmup_epochs": 40} if preset == "paper" else {}
+    return make_config(
+        PRESETS, preset, smoke, runtime=dict(out="runs/mae", validation_freq=0, **warmup),
+        smoke_overrides=dict(
+            batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0,
+            decoder_hidden_dim=16, decoder_num_layers=1, decoder_num_heads=2, decoder_mlp_dim=32,
+        ),
+    )  # fmt: skip
+
+
+def build_model(num_classes, config):
+    """`mae.build_mae_model` from a config's model fields (`num_classes` unused)."""
+    overrides = dict(config["model_overrides"] or {})
+    if config["dropout_rate"]:
+        overrides["dropout_rate"] = config["dropout_rate"]
+    if config["remat"]:
+        overrides["remat"] = True
+    model = mae.build_mae_model(
+        config["model"],
+        image_size=config["image_size"],
+        num_channels=config["num_channels"],
+        seed=config["seed"],
+        **{key: config[key] for key in MAE_KEYS},
+        **overrides,
+    )
+    return model, {"variant": config["model"], "init": "random", "mask_ratio": config["mask_ratio"]}
+
+
+def save_encoder_and_grid(model, setup):
+    """Saves `encoder.keras` (for `keras-vit finetune --init`) and `reconstructions.png`.
+
+    With several processes, process 0 reads back the `model.keras` it has just written; the
+    other processes write nothing.
+    """
+    from keras_vit.inspection.mae_grid import save_reconstruction_grid
+
+    path = os.path.join(setup.out, "encoder.keras")
+    grid = os.path.join(setup.out, GRID_FILE)
+    if setup.num_processes > 1:
+        if not multihost.is_chief():
+            return {"encoder_path": path}
+        with without_distribution():
+            model = load_model(os.path.join(setup.out, "model.keras"))
+    encoder = mae.extract_mae_encoder(model)
+    backup.atomic_write(path, encoder.save)
+    images = np.asarray(next(iter(setup.eval_ds))[0])[:6]
+    noise = np.random.default_rng(0).uniform(
+        size=(len(images), model.encoder.patch_encoder.num_patches)
+    )
+    backup.atomic_write(grid, lambda target: save_reconstruction_grid(model, images, target, noise))
+    return {
+        "encoder_params": int(encoder.count_params()),
+        "encoder_path": path,
+        "reconstructions": grid,
+    }
+
+
+def run(config, callbacks=()):
+    """Pre-trains a masked autoencoder; returns the metrics (also in metrics.json)."""
+    if config.get("patch_sizes") is not None:
+        raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
+    if config.get("patch_dropout_rate"):
+        raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
+    return run_training(
+        config, build_model, "pretrain_mae", callbacks=callbacks,
+        compile=pretrain_mpp.compile_mpp, evaluate=pretrain_mpp.evaluate_mpp,
+        finish=save_encoder_and_grid,
+    )  # fmt: skip

@@ -1,0 +1,205 @@
+"""transformers' ViTMAE folders (`model_type` `"vit_mae"`) <-> keras_vit masked autoencoders.
+
+`from_huggingface` sends a `vit_mae` folder here. A `ViTMAEForPreTraining` folder (with its
+`decoder.*` weights) becomes a `keras_vit.models.MaskedAutoencoder` whose `loss`, `logits` and
+`mask` equal transformers' given the same `noise` (`mask_ratio` and `norm_pix_loss` read from
+`config.json`); a `ViTMAEModel` folder (the encoder alone) becomes the plain `VisionTransformer`
+encoder (`include_top=False` unless `num_classes` is given; MAE's fine-tuning starts there).
+The encoder's names are transformers' ViT names (`keras_vit.weights.huggingface`); the decoder's
+are `decoder.decoder_embed`, `decoder.mask_token`, `decoder.decoder_pos_embed`,
+`decoder.decoder_encoder.layer.{i}.*` (ViT layers), `decoder.decoder_norm` and
+`decoder.decoder_pred`. `export_huggingface_mae` writes a `ViTMAEForPreTraining` folder back
+through the same table.
+"""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+
+from keras_vit.models.config import ViTConfig
+from keras_vit.models.encoder import build_model
+from keras_vit.models.mae import DECODER_BLOCK, MaskedAutoencoder
+from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface import (
+    _weights_file,
+    family_config,
+    huggingface_name_table,
+    normalize_names,
+    vit_arguments,
+    vit_attention_rows,
+)
+from keras_vit.weights.state_dict import read_state_dict
+
+logger = logging.getLogger(__name__)
+
+ARCHITECTURES = ("ViTMAEForPreTraining", "ViTMAEModel")
+_norm, _dense = L.torch_norm, L.torch_linear
+
+
+def mae_arguments(hf, source):
+    """The encoder's `ViT` arguments of a ViTMAE `config.json` (as a ViT's), checked."""
+    architectures = hf.get("architectures") or []
+    unknown = [a for a in architectures if a not in ARCHITECTURES]
+    if unknown:
+        raise ValueError(
+            f"{source}: architectures {unknown} are not read. Expected one of {ARCHITECTURES}."
+        )
+    plain = {k: v for k, v in hf.items() if k != "architectures"}
+    arguments = vit_arguments({**plain, "model_type": "vit"}, source=source)
+    if not arguments.pop("_qkv_bias"):
+        raise ValueError(f"{source}: qkv_bias False is not supported for ViTMAE. Expected True.")
+    return arguments
+
+
+def _layer_rows(key, path):
+    rows = {}
+    rows.update(_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
+    rows.update(vit_attention_rows(key, path))
+    rows.update(_norm(f"{key}.layernorm_after", f"{path}/mlp_norm"))
+    rows.update(_dense(f"{key}.intermediate.dense", f"{path}/mlp_dense_1"))
+    rows.update(_dense(f"{key}.output.dense", f"{path}/mlp_dense_2"))
+    return rows
+
+
+def mae_name_table(model):
+    """{transformers name: (variable path, transform)} of a `MaskedAutoencoder` (encoder names
+    without the `vit.` prefix, as `normalize_names` leaves them)."""
+    table = huggingface_name_table(model.encoder_config)
+    table.update(_dense("decoder.decoder_embed", "decoder_embed"))
+    table["decoder.mask_token"] = (model.mask_token.path, L.IDENTITY)
+    table["decoder.decoder_pos_embed"] = (model.decoder_pos_embed.path, L.IDENTITY)
+    for i in range(model.decoder_num_layers):
+        table.update(_layer_rows(f"decoder.decoder_encoder.layer.{i}", DECODER_BLOCK.format(i)))
+    table.update(_norm("decoder.decoder_norm", "decoder_norm"))
+    table.update(_dense("decoder.decoder_pred", "decoder_pred"))
+    return table
+
+
+def from_huggingface_mae(folder, hf, num_classes=None, **kwargs):
+    """A `MaskedAutoencoder` (`ViTMAEForPreTraining`) or its encoder (`ViTMAEModel`).
+
+    Args:
+        folder: the `save_pretrained` folder.
+        hf: its `config.json` (a dict).
+        num_classes: optional int: a `ViTMAEModel` encoder with a new zero head.
+        **kwargs: `ViT` arguments of the encoder (a `ViTMAEModel`), or `MaskedAutoencoder`
+            arguments (`seed`, `name`) of a pre-training model.
+    """
+    source = os.path.join(folder, "config.json")
+    arguments = mae_arguments(hf, source)
+    weights_path = _weights_file(folder)
+    arrays = normalize_names(read_state_dict(weights_path))
+    if not any(key.startswith("decoder.") for key in arrays):  # ViTMAEModel: the encoder
+        include_top = kwargs.pop("include_top", num_classes is not None)
+        config = family_config(arguments, hf, num_classes, include_top, kwargs)
+        model = build_model(config)
+        table = huggingface_name_table(config)
+        L.load_state_dict(
+            model,
+            arrays,
+            L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
+            source=repr(weights_path),
+            logger=logger,
+        )
+        return model
+    image_size = kwargs.pop("image_size", None)
+    if image_size is not None and ViTConfig.from_variant(
+        "B/16", image_size=image_size
+    ).image_size != tuple(arguments["image_size"]):
+        raise ValueError(
+            f"{source}: a ViTMAEForPreTraining model keeps its image size "
+            f"{tuple(arguments['image_size'])} (its decoder's position table). "
+            f"Received: image_size={image_size!r}"
+        )
+    config = family_config(arguments, hf, None, False, {"pooling": None})
+    model = MaskedAutoencoder(
+        config,
+        mask_ratio=float(hf.get("mask_ratio", 0.75)),
+        decoder_hidden_dim=int(hf.get("decoder_hidden_size", 512)),
+        decoder_num_layers=int(hf.get("decoder_num_hidden_layers", 8)),
+        decoder_num_heads=int(hf.get("decoder_num_attention_heads", 16)),
+        decoder_mlp_dim=int(hf.get("decoder_intermediate_size", 2048)),
+        norm_pix_loss=bool(hf.get("norm_pix_loss", False)),
+        **kwargs,
+    )
+    L.load_state_dict(
+        model, arrays, mae_name_table(model), source=repr(weights_path), logger=logger
+    )
+    return model
+
+
+def mae_huggingface_config(model):
+    """The `config.json` (a dict) of a `ViTMAEForPreTraining` equal to `model`."""
+    from keras_vit.weights.export_huggingface import huggingface_config
+
+    hf = huggingface_config(model.encoder_config)
+    hf.update(
+        architectures=["ViTMAEForPreTraining"],
+        model_type="vit_mae",
+        mask_ratio=model.mask_ratio,
+        norm_pix_loss=model.norm_pix_loss,
+        decoder_hidden_size=model.decoder_hidden_dim,
+        decoder_num_hidden_layers=model.decoder_num_layers,
+        decoder_num_attention_heads=model.decoder_num_heads,
+        decoder_intermediate_size=model.decoder_mlp_dim,
+    )
+    return hf
+
+
+def export_huggingface_mae(model, folder, *, overwrite=False):
+    """Writes a `MaskedAutoencoder` as a transformers `ViTMAEForPreTraining` folder.
+
+    The encoder must be one transformers' ViT expresses (a learned or sincos position table
+    with a class token; refused naming the option otherwise), nothing is written before every
+    check passes, and an existing `config.json` / `model.safetensors` is replaced only with
+    `overwrite=True`. Returns the folder as a str.
+    """
+    from keras_vit.weights.export_huggingface import check_huggingface_expressible
+    from keras_vit.weights.writing import (
+        check_everything_exported,
+        check_float_variables,
+        state_dict_from_table,
+        write_state_dict,
+    )
+
+    if not isinstance(model, MaskedAutoencoder):
+        raise ValueError(
+            f"export_huggingface_mae expects a MaskedAutoencoder. Received: {type(model).__name__}"
+        )
+    config = model.encoder_config
+    check_huggingface_expressible(config)
+    if config.rotary_embedding is not None or config.position_embedding != "learned":
+        raise ValueError(
+            "transformers' ViTMAE has a (fixed) position table with a class-token row. "
+            f"Received: position_embedding={config.position_embedding!r}, "
+            f"rotary_embedding={config.rotary_embedding!r}"
+        )
+    if not config.class_token:
+        raise ValueError("transformers' ViTMAE has a class token. Received: class_token=False")
+    check_float_variables(model, "Hugging Face transformers")
+    folder = os.fspath(folder)
+    existing = [
+        n for n in ("config.json", "model.safetensors") if os.path.exists(os.path.join(folder, n))
+    ]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
+        )
+    table = mae_name_table(model)
+    arrays, used = state_dict_from_table(model, table)
+    used.update(v.path for v in model.weights if "seed_generator" in v.path)
+    check_everything_exported(model, used, "Hugging Face transformers")
+    arrays = {k if k.startswith("decoder.") else f"vit.{k}": v for k, v in arrays.items()}
+    os.makedirs(folder, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
+    try:
+        write_state_dict(arrays, os.path.join(staging, "model.safetensors"))
+        with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(mae_huggingface_config(model), f, indent=2, sort_keys=True)
+        for name in ("model.safetensors", "config.json"):
+            os.replace(os.path.join(staging, name), os.path.join(folder, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder

@@ -1,0 +1,133 @@
+"""Tests for keras_vit/models/mae.py: the masked autoencoder against NumPy, trained with `fit`
+on every backend, `.keras` round trip, `extract_mae_encoder`, encoders of every position kind,
+and the refusals."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_vit.models import ViT, ViTConfig
+from keras_vit.models.mae import (
+    MaskedAutoencoder,
+    build_mae_model,
+    extract_mae_encoder,
+    mae_loss,
+    patch_pixels,
+)
+from tests.helpers import to_numpy
+
+TINY = dict(decoder_hidden_dim=16, decoder_num_layers=1, decoder_num_heads=2, decoder_mlp_dim=32)
+
+
+def _images(n=4, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (n, 16, 16, 3)).astype("float32")
+
+
+def test_loss_equals_numpy():
+    rng = np.random.default_rng(1)
+    targets = rng.normal(size=(2, 16, 48)).astype("float32")
+    logits = rng.normal(size=(2, 16, 48)).astype("float32")
+    mask = (rng.uniform(size=(2, 16)) < 0.75).astype("float32")
+    per_patch = ((logits - targets) ** 2).mean(-1)
+    expected = (per_patch * mask).sum() / mask.sum()
+    np.testing.assert_allclose(to_numpy(mae_loss(targets, logits, mask)), expected, rtol=1e-6)
+    mean, var = targets.mean(-1, keepdims=True), targets.var(-1, ddof=1, keepdims=True)
+    normed = (targets - mean) / np.sqrt(var + 1e-6)
+    expected = ((((logits - normed) ** 2).mean(-1)) * mask).sum() / mask.sum()
+    np.testing.assert_allclose(
+        to_numpy(mae_loss(targets, logits, mask, norm_pix_loss=True)), expected, rtol=1e-5
+    )
+
+
+def test_targets_are_patches_in_row_column_channel_order():
+    images = _images(1)
+    patches = to_numpy(patch_pixels(images, (4, 4)))
+    np.testing.assert_array_equal(patches[0, 5].reshape(4, 4, 3), images[0, 4:8, 4:8])
+
+
+def test_outputs_mask_and_noise():
+    model = build_mae_model("mu/4", image_size=16, mask_ratio=0.75, seed=0, **TINY)
+    noise = np.tile(np.arange(16, dtype="float32"), (2, 1))
+    out = model(_images(2), noise=noise)
+    assert tuple(out["logits"].shape) == (2, 16, 48) and tuple(out["loss"].shape) == ()
+    mask = to_numpy(out["mask"])
+    np.testing.assert_array_equal(mask, np.tile((np.arange(16) >= 4).astype("float32"), (2, 1)))
+    # the encoder saw the class token and 4 patches: its position table is MAE's, frozen
+    assert not model.encoder.patch_encoder.position_embeddings.trainable
+    assert len(model.trainable_weights) == len(model.weights) - 2
+
+
+def test_fit_decreases_the_loss_and_round_trips(tmp_path):
+    model = build_mae_model("mu/4", image_size=16, num_layers=1, seed=1, **TINY)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(3e-3),
+        jit_compile=keras.backend.backend() != "torch",
+    )
+    images = _images(8)
+    history = model.fit(images, batch_size=8, epochs=4, verbose=0).history["loss"]
+    assert np.all(np.isfinite(history)) and history[-1] < history[0]
+    path = str(tmp_path / "mae.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    noise = np.random.default_rng(2).uniform(size=(8, 16)).astype("float32")
+    a, b = model(images, noise=noise), loaded(images, noise=noise)
+    np.testing.assert_allclose(to_numpy(a["logits"]), to_numpy(b["logits"]), atol=1e-6)
+    encoder = extract_mae_encoder(loaded, name="pretrained")
+    assert encoder.name == "pretrained" and encoder.output_shape == (None, 17, 32)
+    latent, _, _ = model.encode(images, noise=np.tile(np.arange(16, dtype="float32"), (8, 1)))
+    assert tuple(latent.shape) == (8, 5, 32)
+    full = to_numpy(encoder(images))
+    kept = to_numpy(model.encode(images, noise=np.zeros((8, 16), "float32"))[0])
+    assert full.shape == (8, 17, 32) and np.isfinite(kept).all()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(position_embedding="sincos2d"),
+        dict(rotary_embedding="eva02", position_embedding=None),
+        dict(class_token=False, num_register_tokens=2, prefix_position_embedding=False),
+    ],
+)
+def test_encoders_of_other_position_kinds(options):
+    model = build_mae_model("mu/4", image_size=16, num_layers=1, seed=0, **TINY, **options)
+    out = model(_images(2))
+    assert tuple(out["logits"].shape) == (2, 16, 48)
+    assert np.isfinite(float(to_numpy(out["loss"])))
+
+
+def test_rotary_encoder_sees_its_kept_tokens_at_their_positions():
+    """The same 8 patches kept in two shuffles give the same latent tokens, permuted: each
+    kept token carries its own position's rotary angles."""
+    model = build_mae_model(
+        "mu/4", image_size=16, num_layers=1, seed=0, rotary_embedding="eva02",
+        position_embedding=None, mask_ratio=0.5, **TINY,
+    )  # fmt: skip
+    images = _images(1)
+    order = np.array([[3, 0, 2, 1, 7, 5, 6, 4, 8, 9, 10, 11, 12, 13, 14, 15]], "float32")
+    latent = to_numpy(model.encode(images, noise=order)[0])
+    reverse = np.array([[0, 3, 2, 1, 7, 5, 6, 4, 8, 9, 10, 11, 12, 13, 14, 15]], "float32")
+    again = to_numpy(model.encode(images, noise=reverse)[0])
+    # the same 8 patches kept in another order: the same tokens, permuted (attention is
+    # permutation-equivariant once each token carries its own rotary angles)
+    first = np.argsort(order[0])[:8]
+    second = np.argsort(reverse[0])[:8]
+    perm = [list(first).index(i) for i in second]
+    np.testing.assert_allclose(again[0, 1:], latent[0, 1:][perm], atol=1e-5)
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match="relative_position_bias"):
+        MaskedAutoencoder(
+            ViTConfig.from_variant("mu/4", image_size=16, relative_position_bias="block"), **TINY
+        )
+    with pytest.raises(ValueError, match="expects a MaskedAutoencoder"):
+        extract_mae_encoder(ViT("mu/4", image_size=16, num_classes=2))
+
+
+def test_from_a_vision_transformer_keeps_its_weights():
+    vit = ViT("mu/4", image_size=16, include_top=False, pooling=None, num_layers=1)
+    model = MaskedAutoencoder(vit, fixed_position_embedding=False, **TINY)
+    for a, b in zip(model.encoder.weights, vit.weights, strict=True):
+        np.testing.assert_array_equal(ops.convert_to_numpy(a), ops.convert_to_numpy(b))
