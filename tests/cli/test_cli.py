@@ -19,6 +19,7 @@ NAMES = [
     "finetune",
     "fewshot",
     "pretrain-mpp",
+    "pretrain-mae",
     "convert",
     "weights",
     "export",
