@@ -506,8 +506,10 @@ def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, 
     def export(target):
         return exporter(model, target)
 
+    # A name each exporter accepts (its writers check that the suffix names their format).
+    name = {export_saved_model: "model", export_onnx: "model.onnx"}.get(exporter, "model.tflite")
     (tmp_path / "notes.txt").write_text("a file")
-    under_file = str(tmp_path / "notes.txt" / "serving" / "model.onnx")
+    under_file = str(tmp_path / "notes.txt" / "serving" / name)
     with pytest.raises(
         ValueError, match=re.escape(repr(str(tmp_path / "notes.txt")) + " is a file")
     ):
@@ -519,7 +521,7 @@ def test_target_under_a_file_or_read_only_names_the_path(tmp_path, monkeypatch, 
         os, "access", lambda path, mode: path != str(read_only) and real_access(path, mode)
     )
     with pytest.raises(PermissionError, match=re.escape(repr(str(read_only))) + " is not writable"):
-        export(str(read_only / "model.onnx"))
+        export(str(read_only / name))
     assert os.listdir(read_only) == []
 
 
@@ -536,10 +538,12 @@ def test_corrupt_keras_file_is_not_reported_as_missing(tmp_path, keep):
     model.save(tmp_path / "m.keras")
     data = (tmp_path / "m.keras").read_bytes()
     (tmp_path / "m.keras").write_bytes(data[: int(len(data) * keep)])
-    for export in (export_saved_model, export_onnx, export_litert):
+    # Each exporter's own kind of target (its writers check that the suffix names its format).
+    for export, out in ((export_saved_model, "out"), (export_onnx, "out.onnx"),
+                        (export_litert, "out.tflite")):  # fmt: skip
         with pytest.raises(ValueError, match=r"m\.keras'? is not a valid \.keras archive"):
-            export(tmp_path / "m.keras", tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+            export(tmp_path / "m.keras", tmp_path / out)
+        assert not (tmp_path / out).exists()
 
 
 def test_export_package_never_imports_the_top_level_package():

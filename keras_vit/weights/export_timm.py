@@ -417,7 +417,10 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
     if config_json is not None:  # checked (and made) before anything is written
         if config_json is True:
             config_json = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-        config_json = check_destination(config_json, overwrite)
+        config_json = check_destination(
+            config_json, overwrite, suffixes=(".json",), content="a JSON file",
+            argument="config_json",
+        )
         hub_config = timm_hub_config(model, exported)
     arrays = timm_state_dict(model, qkv_bias=qkv_bias, config=config)
     metadata = {
