@@ -293,3 +293,12 @@ def test_serve_uint8_of_a_model_with_its_own_spec(tmp_path):
     expected = to_numpy(model(keras_vit.preprocess_input(pixels, model=model)))
     np.testing.assert_allclose(outputs["u8/logits"], expected, rtol=0, atol=1e-5)
     assert keras.backend.backend() in ("jax", "tensorflow", "torch")
+
+
+def test_a_crop_mode_the_preprocessor_lacks_warns_and_builds():
+    """timm's crop_mode='border' (the DeepSeek towers' tags) never stops from_timm."""
+    from keras_vit.weights.input_specs import timm_input_spec
+
+    with pytest.warns(UserWarning, match="crop_mode='border' has no form"):
+        spec = timm_input_spec("deepseek_vit_412m.deepseek_v4_1_flash")
+    assert spec.crop_mode == "center"

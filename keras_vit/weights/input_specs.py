@@ -17,6 +17,7 @@ Class names travel the same way (`ViTConfig.class_names`): transformers' `id2lab
 
 import json
 import os
+import warnings
 
 from keras_vit.models.preprocessing_config import (
     CLIP_MEAN,
@@ -58,13 +59,29 @@ def timm_input_spec(name, checkpoint=None):
         if os.path.isfile(config_path):
             cfg = _read_json(config_path).get("pretrained_cfg")
             if isinstance(cfg, dict):
-                return PreprocessingConfig.from_timm(cfg)
+                return _spec_of(cfg, name)
     from keras_vit.weights.timm_pretrained import pretrained_cfg
 
     try:
         cfg = pretrained_cfg(name)
     except ValueError:  # an architecture without pretrained tags: timm's defaults
         cfg = {}
+    return _spec_of(cfg, name)
+
+
+def _spec_of(cfg, name):
+    """`PreprocessingConfig.from_timm(cfg)`; a crop mode the preprocessor lacks (timm's
+    `"border"`, the VLM towers') becomes `"center"` with a warning: the model is built all the
+    same, and the warning says how to set the spec."""
+    if cfg.get("crop_mode") not in (None, "center", "squash"):
+        warnings.warn(
+            f"{name}: timm's pretrained_cfg crop_mode={cfg['crop_mode']!r} has no form in "
+            "keras_vit's preprocessor; model.preprocessor crops with crop_mode='center' "
+            "(mean, std, interpolation and crop_pct as timm's). Pass preprocessing= to set "
+            "another.",
+            stacklevel=3,
+        )
+        cfg = {**cfg, "crop_mode": "center"}
     return PreprocessingConfig.from_timm(cfg)
 
 
