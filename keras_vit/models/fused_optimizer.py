@@ -77,7 +77,7 @@ def fuse_optimizer(optimizer, fused=None):
     Example:
 
     >>> opt = keras.optimizers.SGD()
-    >>> fuse_optimizer(opt), type(opt) is keras.optimizers.SGD
+    >>> fuse_optimizer(opt), isinstance(opt, keras.optimizers.SGD)
     (False, True)
     """
     fused = resolve_fused(fused)
