@@ -19,6 +19,7 @@ refused with a `ValueError` saying what they need.
 
 import logging
 
+from keras_vit.families.registry import family_of_timm_name, load_callable
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.arguments import check_size_arguments, head_arguments
 from keras_vit.models.config import ViTConfig
@@ -464,6 +465,12 @@ def from_timm(
     )
     if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
         name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
+    own = family_of_timm_name(_architecture(name))
+    if own is not None:  # a family with a model of its own (keras_vit.families.registry)
+        if dynamic_image_size is not None:
+            kwargs["dynamic_image_size"] = dynamic_image_size
+        reader = load_callable(own.timm_reader)
+        return reader(name, checkpoint, image_size=image_size, num_classes=num_classes, **kwargs)
     spec = parse_timm_name(name)
     if "preprocessing" not in kwargs:  # the checkpoint's pretrained_cfg, or timm's for the name
         kwargs["preprocessing"] = timm_input_spec(name, checkpoint)
@@ -549,6 +556,17 @@ def _kv_heads(kv_heads, kwargs, arguments):
     layers = layers or parse_variant(arguments["variant"])["num_layers"]
     heads = tuple(None if i < full or i >= layers - full else count for i in range(layers))
     return heads if any(heads) else None
+
+
+def _architecture(name):
+    """The architecture of a timm name: no Hub prefix, tag or revision."""
+    if not isinstance(name, str):
+        return ""
+    full = name.strip()
+    for prefix in ("hf-hub:", "hf_hub:", "timm/"):
+        if full.startswith(prefix):
+            full = full[len(prefix) :]
+    return full.partition("@")[0].partition(".")[0]
 
 
 def _describe(checkpoint):
