@@ -9,7 +9,7 @@ running statistics random too), saved as `.safetensors`, read by `keras_vit.from
 path, <matching overrides>)`, and both run on the same random images: a 2 x 2 grid of the
 model's stride (`--grid ROWSxCOLS`, or `default`: the name's own image size). NaFlex names run
 on a NaFlex batch of three images of other sizes and aspect ratios (padding included, as
-tests/weights/test_timm_naflex.py). `--depth N`: N blocks. `--resample GRID`: the checkpoint
+tests/families/naflex/test_timm_naflex.py). `--depth N`: N blocks. `--resample GRID`: the checkpoint
 written at `--grid`, both models read it at GRID (timm through its own pretrained loader and
 checkpoint filter, `pretrained_cfg_overlay=dict(file=...)`; ours resampling in `from_timm`).
 `--dynamic GRID`: both with a dynamic image size (timm's `dynamic_img_size=True`, our
@@ -70,7 +70,8 @@ DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as the un
 WIDTH = dict(embed_dim=32, num_heads=2)  # timm's names
 OURS_WIDTH = dict(hidden_dim=32, num_heads=2)
 CLASSES = 3  # timm's num_classes (`--classes`; 0: no head, the pooled features)
-# NaFlex (tests/weights/test_timm_naflex.py, test_timm_radio.py): patch 4, a 4 x 4 table (C-RADIO
+# NaFlex (tests/families/naflex/test_timm_naflex.py, radio/test_timm_radio.py):
+# patch 4, a 4 x 4 table (C-RADIO
 # 8 x 8), three images of other sizes and ratios padded to 24 patches.
 NAFLEX_IMAGES = [
     np.random.default_rng(0).uniform(-1, 1, size).astype("float32")
@@ -129,7 +130,8 @@ def _timm_mlp_dim(model):
 def _kv_heads(spec, depth):
     """Sapiens2 (timm's `num_kv_heads`, one entry per block): grouped-query attention (1 key /
     value head for 2 query heads) in the even blocks, multi-head in the odd ones; ours (our
-    `num_key_value_heads`, None: all heads). As tests/weights/test_timm_evafam.py's SAPIENS2."""
+    `num_key_value_heads`, None: all heads). As SAPIENS2 in
+    tests/families/eva/test_timm_evafam.py."""
     if spec.extras.get("kv_heads") is None:
         return {}, {}
     grouped = tuple(1 if i % 2 == 0 else 2 for i in range(depth))

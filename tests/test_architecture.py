@@ -135,6 +135,7 @@ FLOORS = (
     ("models",),
     ("saving",),
     ("weights", "training", "data", "mpp"),
+    ("families",),
     ("export", "inspect", "inspection"),
     ("recipes", "runner"),
     ("quickstart",),

@@ -1,4 +1,4 @@
-"""Model families: one folder each, registered in `keras_vit.families.registry`.
+"""Model families: one folder each, registered in `keras_vit.weights.registry`.
 
 A family's folder holds what only that family knows: its timm name patterns and checkpoint
 layout, its Hugging Face readers, its defaults. Importing this package imports every family
@@ -8,12 +8,25 @@ in); each registers itself. docs/adding_a_family.md walks through adding one.
 
 import importlib
 
-from keras_vit.families.registry import ModelFamily, register, registered
+from keras_vit.weights.registry import ModelFamily, mark_complete, register, registered
 
 # The family folders, in registration order.
-FAMILY_FOLDERS = ()
+FAMILY_FOLDERS = (
+    "naflex",
+    "stems",
+    "eva",
+    "aimv2",
+    "parallel",
+    "pe",
+    "beit",
+    "radio",
+    "vlm",
+    "dinov2",
+    "mae",
+)
 
 for _folder in FAMILY_FOLDERS:
     importlib.import_module(f"keras_vit.families.{_folder}")
+mark_complete()
 
 __all__ = ["FAMILY_FOLDERS", "ModelFamily", "register", "registered"]

@@ -36,9 +36,10 @@ from typing import NamedTuple
 import keras
 
 from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.weights import timm_names
 from keras_vit.weights.export_timm_checks import HYBRID_FIELDS, check_timm_expressible, refuse
 from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
-from keras_vit.weights.timm_names import FAMILIES, HYBRIDS, parse_timm_name
+from keras_vit.weights.timm_names import HYBRIDS, parse_timm_name
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,
@@ -151,7 +152,7 @@ def timm_arguments(config, *, qkv_bias=True):
 def _candidates(config=None):
     """timm names that may express `config`: its own name first, then each family's."""
     names = [config.name] if config is not None and isinstance(config.name, str) else []
-    names += [family.example for family in FAMILIES]
+    names += [family.example for family in timm_names.FAMILIES]
     names += [f"{arch}_224" for arch in HYBRIDS]
     found = {}
     for name in names:

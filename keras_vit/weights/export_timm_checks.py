@@ -19,7 +19,7 @@ HYBRID_FIELDS = (
 )
 
 
-# ViTConfig options of timm's Eva models (keras_vit.weights.timm_eva), and their defaults.
+# ViTConfig options of timm's Eva models (keras_vit.families.eva.timm_table), and their defaults.
 _EVA_OPTIONS = dict(
     mlp="mlp",
     mlp_inner_norm=False,

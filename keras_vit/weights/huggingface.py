@@ -23,7 +23,6 @@ default). Another `image_size` than the checkpoint's resamples the position embe
 antialiasing: `keras_vit.layers.bicubic`); here it is done once, at load time.
 """
 
-import importlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from keras_vit.models.encoder import BLOCK_NAME, build_model
 from keras_vit.weights import loading as L
 from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
 from keras_vit.weights.input_specs import attach_huggingface_spec
+from keras_vit.weights.registry import huggingface_reader, huggingface_types
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)
@@ -60,21 +60,6 @@ _RENAMES = (
     (r"^layers\.(\d+)\.(layernorm_before|layernorm_after)\.", r"encoder.layer.\1.\2."),
 )
 _QKV = {"q": "query", "k": "key", "v": "value"}
-# Other families' `model_type`s -> the module whose `from_huggingface_<family>(folder, config,
-# **kwargs)` reads them (imported when used: they build on this module).
-FAMILY_MODULES = {
-    "beit": "keras_vit.weights.huggingface_beit",
-    "dinov2": "keras_vit.weights.huggingface_dinov2",
-    "dinov2_with_registers": "keras_vit.weights.huggingface_dinov2",
-    "dinov3_vit": "keras_vit.weights.huggingface_dinov3",
-    "siglip2": "keras_vit.weights.huggingface_siglip2",
-    "siglip2_vision_model": "keras_vit.weights.huggingface_siglip2",
-    "aimv2": "keras_vit.weights.huggingface_aimv2",
-    "aimv2_vision_model": "keras_vit.weights.huggingface_aimv2",
-    "vit_mae": "keras_vit.weights.huggingface_mae",
-}
-
-
 def _legacy_name(key):
     for pattern, replacement in _RENAMES:
         match = re.match(pattern, key)
@@ -190,7 +175,8 @@ def vit_arguments(config, source="config.json"):
     if model_type != "vit":
         raise ValueError(
             f"{source}: model_type {model_type!r} is not a ViT. keras_vit.from_huggingface reads "
-            f"model_type 'vit' (ViTModel, ViTForImageClassification) and {sorted(FAMILY_MODULES)}; "
+            "model_type 'vit' (ViTModel, ViTForImageClassification) and "
+            f"{sorted(huggingface_types())}; "
             "for timm models use keras_vit.from_timm."
         )
     check_architectures(config, ARCHITECTURES, source)
@@ -372,11 +358,12 @@ def from_huggingface(
 ):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
-    Folders of the other families in `FAMILY_MODULES` go to their module (SigLIP 2 NaFlex
-    vision towers: `keras_vit.weights.huggingface_siglip2`, a NaFlex model; DINOv3
-    `DINOv3ViTModel`: `keras_vit.weights.huggingface_dinov3`; DINOv2 `Dinov2Model` and
-    with registers: `keras_vit.weights.huggingface_dinov2`; `BeitModel`:
-    `keras_vit.weights.huggingface_beit`).
+    Folders of the other families (`keras_vit.weights.registry.huggingface_types()`) go to
+    their module (SigLIP 2 NaFlex
+    vision towers: `keras_vit.families.naflex.huggingface_siglip2`, a NaFlex model; DINOv3
+    `DINOv3ViTModel`: `keras_vit.families.eva.huggingface_dinov3`; DINOv2 `Dinov2Model` and
+    with registers: `keras_vit.families.dinov2.huggingface`; `BeitModel`:
+    `keras_vit.families.beit.huggingface`).
 
     A string that is not an existing folder is a Hub repo id (`"google/vit-base-patch16-224"`,
     `"hf://<org>/<repo>@<revision>"`): `huggingface_hub.snapshot_download` (the `hub` extra)
@@ -422,10 +409,8 @@ def from_huggingface(
     folder = _folder(path, revision, cache_dir)
     hf = read_config(folder)
     given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
-    family = FAMILY_MODULES.get(hf.get("model_type"))
-    if family is not None:
-        module = importlib.import_module(family)
-        loader = getattr(module, "from_huggingface_" + family.rpartition("_")[2])
+    loader = huggingface_reader(hf.get("model_type"))  # a registered family's (keras_vit.families)
+    if loader is not None:
         if image_size is not None:
             kwargs["image_size"] = image_size
         model = loader(folder, hf, num_classes=num_classes, **kwargs)

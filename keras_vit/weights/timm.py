@@ -19,7 +19,6 @@ refused with a `ValueError` saying what they need.
 
 import logging
 
-from keras_vit.families.registry import family_of_timm_name, load_callable
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.arguments import check_size_arguments, head_arguments
 from keras_vit.models.config import ViTConfig
@@ -27,24 +26,20 @@ from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_m
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.input_specs import attach_class_names, timm_class_names, timm_input_spec
+from keras_vit.weights.registry import family_of_timm_name, load_callable, timm_layouts_for
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm_aimv2 import adapt_name_table, proj_fills
-from keras_vit.weights.timm_beit import beit_name_table
-from keras_vit.weights.timm_eva import (
-    PACKED_BIAS,
-    PACKED_WEIGHT,
-    eva_block_table,
-    eva_fills,
-    eva_model_table,
-    inner_norm,
-)
 from keras_vit.weights.timm_hub import hub_checkpoint
 from keras_vit.weights.timm_naflex import naflex_name_table
 from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm_options import (
+    PACKED_BIAS,
+    PACKED_WEIGHT,
+    adapt_name_table,
+    inner_norm,
+    proj_fills,
+)
 from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
 from keras_vit.weights.timm_stems import batch_norm_counters, conv_stem_projection, stem_name_table
-from keras_vit.weights.timm_vlm import vlm_fills, vlm_name_table
-from keras_vit.weights.timm_vlm_names import merger_dim
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +207,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
         patch_bias: bool. Whether it has a patch-embedding bias. Defaults to True.
         spec: optional `TimmArchitecture` (`parse_timm_name`): its `qkv_bias` and
             `patch_bias` win, and a family of timm's `eva.py` (`extras["layout"] == "eva"`)
-            gets the `Eva` block names (`keras_vit.weights.timm_eva`). Defaults to None
+            gets the `Eva` block names (`keras_vit.families.eva.timm_table`). Defaults to None
             (timm's `VisionTransformer`).
 
     Returns:
@@ -226,9 +221,13 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     ('encoderblock_1/attention/query/kernel', 'encoderblock_1/attention/key/kernel', \
 'encoderblock_1/attention/value/kernel')
     """
-    if getattr(config, "relative_position_bias", None) in ("block", "shared"):
-        return beit_name_table(config)  # timm's Beit (beit*, beitv2*)
-    eva = spec is not None and spec.extras.get("layout") == "eva"
+    # Families whose timm model class is not timm's VisionTransformer (keras_vit.families:
+    # Beit, Eva, the VLM towers) give the rows that differ (`TimmLayout`).
+    layouts = timm_layouts_for(config, spec)
+    whole = next((layout.name_table for layout in layouts if layout.name_table), None)
+    if whole is not None:
+        return whole(config, spec)
+    own_blocks = next((layout.block_rows for layout in layouts if layout.block_rows), None)
     if spec is not None:
         qkv_bias, patch_bias = spec.qkv_bias, spec.patch_bias
     p = PATHS
@@ -251,14 +250,15 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     table[f"{projection}.weight"] = (p["patch_kernel"], L.CONV)
     if patch_bias:
         table[f"{projection}.bias"] = (p["patch_bias"], L.IDENTITY)
-    if eva:
-        table.update(eva_model_table(config))
+    for layout in layouts:
+        if layout.model_rows:
+            table.update(layout.model_rows(config))
     if getattr(config, "pre_norm", False):
         table.update(_norm("norm_pre", p["pre_norm"]))
     if getattr(config, "relative_position_bias", None) == "mlp_shared":  # vit_srelpos
         table.update(_rel_pos_mlp("shared_rel_pos", RELATIVE_POSITION_BIAS))
     for i in range(config.num_layers):
-        table.update(eva_block_table(i, config, spec) if eva else _block(i, config, qkv_bias))
+        table.update(own_blocks(i, config, spec) if own_blocks else _block(i, config, qkv_bias))
     if getattr(config, "fc_norm", False):
         table.update(_norm("fc_norm", p["fc_norm"]))
     elif getattr(config, "final_norm", True):
@@ -272,26 +272,31 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     if getattr(config, "naflex", False):
         return naflex_name_table(config, table)  # timm's NaFlexVit (naflexvit_*)
     # AIMv2's options: unpacked SwiGLU, no projection biases, patch norm, RMSNorm names.
-    extras = {} if spec is None or eva else spec.extras
+    extras = {} if spec is None or own_blocks else spec.extras
     table = adapt_name_table(table, config, extras, patch_bias)
-    if spec is not None and spec.extras.get("vlm"):  # Qwen3-VL, DeepSeek-V4 towers
-        return vlm_name_table(table, config, spec)
+    for layout in layouts:
+        if layout.finish:
+            table = layout.finish(table, config, spec)
     return table
 
 
 def _fills(config, spec):
     """Zeros for the biases our layers have and the checkpoint's do not."""
-    if spec.extras.get("layout") == "eva":
-        fills = eva_fills(config, spec)
-    else:
+    layouts = timm_layouts_for(config, spec)
+    fills = {}
+    if not any(layout.own_qkv_fills for layout in layouts):
         fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
         if config.block_type == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
             fills = {}
+    for layout in layouts:  # before the patch bias and projections, as before
+        if layout.own_qkv_fills and layout.fills:
+            fills.update(layout.fills(config, spec))
     if not spec.patch_bias:
         fills[PATHS["patch_bias"]] = 0.0
     fills.update(proj_fills(config, spec))
-    if spec.extras.get("vlm"):
-        fills.update(vlm_fills(config, spec))
+    for layout in layouts:
+        if layout.fills and not layout.own_qkv_fills:
+            fills.update(layout.fills(config, spec))
     return fills
 
 
@@ -466,7 +471,7 @@ def from_timm(
     if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
         name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
     own = family_of_timm_name(_architecture(name))
-    if own is not None:  # a family with a model of its own (keras_vit.families.registry)
+    if own is not None:  # a family with a model of its own (keras_vit.weights.registry)
         if dynamic_image_size is not None:
             kwargs["dynamic_image_size"] = dynamic_image_size
         reader = load_callable(own.timm_reader)
@@ -514,10 +519,10 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
     num_classes, include_top = head_arguments(num_classes, kwargs.pop("include_top", None))
-    if spec.extras.get("merger_dims"):  # the projector width of the name's tag
-        arguments["merger_dim"] = kwargs.get("merger_dim") or merger_dim(spec)
-        if spec.extras.get("merger_hidden_is_dim"):  # DeepSeek's aligner: fc1 that wide too
-            arguments["merger_hidden_dim"] = arguments["merger_dim"]
+    # A family's arguments that depend on the tag (keras_vit.families: the VLM projector width).
+    for layout in timm_layouts_for(None, spec):
+        if layout.config_arguments:
+            arguments = layout.config_arguments(spec, arguments, kwargs)
     ratio = spec.extras.get("mlp_ratio")
     hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
     hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]

@@ -6,7 +6,7 @@ towers) into `ViT(..., naflex=True)` arguments; `naflex_name_table` maps `NaFlex
 (`embeds.*`: the patch projection as a `Linear` on (row, column, channel)-flattened patches,
 `pos_embed` `(1, h, w, D)` or `pos_embed_y` / `pos_embed_x`, `cls_token`, `reg_token`; the
 blocks, norms, `attn_pool` and head as timm's `VisionTransformer`) to our variables. timm's
-C-RADIO NaFlex backbones (`naflexvit_*_radio_*`, `keras_vit.weights.timm_radio_names`) add a
+C-RADIO NaFlex backbones (`naflexvit_*_radio_*`, `keras_vit.families.radio.timm_names`) add a
 class token to the registers and a 128 x 128 table.
 """
 

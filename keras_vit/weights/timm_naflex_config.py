@@ -10,7 +10,7 @@ timm's train-time-only settings (dropout and patch-dropout rates, RoPE coordinat
 augmentations, initialisation schemes) do not change eval outputs and are not carried over.
 
 timm's RoPE blocks are `EvaBlock`s (`gamma_1` / `gamma_2` LayerScale, `AttentionRope`'s fused
-`qkv`): the `Eva` name table of `keras_vit.weights.timm_eva`. timm's `rope_type='axial'` is
+`qkv`): the `Eva` name table of `keras_vit.families.eva.timm_table`. timm's `rope_type='axial'` is
 our `"eva02"` (`rope_grid_indexing='ij'`) or `"axial"` (`'xy'`); `'mixed'` is our `"mixed"`
 (timm's `'ij'` multiplies the rows by `rope.freqs[0]`, ours the columns: the two rows are
 swapped on load); `rope_rotate_half=True` is read by reordering each query and key head's

@@ -6,26 +6,16 @@ implement, each refused with what it needs. Pure data and parsing (no weights): 
 (`keras_vit.weights.timm`) and the writer (`keras_vit.weights.export_timm`) read it.
 """
 
+import functools
 import re
 
-from keras_vit.weights import (
-    timm_aimv2_names,
-    timm_beit3_names,
-    timm_eva_dinov3_names,
-    timm_eva_names,
-    timm_naflex_names,
-    timm_parallel_names,
-    timm_pe_names,
-    timm_radio_names,
-    timm_stem_names,
-    timm_vlm_names,
-)
+from keras_vit.weights.registry import registered
 from keras_vit.weights.timm_pretrained import known_architectures, unknown_name_message
 from keras_vit.weights.timm_records import Family, TimmArchitecture
 from keras_vit.weights.timm_sizes import SIZE_CODES
 from keras_vit.weights.timm_sizes import sizes as _sizes
 
-__all__ = [
+__all__ = [  # noqa: F822 (FAMILIES, DEFAULT_CLASSES, UNSUPPORTED: module __getattr__)
     "FAMILIES",
     "HYBRIDS",
     "Family",
@@ -50,7 +40,7 @@ TIMM_RESNET = dict(
 
 # Class counts of timm's default pretrained tag where it is not 1000 (0: no head). Used when no
 # checkpoint is given, as `timm.create_model(name)` does.
-DEFAULT_CLASSES = {
+_CORE_DEFAULT_CLASSES = {
     "vit_small_patch8_224": 0,
     "vit_large_patch32_224": 0,
     "vit_huge_patch14_224": 0,
@@ -79,13 +69,6 @@ DEFAULT_CLASSES = {
     "naflexvit_base_patch16_siglip": 0,
     "naflexvit_so400m_patch16_siglip": 0,
     "vit_gigantic_patch14_clip_quickgelu_224": 1280,
-    **timm_eva_names.DEFAULT_CLASSES,
-    **timm_eva_dinov3_names.DEFAULT_CLASSES,
-    **timm_aimv2_names.DEFAULT_CLASSES,
-    **timm_pe_names.DEFAULT_CLASSES,
-    **timm_radio_names.DEFAULT_CLASSES,
-    **timm_stem_names.DEFAULT_CLASSES,
-    **timm_vlm_names.DEFAULT_CLASSES,
 }
 # Families whose timm models have no classifier by default.
 _HEADLESS = ("dinov2", "dinov2_registers", "siglip", "siglip_gap", "dinov3")
@@ -260,7 +243,7 @@ def _hybrid(g):
 
 
 _SIZE = "|".join(SIZE_CODES)
-FAMILIES = (
+_CORE_FAMILIES = (
     Family(
         "vit",
         r"vit_(?P<size>tiny|small|base|large|huge|giant|gigantic)_patch(?P<patch>\d+)_(?P<res>\d+)",
@@ -409,8 +392,6 @@ FAMILIES = (
         "size)",
         _relpos,
     ),
-    # FlexiViT and timm's NaFlex ViTs (keras_vit.weights.timm_naflex_names).
-    *(Family(*spec) for spec in timm_naflex_names.FAMILY_SPECS),
     Family(
         "hybrid",
         r"(?P<arch>" + "|".join(HYBRIDS) + r")_(?P<res>\d+)",
@@ -418,30 +399,10 @@ FAMILIES = (
         "R50 / R26 / R+Ti hybrids (timm's ResNetV2 stem)",
         _hybrid,
     ),
-    # ResNet-D and MobileCLIP stems (keras_vit.weights.timm_stem_names).
-    *(Family(*spec) for spec in timm_stem_names.FAMILY_SPECS),
-    # timm's eva.py: EVA-02, EVA, rotary ViTs (keras_vit.weights.timm_eva_names).
-    *(Family(*spec) for spec in timm_eva_names.FAMILY_SPECS),
-    # timm's AIMv2 (keras_vit.weights.timm_aimv2_names).
-    *(Family(*spec) for spec in timm_aimv2_names.FAMILY_SPECS),
-    # timm's ParallelScalingBlock and differential attention (timm_parallel_names).
-    *(Family(*spec) for spec in timm_parallel_names.FAMILY_SPECS),
-    # timm's Perception Encoder (keras_vit.weights.timm_pe_names).
-    *(Family(*spec) for spec in timm_pe_names.FAMILY_SPECS),
-    # timm's LingBot and Sapiens2 (keras_vit.weights.timm_eva_dinov3_names).
-    *(Family(*spec) for spec in timm_eva_dinov3_names.FAMILY_SPECS),
-    # timm's BEiT-3 (keras_vit.weights.timm_beit3_names).
-    *(Family(*spec) for spec in timm_beit3_names.FAMILY_SPECS),
-    # C-RADIO (plain and NaFlex), TIPSv2, InternViT-300M, timm's test models
-    # (keras_vit.weights.timm_radio_names).
-    *(Family(*spec) for spec in timm_radio_names.FAMILY_SPECS),
-    # Qwen3-VL and DeepSeek-V4 vision towers (keras_vit.weights.timm_vlm_names).
-    *(Family(*spec) for spec in timm_vlm_names.FAMILY_SPECS),
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
-UNSUPPORTED = (
-    *timm_eva_names.UNSUPPORTED,
+_CORE_UNSUPPORTED = (
     (
         r"samvit_.*",
         "SAM's image encoder (windowed attention with decomposed relative positions and a "
@@ -455,9 +416,42 @@ UNSUPPORTED = (
 )
 
 
+@functools.cache
+def _tables(count):
+    """The core tables plus every registered family's (keras_vit.families), in registration
+    order; recomputed when a family registers (`count`: how many are registered)."""
+    families = registered()
+    return {
+        "FAMILIES": (
+            *_CORE_FAMILIES,
+            *(Family(*spec) for f in families for spec in f.timm_specs),
+        ),
+        "DEFAULT_CLASSES": {
+            **_CORE_DEFAULT_CLASSES,
+            **{k: v for f in families for k, v in f.timm_default_classes.items()},
+        },
+        "UNSUPPORTED": (
+            *(row for f in families for row in f.timm_unsupported),
+            *_CORE_UNSUPPORTED,
+        ),
+    }
+
+
+def _table(name):
+    return _tables(len(registered()))[name]
+
+
+def __getattr__(name):
+    """`FAMILIES`, `DEFAULT_CLASSES`, `UNSUPPORTED`: read when first used, so that importing this
+    module does not import the family folders (they import the weights package)."""
+    if name in ("FAMILIES", "DEFAULT_CLASSES", "UNSUPPORTED"):
+        return _table(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def supported_families():
     """One line per family: its name, an example timm name and what it is."""
-    return [f"{f.name}: e.g. {f.example} ({f.description})" for f in FAMILIES]
+    return [f"{f.name}: e.g. {f.example} ({f.description})" for f in _table("FAMILIES")]
 
 
 def parse_timm_name(name):
@@ -489,7 +483,7 @@ def parse_timm_name(name):
             full = full[len(prefix) :]
     full = full.partition("@")[0]  # "hf-hub:timm/<name>@<revision>"
     architecture, _, tag = full.partition(".")
-    for pattern, why in UNSUPPORTED:
+    for pattern, why in _table("UNSUPPORTED"):
         if re.fullmatch(pattern, architecture):
             raise ValueError(
                 f"timm model {architecture!r} is not supported by keras_vit: it needs {why}. "
@@ -516,7 +510,7 @@ def parse_timm_name(name):
             family=family,
             arguments=arguments,
             image_size=image_size,
-            num_classes=DEFAULT_CLASSES.get(architecture, default),
+            num_classes=_table("DEFAULT_CLASSES").get(architecture, default),
             qkv_bias=qkv_bias,
             patch_bias=patch_bias,
             extras=extras,
@@ -532,9 +526,9 @@ def match_timm_family(architecture):
     refused instead of read as a 244 px model. None for a name no family matches or one of
     `UNSUPPORTED`.
     """
-    if any(re.fullmatch(pattern, architecture) for pattern, _ in UNSUPPORTED):
+    if any(re.fullmatch(pattern, architecture) for pattern, _ in _table("UNSUPPORTED")):
         return None
-    for family in FAMILIES:
+    for family in _table("FAMILIES"):
         match = re.fullmatch(family.pattern, architecture)
         if match is not None:
             return family, match

@@ -1,6 +1,6 @@
 """timm's `ParallelScalingBlock`, `DiffParallelScalingBlock` and `DiffAttention` weight names.
 
-The block tables of the names in `keras_vit.weights.timm_parallel_names`, for the timm name
+The block tables of the names in `keras_vit.families.parallel.timm_names`, for the timm name
 table (`keras_vit.weights.timm.timm_name_table`), in timm's state-dict order (a module's own
 parameters before its submodules'):
 

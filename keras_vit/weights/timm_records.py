@@ -42,7 +42,7 @@ class TimmArchitecture:
         arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
             decisions yet, except DINOv2's 518 px).
         extras: dict. The checkpoint-layout keys of the family's arguments (`layout`,
-            `qkv_fused`, `mlp_packed`, `mlp_ratio`: see `keras_vit.weights.timm_eva_names`),
+            `qkv_fused`, `mlp_packed`, `mlp_ratio`: see `keras_vit.families.eva.timm_names`),
             without their leading `_`.
         image_size: int (or `(height, width)`: Sapiens2's 1024 x 768). The resolution the
             name stands for, rounded down to a multiple of

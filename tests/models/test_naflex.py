@@ -136,7 +136,8 @@ def test_prefix_position_rows_are_dropped():
 
 # --- rotary position embeddings (per-token tables from patch_coord) ----------------------------
 # (Every kind's per-token table is checked against the plain one in
-# tests/layers/test_naflex_rotary.py, and against timm in tests/weights/test_timm_naflex_rope.py.)
+# tests/layers/test_naflex_rotary.py, and against timm in
+# tests/families/naflex/test_timm_naflex_rope.py.)
 ROTARY = {
     "eva02": dict(rotary_reference_grid=4, rotary_grid_offset=0.5),
     "mixed": dict(rotary_temperature=10.0),

@@ -1,7 +1,8 @@
 """Tests for the BatchNorm stems of hybrid ViTs: ResNet-D (keras_vit/layers/resnet_d.py) and the
 conv stem (keras_vit/layers/conv_stem.py), built through `ViT(stem=...)`.
 
-Their numerics against timm are in tests/weights/test_timm_stems.py; here the conv stem against
+Their numerics against timm are in tests/families/stems/test_timm_stems.py; here the conv stem
+against
 NumPy, the BatchNorm training behaviour under `fit`, `.keras` round trips, the PyTorch fast path
 and the config checks.
 """

@@ -7,6 +7,7 @@ test compares our model with timm's own forward pass on the same images and stat
 """
 
 import logging
+import os
 import types
 
 import numpy as np
@@ -15,18 +16,8 @@ import pytest
 from keras_vit import export_timm, feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
+from keras_vit.weights import registry as R
 from keras_vit.weights import timm as T
-from keras_vit.weights import (
-    timm_aimv2_names,
-    timm_beit3_names,
-    timm_eva_dinov3_names,
-    timm_eva_names,
-    timm_parallel_names,
-    timm_pe_names,
-    timm_radio_names,
-    timm_stem_names,
-    timm_vlm_names,
-)
 from keras_vit.weights import timm_names as N
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
@@ -269,19 +260,17 @@ def test_names_and_tags():
 
 
 def test_every_family_has_a_case():
+    """Every core family has a case here; a registered family's are under tests/families/
+    (its own folder, which must hold tests; BEiT-3's timm cases share test_timm_evafam.py's
+    fixtures with LingBot and Sapiens2)."""
     tested = {N.parse_timm_name(name).family.name for name, _, _ in CASES.values()}
-    tested.add("naflexvit")  # dict inputs: tests/weights/test_timm_naflex.py
-    eva = {spec[0] for spec in timm_eva_names.FAMILY_SPECS}  # tests/weights/test_timm_eva.py
-    aimv2 = {spec[0] for spec in timm_aimv2_names.FAMILY_SPECS}  # test_timm_aimv2.py
-    pe = {spec[0] for spec in timm_pe_names.FAMILY_SPECS}  # test_timm_pe.py
-    stems = {spec[0] for spec in timm_stem_names.FAMILY_SPECS}  # test_timm_stems.py
-    radio = {spec[0] for spec in timm_radio_names.FAMILY_SPECS}  # test_timm_radio.py
-    evafam = {spec[0] for spec in timm_beit3_names.FAMILY_SPECS}  # test_timm_evafam.py
-    evafam |= {spec[0] for spec in timm_eva_dinov3_names.FAMILY_SPECS}
-    parallel = {spec[0] for spec in timm_parallel_names.FAMILY_SPECS}  # test_timm_parallel.py
-    vlm = {spec[0] for spec in timm_vlm_names.FAMILY_SPECS}  # test_timm_vlm.py
+    registered = {spec[0] for record in R.registered() for spec in record.timm_specs}
     families = {family.name for family in N.FAMILIES}
-    assert tested == families - eva - aimv2 - pe - evafam - parallel - radio - stems - vlm
+    assert tested - registered == families - registered
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for record in R.registered():
+        folder = os.path.join(here, "families", record.name)
+        assert any(f.startswith("test_") for f in os.listdir(folder)), record.name
 
 
 def _activation(block):
@@ -309,11 +298,11 @@ def test_every_timm_name_we_parse_is_timms_architecture():
         if spec.family.name == "relpos":  # VisionTransformerRelPos: its own test below
             continue
         if spec.extras.get("layout") == "eva":
-            continue  # timm's Eva models: tests/weights/test_timm_eva.py
+            continue  # timm's Eva models: tests/families/eva/test_timm_eva.py
         if spec.arguments.get("block_type") == "parallel_scaling":
-            continue  # (Diff)ParallelScalingBlock: tests/weights/test_timm_parallel.py
+            continue  # (Diff)ParallelScalingBlock: tests/families/parallel/test_timm_parallel.py
         if spec.family.name in ("resnet_d", "mci"):
-            continue  # BatchNorm stems: tests/weights/test_timm_stems.py
+            continue  # BatchNorm stems: tests/families/stems/test_timm_stems.py
         with torch.device("meta"):
             model = timm.create_model(name, depth=1)
         block = model.blocks[0]

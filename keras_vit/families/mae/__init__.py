@@ -1,0 +1,14 @@
+"""Masked autoencoders from Hugging Face (ViTMAEForPreTraining, ViTMAEModel)."""
+
+from keras_vit.weights.registry import ModelFamily, register
+
+_READER = "keras_vit.families.mae.huggingface:from_huggingface_mae"
+FAMILY = register(
+    ModelFamily(
+        name="mae",
+        description=" ".join(__doc__.split()),
+        huggingface_readers={
+            "vit_mae": _READER,
+        },
+    )
+)
