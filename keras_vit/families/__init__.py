@@ -12,6 +12,7 @@ from keras_vit.weights.registry import ModelFamily, mark_complete, register, reg
 
 # The family folders, in registration order.
 FAMILY_FOLDERS = (
+    "vit",
     "naflex",
     "stems",
     "eva",

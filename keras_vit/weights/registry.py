@@ -87,6 +87,8 @@ class ModelFamily:
             families, in registration order).
         timm_default_classes: dict. timm's default class count per architecture name where
             it is not the family's default.
+        timm_headless: tuple of `timm_specs` names whose timm models have no classifier by
+            default (class count 0 unless `timm_default_classes` says otherwise).
         timm_unsupported: tuple of `(pattern, why)`: names of the family keras_vit refuses.
         timm_reader: optional `"module:function"`, called as `function(name, checkpoint,
             **from_timm_arguments)` for names of this family's `timm_patterns`, when the
@@ -104,6 +106,7 @@ class ModelFamily:
     description: str
     timm_specs: tuple = ()
     timm_default_classes: dict = dataclasses.field(default_factory=dict)
+    timm_headless: tuple = ()
     timm_unsupported: tuple = ()
     timm_reader: str = None
     timm_patterns: tuple = ()

@@ -19,6 +19,7 @@ FAMILY = register(
             **timm_names.DEFAULT_CLASSES,
             **timm_dinov3_names.DEFAULT_CLASSES,
         },
+        timm_headless=("dinov3",),
         timm_unsupported=(*timm_names.UNSUPPORTED,),
         huggingface_readers={
             "dinov3_vit": _READER,
