@@ -98,8 +98,6 @@ class ModelFamily:
             checkpoints differ from timm's `VisionTransformer`.
         huggingface_readers: dict `{model_type: "module:function"}`; the function is called
             as `function(folder, hf_config, **from_huggingface_arguments)`.
-        exports: frozenset of the targets the family's models export to (`"timm"`,
-            `"huggingface"`); any other target is refused.
     """
 
     name: str
@@ -112,7 +110,6 @@ class ModelFamily:
     timm_patterns: tuple = ()
     timm_layout: str = None
     huggingface_readers: dict = dataclasses.field(default_factory=dict)
-    exports: frozenset = frozenset()
 
 
 _FAMILIES = {}

@@ -29,6 +29,7 @@ from keras_vit.weights.registry import family_of_timm_name, load_callable, timm_
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm_hub import hub_checkpoint
 from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm_pretrained import known_architectures
 from keras_vit.weights.timm_stems import batch_norm_counters
 from keras_vit.weights.timm_table import PATHS, fills, timm_name_table
 
@@ -297,6 +298,25 @@ def _kv_heads(kv_heads, kwargs, arguments):
     return heads if any(heads) else None
 
 
+def reads_timm_name(name):
+    """Whether `from_timm` builds the timm model `name` (with or without tag or Hub prefix).
+
+    True for a name a registered family's own reader takes (`keras_vit.weights.registry`) and
+    one `parse_timm_name` parses; False for a name refused (unsupported or unknown).
+
+    >>> reads_timm_name("vit_base_patch16_224.augreg2_in21k_ft_in1k"), reads_timm_name("resnet50")
+    (True, False)
+    """
+    architecture = _architecture(name)
+    if family_of_timm_name(architecture) is not None:
+        return architecture in known_architectures()
+    try:
+        parse_timm_name(name)
+    except ValueError:
+        return False
+    return True
+
+
 def _architecture(name):
     """The architecture of a timm name: no Hub prefix, tag or revision."""
     if not isinstance(name, str):
@@ -316,6 +336,7 @@ __all__ = [
     "PATHS",
     "from_timm",
     "load_timm_weights",
+    "reads_timm_name",
     "timm_config",
     "timm_name_table",
 ]
