@@ -43,6 +43,7 @@ from keras_vit.layers._checks import (
 )
 from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
+from keras_vit.models import config_stem_checks as stem_checks
 from keras_vit.models import merger, variants
 from keras_vit.models.arguments import check_num_classes, nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
@@ -427,7 +428,7 @@ class ViTConfig:
         merger.check_merger(self)
         checks.check_naflex(self, normalize)
         checks.check_distillation(self)
-        checks.check_stem(self, normalize)
+        stem_checks.check_stem(self, normalize)
         self.preprocessing.check_channels(self.num_channels)
         checks.check_class_names(self, normalize)
         checks.check_patch_dropout(self)
