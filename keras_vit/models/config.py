@@ -35,51 +35,22 @@ import math
 
 import keras
 
-from keras_vit.layers._checks import (
-    check_non_negative_int,
-    check_positive_int,
-    check_positive_int_pair,
-    check_rate,
-)
-from keras_vit.layers.activations import check_activation
 from keras_vit.models import config_checks as checks
 from keras_vit.models import config_stem_checks as stem_checks
 from keras_vit.models import merger, variants
-from keras_vit.models.arguments import check_num_classes, nearest_keys, unknown_keys_message
+from keras_vit.models.arguments import nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
+    BOOLS,
     MLPS,
     NAFLEX_RESIZE,
+    POOLINGS,
+    RATES,
     RELATIVE_POSITION_BIASES,
     ROTARY_EMBEDDINGS,
 )
 from keras_vit.models.preprocessing_config import PreprocessingConfig
 
-POOLINGS = ("token", "gap", "map", "token_gap", None)
-BOOLS = (
-    "dynamic_image_size",
-    "fc_norm",
-    "distillation_token",
-    "prefix_position_embedding",
-    "pre_norm",
-    "qk_norm",
-    "key_bias",
-    "mlp_inner_norm",
-    "attention_inner_norm",
-    "patch_norm",
-    "final_norm",
-    "map_prefix_tokens",
-    "attention_only_layer_scale",
-    "merger_norm",
-    "merger_padding",
-    "final_and_fc_norm",
-    # NaFlex (issue 31)
-    "naflex",
-    "position_embedding_antialias",
-    "position_embedding_align_corners",
-    "position_embedding_aspect_preserving",
-)
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
-RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate")
 # Overrides where None means "the variant table's value" (or the builder default) in
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
@@ -372,52 +343,7 @@ class ViTConfig:
     def __post_init__(self):
         normalize = functools.partial(object.__setattr__, self)
         normalize("preprocessing", PreprocessingConfig.coerce(self.preprocessing))
-        normalize("image_size", check_positive_int_pair(self.image_size, "image_size"))
-        normalize("patch_size", check_positive_int_pair(self.patch_size, "patch_size"))
-        for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
-            check_positive_int(getattr(self, name), name)
-        check_positive_int(self.representation_size, "representation_size", allow_none=True)
-        check_num_classes(self.num_classes)
-        if self.include_top:
-            check_positive_int(self.num_classes, "num_classes")
-        if self.hidden_dim % self.num_heads:
-            raise ValueError(
-                "num_heads must divide hidden_dim. "
-                f"Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads}"
-            )
-        if self.pooling not in POOLINGS:
-            raise ValueError(
-                f"pooling must be one of {POOLINGS}. Received: pooling={self.pooling!r}"
-            )
-        if self.pooling is None and self.include_top:
-            raise ValueError(
-                "pooling=None returns the token sequence and needs include_top=False. "
-                f"Received: pooling=None, include_top={self.include_top}"
-            )
-        if self.class_token is None:
-            normalize("class_token", self.pooling in ("token", "token_gap", None))
-        if self.pooling in ("token", "token_gap") and not self.class_token:
-            raise ValueError(
-                f"pooling={self.pooling!r} needs a class token. Received: "
-                f"pooling={self.pooling!r}, class_token=False"
-            )
-        for name in RATES:
-            check_rate(getattr(self, name), name)
-        for name in BOOLS:
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool. Received: {name}={getattr(self, name)!r}")
-        normalize(
-            "num_register_tokens",
-            check_non_negative_int(self.num_register_tokens, "num_register_tokens"),
-        )
-        check_activation(self.activation)
-        check_positive_int(self.num_parallel, "num_parallel")
-        if self.num_parallel > 1 and self.relative_position_bias in ("block", "mlp"):
-            raise ValueError(
-                "num_parallel > 1 takes no per-block relative position bias (timm has none). "
-                f"Received: num_parallel={self.num_parallel}, "
-                f"relative_position_bias={self.relative_position_bias!r}"
-            )
+        checks.check_core(self, normalize)
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
         checks.check_block_norm(self)

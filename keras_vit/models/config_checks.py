@@ -8,12 +8,44 @@ live here too, and config.py imports them.
 
 
 
-from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+from keras_vit.layers._checks import (
+    check_non_negative_int,
+    check_positive_int,
+    check_positive_int_pair,
+    check_rate,
+)
+from keras_vit.layers.activations import check_activation
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
 from keras_vit.layers.transformer_block import BLOCK_NORMS, MLPS  # declared once, by the layer
+from keras_vit.models.arguments import check_num_classes
 
 # NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
+POOLINGS = ("token", "gap", "map", "token_gap", None)
+BOOLS = (
+    "dynamic_image_size",
+    "fc_norm",
+    "distillation_token",
+    "prefix_position_embedding",
+    "pre_norm",
+    "qk_norm",
+    "key_bias",
+    "mlp_inner_norm",
+    "attention_inner_norm",
+    "patch_norm",
+    "final_norm",
+    "map_prefix_tokens",
+    "attention_only_layer_scale",
+    "merger_norm",
+    "merger_padding",
+    "final_and_fc_norm",
+    # NaFlex (issue 31)
+    "naflex",
+    "position_embedding_antialias",
+    "position_embedding_align_corners",
+    "position_embedding_aspect_preserving",
+)
+RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate")
 NAFLEX_RESIZE = {
     "position_embedding_interpolation": "bicubic",
     "position_embedding_antialias": True,
@@ -388,3 +420,54 @@ def check_patch_dropout(config):
                 f"patch_dropout_rate drops patch tokens, but {name} {why}. Received: "
                 f"patch_dropout_rate={config.patch_dropout_rate}, {name}={value!r}"
             )
+
+
+def check_core(config, normalize):
+    """The size, head, pooling, token, rate and bool fields of a `ViTConfig` (`__post_init__`
+    runs this first, then each option group's check)."""
+    normalize("image_size", check_positive_int_pair(config.image_size, "image_size"))
+    normalize("patch_size", check_positive_int_pair(config.patch_size, "patch_size"))
+    for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
+        check_positive_int(getattr(config, name), name)
+    check_positive_int(config.representation_size, "representation_size", allow_none=True)
+    check_num_classes(config.num_classes)
+    if config.include_top:
+        check_positive_int(config.num_classes, "num_classes")
+    if config.hidden_dim % config.num_heads:
+        raise ValueError(
+            "num_heads must divide hidden_dim. "
+            f"Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads}"
+        )
+    if config.pooling not in POOLINGS:
+        raise ValueError(
+            f"pooling must be one of {POOLINGS}. Received: pooling={config.pooling!r}"
+        )
+    if config.pooling is None and config.include_top:
+        raise ValueError(
+            "pooling=None returns the token sequence and needs include_top=False. "
+            f"Received: pooling=None, include_top={config.include_top}"
+        )
+    if config.class_token is None:
+        normalize("class_token", config.pooling in ("token", "token_gap", None))
+    if config.pooling in ("token", "token_gap") and not config.class_token:
+        raise ValueError(
+            f"pooling={config.pooling!r} needs a class token. Received: "
+            f"pooling={config.pooling!r}, class_token=False"
+        )
+    for name in RATES:
+        check_rate(getattr(config, name), name)
+    for name in BOOLS:
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be a bool. Received: {name}={getattr(config, name)!r}")
+    normalize(
+        "num_register_tokens",
+        check_non_negative_int(config.num_register_tokens, "num_register_tokens"),
+    )
+    check_activation(config.activation)
+    check_positive_int(config.num_parallel, "num_parallel")
+    if config.num_parallel > 1 and config.relative_position_bias in ("block", "mlp"):
+        raise ValueError(
+            "num_parallel > 1 takes no per-block relative position bias (timm has none). "
+            f"Received: num_parallel={config.num_parallel}, "
+            f"relative_position_bias={config.relative_position_bias!r}"
+        )
