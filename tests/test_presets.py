@@ -252,7 +252,11 @@ def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(
     if where == "stalled_connect":  # a SYN nobody answers (urlretrieve would wait ~2 minutes)
         import socket
 
-        monkeypatch.setattr(socket, "create_connection", lambda *a, **k: time.sleep(30))
+        def stalled(*args, **kwargs):
+            time.sleep(5)
+            raise TimeoutError("the SYN was never answered")
+
+        monkeypatch.setattr(socket, "create_connection", stalled)
     start = time.monotonic()
     outcome = _run_with_deadline(
         lambda: presets.get_preset_file("test_ft", "mu/8", base_url=base, timeout=1.0)
