@@ -1,5 +1,5 @@
-"""Tests of keras_vit/weights/presets.py (named weights), weights/download.py (the transfer) and
-weights/imagenet.py (class names).
+"""Tests of keras_vit/weights/presets.py (named weights), weights/download.py (what it adds to
+`keras.utils.get_file`, which does the transfer) and weights/imagenet.py (class names).
 
 No network: tiny checkpoints in the official layout are written by the tests into
 a local folder laid out like the bucket and served through `file://` URLs or an
@@ -12,8 +12,8 @@ import functools
 import hashlib
 import http.server
 import os
-import re
 import threading
+import time
 import urllib.parse
 
 import numpy as np
@@ -21,7 +21,7 @@ import pytest
 
 from keras_vit.models import variants
 from keras_vit.models.vit import ViT, ViTB16, ViTTi16
-from keras_vit.weights import download, presets
+from keras_vit.weights import presets
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
 from keras_vit.weights.npz import save_npz
 from tests.helpers import randomize_weights, to_numpy
@@ -191,16 +191,21 @@ def test_corrupt_member_is_caught_after_download(bucket, tmp_path):
     assert not _cache(tmp_path, FT).exists()
 
 
-def test_corrupt_cached_file_is_removed(bucket, tmp_path):
-    root, _ = bucket
+def test_corrupt_cached_file_is_reported_and_kept_until_asked(bucket, tmp_path):
+    root, sources = bucket
     cached = _cache(tmp_path, FT)
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"<html>not a checkpoint</html>")
-    with pytest.raises(ValueError, match="removed from the cache"):
+    with pytest.raises(ValueError) as info:
         ViT("mu/8", weights="test_ft")
-    assert not cached.exists()
-    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))  # the retry
-    assert os.path.exists(path)
+    message = str(info.value)
+    assert str(cached) in message and "not a zip archive" in message
+    assert "left as it is" in message and "force_download=True" in message
+    assert cached.read_bytes() == b"<html>not a checkpoint</html>"  # not removed unasked
+    path = presets.get_preset_file(
+        "test_ft", "mu/8", base_url=_file_url(root), force_download=True
+    )  # the retry the message names
+    assert path == str(cached) and _read(path) == _read(sources["test_ft"][0])
 
 
 def test_file_copied_by_hand_into_the_cache_is_used_offline(bucket, tmp_path, monkeypatch):
@@ -238,11 +243,21 @@ def _closed_port():
         return s.getsockname()[1]  # closed again when the socket is: nothing listens
 
 
-@pytest.mark.parametrize("where", ["closed_port", "unroutable"])
-def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(bucket, tmp_path, where):
-    base = (
-        f"http://127.0.0.1:{_closed_port()}/" if where == "closed_port" else "http://10.255.255.1/"
-    )
+@pytest.mark.parametrize("where", ["closed_port", "unroutable", "stalled_connect"])
+def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(
+    bucket, tmp_path, monkeypatch, where
+):
+    port = _closed_port()
+    base = "http://10.255.255.1/" if where == "unroutable" else f"http://127.0.0.1:{port}/"
+    if where == "stalled_connect":  # a SYN nobody answers (urlretrieve would wait ~2 minutes)
+        import socket
+
+        def stalled(*args, **kwargs):
+            time.sleep(5)
+            raise TimeoutError("the SYN was never answered")
+
+        monkeypatch.setattr(socket, "create_connection", stalled)
+    start = time.monotonic()
     outcome = _run_with_deadline(
         lambda: presets.get_preset_file("test_ft", "mu/8", base_url=base, timeout=1.0)
     )
@@ -251,7 +266,10 @@ def test_offline_and_not_cached_fails_fast_saying_where_to_put_the_file(bucket, 
     error = outcome.get("error")
     assert isinstance(error, ConnectionError), outcome
     assert str(_cache(tmp_path, FT)) in str(error)
-    assert presets.BASE_URL_ENV in str(error)
+    assert FT.url(base) in str(error) and presets.BASE_URL_ENV in str(error)
+    assert not _cache(tmp_path, FT).exists()
+    if where == "stalled_connect":
+        assert time.monotonic() - start < 10 and "within 1 s" in str(error)
 
 
 def test_unknown_names_list_the_valid_ones_for_that_builder(bucket):
@@ -380,42 +398,31 @@ def test_weights_command_lists_and_fetches(bucket, tmp_path, capsys):
     assert "Valid names for 'mu/8'" in capsys.readouterr().err
 
 
-# Resumable downloads and hashes. A small HTTP server of our own that honours
-# (or ignores) `Range` and can cut the connection after `cut_after` bytes of
-# the body in its first `cuts` answers, announcing the full Content-Length.
+# Downloads through keras.utils.get_file, on a server of our own on 127.0.0.1 that logs each
+# request and can cut the body of its first `cuts` answers after `cut_after` bytes (announcing
+# the full Content-Length: a dropped connection).
 
 
 @contextlib.contextmanager
-def _range_server(root, *, honour_range=True, cuts=0, cut_after=0):
-    """Serves `root`; yields (base URL, the Range header of each request, None when absent)."""
-    ranges = []
+def _server(root, *, cuts=0, cut_after=0):
+    """Serves `root`; yields (base URL, the list of requested paths)."""
+    requests = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
-        def do_GET(self):
-            requested = self.headers.get("Range")
-            ranges.append(requested)
+        def do_GET(self):  # noqa: N802 - http.server's name
+            requests.append(self.path)
             path = root.joinpath(*urllib.parse.unquote(self.path).lstrip("/").split("/"))
-            data = path.read_bytes()
-            first = 0
-            if requested and honour_range:
-                first = int(re.fullmatch(r"bytes=(\d+)-", requested).group(1))
-                if first >= len(data):
-                    self.send_response(416)
-                    self.send_header("Content-Range", f"bytes */{len(data)}")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                self.send_response(206)
-                self.send_header("Content-Range", f"bytes {first}-{len(data) - 1}/{len(data)}")
-            else:
-                self.send_response(200)
-            body = data[first:]
+            if not path.is_file():
+                self.send_error(404)
+                return
+            body = path.read_bytes()
+            self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if len(ranges) <= cuts:
+            if len(requests) <= cuts:
                 body = body[:cut_after]  # then the connection closes: fewer bytes than announced
             self.wfile.write(body)
 
@@ -423,7 +430,7 @@ def _range_server(root, *, honour_range=True, cuts=0, cut_after=0):
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", ranges
+        yield f"http://127.0.0.1:{server.server_address[1]}/", requests
     finally:
         server.shutdown()
         server.server_close()
@@ -434,93 +441,106 @@ def _read(path):
         return f.read()
 
 
-def test_dropped_download_resumes_within_a_call_and_across_calls(bucket, tmp_path, monkeypatch):
-    root, sources = bucket
-    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
-    source = _read(sources["test_ft"][0])
-    cached = str(_cache(tmp_path, FT))
-    k = 1000
-    with _range_server(root, cuts=2, cut_after=k) as (url, ranges):
-        monkeypatch.setattr(download, "DOWNLOAD_ATTEMPTS", 1)
-        with pytest.raises(ConnectionError) as info:
-            presets.get_preset_file("test_ft", "mu/8", base_url=url)
-        assert "the next call resumes" in str(info.value) and cached + ".part" in str(info.value)
-        assert _read(cached + ".part") == source[:k]  # kept, not deleted
-        assert not os.path.exists(cached)
-        monkeypatch.setattr(download, "DOWNLOAD_ATTEMPTS", 3)
-        monkeypatch.setenv(presets.BASE_URL_ENV, url)
-        model = ViT("mu/8", weights="test_ft")  # cut once more, then completed by a third request
-    assert ranges == [None, f"bytes={k}-", f"bytes={2 * k}-"]
-    assert _read(cached) == source and not os.path.exists(cached + ".part")
-    _assert_same_weights(model, sources["test_ft"][1])
+@pytest.fixture
+def get_file_calls(monkeypatch):
+    """Records the arguments of every `keras.utils.get_file` call (which still runs)."""
+    import keras
+
+    calls = []
+    real = keras.utils.get_file
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(keras.utils, "get_file", spy)
+    return calls
 
 
-def test_server_ignoring_range_restarts_from_zero(bucket, tmp_path, monkeypatch):
-    root, sources = bucket
-    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
-    with _range_server(root, honour_range=False, cuts=1, cut_after=1000) as (url, ranges):
-        path = presets.get_preset_file("test_ft", "mu/8", base_url=url)
-    assert ranges == [None, "bytes=1000-"]  # asked to resume, got the whole file (200)
-    assert _read(path) == _read(sources["test_ft"][0])
-
-
-@pytest.mark.parametrize("extra", [b"", b"junk"])
-def test_part_at_or_past_the_end_gets_416_and_is_finished_or_restarted(
-    bucket, tmp_path, monkeypatch, extra
+def test_download_through_get_file_then_the_cache_without_a_request(
+    bucket, tmp_path, monkeypatch, get_file_calls
 ):
     root, sources = bucket
-    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
-    source = _read(sources["test_ft"][0])
-    part = _cache(tmp_path, FT).with_name(FT.path.split("/")[-1] + ".part")
-    part.parent.mkdir(parents=True)
-    part.write_bytes(source + extra)
-    with _range_server(root) as (url, ranges):
+    cached = str(_cache(tmp_path, FT))
+    digest = hashlib.sha256(_read(sources["test_ft"][0])).hexdigest()
+    with _server(root) as (url, requests):
+        monkeypatch.setenv(presets.BASE_URL_ENV, url)  # the mirror variable
+        path = presets.get_preset_file("test_ft", "mu/8", file_hash=digest.upper())
+        assert path == cached and _read(path) == _read(sources["test_ft"][0])
+        assert requests == ["/test/mu_8-ft.npz"]
+        ((args, kwargs),) = get_file_calls
+        assert args == ("mu_8-ft.npz",) and kwargs["origin"] == url + "test/mu_8-ft.npz"
+        assert kwargs["file_hash"] == digest  # lower case: get_file compares strings exactly
+        assert kwargs["cache_subdir"] == os.path.dirname(cached)
+        assert presets.get_preset_file("test_ft", "mu/8", file_hash=digest) == path
+        model = ViT("mu/8", weights="test_ft")
+    assert requests == ["/test/mu_8-ft.npz"] and len(get_file_calls) == 1  # cache hits: ours
+    _assert_same_weights(model, sources["test_ft"][1])
+    assert os.listdir(os.path.dirname(cached)) == ["mu_8-ft.npz"]  # no sidecar, no .part
+
+
+def test_dropped_download_leaves_nothing_and_the_next_call_starts_again(bucket, tmp_path):
+    root, sources = bucket
+    cached = _cache(tmp_path, FT)
+    with _server(root, cuts=1, cut_after=1000) as (url, requests):
+        with pytest.raises(ConnectionError) as info:
+            presets.get_preset_file("test_ft", "mu/8", base_url=url)
+        message = str(info.value)
+        assert FT.url(url) in message and str(cached) in message and "retry" in message
+        assert "1000" in message  # get_file's words: got only 1000 out of N bytes
+        assert not cached.exists() and os.listdir(cached.parent) == []
         path = presets.get_preset_file("test_ft", "mu/8", base_url=url)
-    # complete: nothing more to fetch; longer than the file: not a prefix, fetched again
-    assert ranges == [f"bytes={len(source + extra)}-"] + ([None] if extra else [])
-    assert _read(path) == source and not part.exists()
+        with pytest.raises(ConnectionError, match="404") as missing:
+            presets.get_preset_file("test_pt", "mu/8", base_url=url + "elsewhere/")
+    assert requests == ["/test/mu_8-ft.npz"] * 2 + ["/elsewhere/test%2Bpt/mu_8.npz"]
+    assert _read(path) == _read(sources["test_ft"][0])
+    assert str(_cache(tmp_path, PT)) in str(missing.value)
+    assert not _cache(tmp_path, PT).exists()
 
 
-def test_file_hash_is_checked_and_a_mismatch_leaves_no_file(bucket, tmp_path):
+@pytest.mark.parametrize("through", ["file", "http"])
+def test_file_hash_is_checked_and_a_mismatch_leaves_no_file(bucket, tmp_path, through):
     root, sources = bucket
     source = sources["test_ft"][0]
     digest = hashlib.sha256(_read(source)).hexdigest()
     cached = str(_cache(tmp_path, FT))
     wrong = "0" * 64
-    with pytest.raises(ValueError) as info:
-        presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root), file_hash=wrong)
-    message = str(info.value)
-    assert f"expected {wrong}, received {digest}" in message and "Retry" in message
-    assert cached in message
-    assert not os.path.exists(cached) and not os.path.exists(cached + ".part")
-    with pytest.raises(ValueError, match="64 hex digits"):
-        presets.get_preset_file("test_ft", "mu/8", file_hash="abc")
-    # The table's digest (here given through register_preset) is checked the same way.
-    presets.register_preset(FT, overwrite=True, file_hash=digest.upper())
-    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
-    assert _read(path + ".sha256").decode().startswith(f"{digest}  {os.path.basename(path)}\n")
+    with contextlib.ExitStack() as stack:
+        if through == "http":
+            base, _ = stack.enter_context(_server(root))
+        else:
+            base = _file_url(root)
+        with pytest.raises(ValueError) as info:
+            presets.get_preset_file("test_ft", "mu/8", base_url=base, file_hash=wrong)
+        message = str(info.value)
+        assert f"expected {wrong}, received {digest}" in message and "Retry" in message
+        assert cached in message
+        assert not os.path.exists(cached) and os.listdir(os.path.dirname(cached)) == []
+        with pytest.raises(ValueError, match="64 hex digits"):
+            presets.get_preset_file("test_ft", "mu/8", file_hash="abc")
+        # The table's digest (here given through register_preset) is checked the same way.
+        presets.register_preset(FT, overwrite=True, file_hash=digest.upper())
+        path = presets.get_preset_file("test_ft", "mu/8", base_url=base)
+        assert _read(path) == _read(source)
     presets.register_preset(FT, overwrite=True, file_hash=wrong)
-    with pytest.raises(ValueError, match=f"expected {wrong}, received {digest}"):
-        presets.get_preset_file("test_ft", "mu/8")  # a cache hit: the sidecar's digest differs
-    assert not os.path.exists(path)  # (the fixture unregisters FT and its digest)
+    with pytest.raises(ValueError, match=f"expected {wrong}, received {digest}") as hit:
+        presets.get_preset_file("test_ft", "mu/8")  # a cache hit: hashed, reported
+    assert "left as it is" in str(hit.value) and path in str(hit.value)
+    assert _read(path) == _read(source)  # (the fixture unregisters FT and its digest)
 
 
-def test_sidecar_detects_a_cached_file_that_changed(bucket, tmp_path, monkeypatch):
+def test_users_file_in_the_cache_is_never_overwritten_unasked(bucket, tmp_path):
     root, sources = bucket
-    path = presets.get_preset_file("test_ft", "mu/8", base_url=_file_url(root))
-    data = _read(path)
-    # Unchanged size and time: the sidecar answers, nothing is hashed.
-    with monkeypatch.context() as patch:
-        patch.setattr(download, "_digests", lambda *args: pytest.fail("hashed a cache hit"))
-        assert presets.get_preset_file("test_ft", "mu/8") == path
-    # Same bytes, new time (copied back from a backup): hashed again, accepted, re-recorded.
-    os.utime(path, ns=(1, 1))
-    assert presets.get_preset_file("test_ft", "mu/8") == path
-    assert "mtime_ns=1 " in _read(path + ".sha256").decode()
-    # Changed bytes (bit rot): caught without downloading, removed with its sidecar.
-    with open(path, "wb") as f:
-        f.write(data[:-1] + bytes([data[-1] ^ 1]))
-    with pytest.raises(ValueError, match="bytes changed since it was verified") as info:
-        presets.get_preset_file("test_ft", "mu/8")
-    assert "removed from the cache" in str(info.value)
-    assert not os.path.exists(path) and not os.path.exists(path + ".sha256")
+    cached = _cache(tmp_path, FT)
+    cached.parent.mkdir(parents=True)
+    mine = _read(sources["test_pt"][0])  # a readable checkpoint, not the bucket's file
+    cached.write_bytes(mine)
+    theirs = _read(sources["test_ft"][0])
+    with _server(root) as (url, requests):
+        digest = hashlib.sha256(theirs).hexdigest()
+        with pytest.raises(ValueError, match="force_download=True"):
+            presets.get_preset_file("test_ft", "mu/8", base_url=url, file_hash=digest)
+        assert presets.get_preset_file("test_ft", "mu/8", base_url=url) == str(cached)
+        assert requests == [] and cached.read_bytes() == mine  # used as is, not replaced
+        presets.get_preset_file("test_ft", "mu/8", base_url=url, force_download=True)
+    assert requests == ["/test/mu_8-ft.npz"] and cached.read_bytes() == theirs  # asked: replaced

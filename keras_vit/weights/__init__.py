@@ -4,7 +4,7 @@
   (`load_npz`, `save_npz`, `read_npz`, the name table);
 - `presets`: the named pretrained weights (`ViTB16(weights="imagenet21k")`),
   their catalogue and resolution to a cached file;
-- `download`: the resumable, verified download those files go through;
+- `download`: those files through `keras.utils.get_file`, plus the checks it lacks;
 - `imagenet`: the ImageNet-1k class names and `decode_predictions`;
 - `timm` and `huggingface`: `from_timm` and `from_huggingface`, each with its name table;
 - `export_timm` and `export_huggingface`: the way back (`export_timm`, `export_huggingface`),

@@ -20,15 +20,14 @@ Names:
   official README's table); `"augreg_in21k_ft_in1k"`: fine-tunes of the same
   pre-training at 224 px, where such a file is known.
 
-Files are downloaded into the Keras cache (`$KERAS_HOME`, default `~/.keras`)
-under `keras_vit/`, mirroring the bucket layout
-(`~/.keras/keras_vit/imagenet21k/ViT-B_16.npz`, the path `keras.utils.get_file`
-used before), so a mirror of the bucket can serve as the base URL
-(`KERAS_VIT_WEIGHTS_URL`, or `base_url=`; a `file://` URL works too) and a file
-copied by hand to that path is used as is. The transfer itself (resumed
-`.part` files, retries, sha256/md5 and zip checks, the `.sha256` sidecar, the
-fast offline failure) is `keras_vit.weights.download`. The strict checkpoint
-loader (`load_npz`) then checks every array's name and shape.
+Files are downloaded by `keras.utils.get_file` into the Keras cache
+(`$KERAS_HOME`, default `~/.keras`) under `keras_vit/`, mirroring the bucket
+layout (`~/.keras/keras_vit/imagenet21k/ViT-B_16.npz`), so a mirror of the
+bucket can serve as the base URL (`KERAS_VIT_WEIGHTS_URL`, or `base_url=`; a
+`file://` URL works too) and a file copied by hand to that path is used as is.
+`keras_vit.weights.download` adds what get_file lacks (a fast offline error,
+cached files checked and never replaced unasked); `npz.check_npz` checks the
+zip archive, and the strict loader (`load_npz`) every array's name and shape.
 
 Reference:
     github.com/google-research/vision_transformer README ("Available ViT
@@ -45,7 +44,7 @@ import numpy as np
 from keras_vit.models import variants
 from keras_vit.models.pretrained import WEIGHT_SUFFIXES
 from keras_vit.weights import download, npz
-from keras_vit.weights.download import CONNECT_TIMEOUT, cache_root
+from keras_vit.weights.download import CONNECT_TIMEOUT, cache_root, hash_algorithm
 
 DEFAULT_BASE_URL = "https://storage.googleapis.com/vit_models/"
 BASE_URL_ENV = "KERAS_VIT_WEIGHTS_URL"
@@ -162,8 +161,8 @@ class Preset:
         top1: optional float. ImageNet-1k top-1 (%) the official repository
             reports for this file.
         file_hash: optional str. The file's sha256 (64 hex digits) or md5
-            (32), checked after each download and on the first use of a
-            file found in the cache; a mismatch removes the file.
+            (32), checked after each download (a mismatch removes the file)
+            and on each use of a cached file (a mismatch is reported).
     """
 
     variant: str
@@ -178,7 +177,7 @@ class Preset:
 
     def __post_init__(self):
         if self.file_hash is not None:
-            download.hash_algorithm(self.file_hash)  # raises on a malformed digest
+            hash_algorithm(self.file_hash)  # raises on a malformed digest
 
     def url(self, base_url=None):
         """The download URL: `base_url` (else `$KERAS_VIT_WEIGHTS_URL`, else the bucket) + path."""
@@ -286,8 +285,9 @@ def resolve_base_url(base_url=None):
 
 def _by_hand(url, target):
     return (
-        f"To use the file offline, download {url} yourself (or copy it from a mirror) and put "
-        f"it at {target} ; or point {BASE_URL_ENV} (or base_url=) to a mirror of the bucket."
+        f"To use the file offline, download {url} yourself (or copy it from a mirror; "
+        f"`wget -c` resumes a large file) and put it at {target} ; or point {BASE_URL_ENV} "
+        "(or base_url=) to a mirror of the bucket."
     )
 
 
@@ -303,18 +303,17 @@ def get_preset_file(
 ):
     """Returns the local path of a preset's checkpoint, downloading it once into the Keras cache.
 
-    The file is fetched (with a progress bar) from `base_url` + the preset's
-    path into `{cache}/keras_vit/{path}.part`, and renamed to
-    `{cache}/keras_vit/{path}` once verified; later calls use the cached file
-    without touching the network. A download that stops early is resumed
-    (HTTP `Range`): up to 3 attempts within one call, then the `.part` file
-    is kept and the next call continues it. A file copied into the cache by
-    hand is used as is (after one full check).
+    The file is downloaded by `keras.utils.get_file` (with a progress bar)
+    from `base_url` + the preset's path to `{cache}/keras_vit/{path}`; later
+    calls use the cached file without touching the network. A transfer that
+    fails leaves no file behind (the next call starts again). A file copied
+    into the cache by hand is used as is.
 
-    Verification: the sha256 or md5 (`file_hash`, else the preset's), then the
-    zip archive with every member's CRC. The verified file's sha256, size and
-    time are written to `{path}.sha256`; a cache hit whose size or time differ
-    from that record is hashed again, and one whose bytes changed is removed.
+    Verification: the sha256 or md5 (`file_hash`, else the preset's) after
+    the download and on every cache hit, then the zip archive (every
+    member's CRC after a download). A downloaded file failing a check is
+    removed; a cached one is reported and left as it is (delete it, or pass
+    `force_download=True`).
 
     Args:
         name: str. Preset name (see `list_presets(variant)`).
@@ -324,24 +323,23 @@ def get_preset_file(
             `$KERAS_VIT_WEIGHTS_URL`, else the official bucket.
         cache_dir: optional str. Cache root; defaults to `$KERAS_HOME`, else
             `~/.keras`.
-        force_download: bool. Download again from the start even when cached
-            (or partly downloaded). Defaults to False.
+        force_download: bool. Download again even when cached, replacing the
+            cached file. Defaults to False.
         timeout: float. Seconds to reach the host before failing (offline).
             Defaults to 3.
         file_hash: optional str. Expected sha256 (64 hex digits) or md5 (32)
             of the file; replaces the preset's. Defaults to None.
 
     Returns:
-        str, the path of the verified `.npz` file.
+        str, the path of the checked `.npz` file.
 
     Raises:
         ValueError: unknown preset name (listing the valid ones), a malformed
-            `file_hash`, or a corrupt file or one whose digest differs from the
-            expected one (removed from the cache; the message names both
-            digests and says how to retry).
+            `file_hash`, or a file whose digest differs from the expected one
+            or that is not a readable `.npz` (the message names both digests,
+            the file, and what to do).
         ConnectionError: the file is not cached and cannot be fetched; the
-            message says whether the next call resumes, and where to put the
-            file by hand.
+            message names the URL and where to put the file by hand.
     """
     preset = get_preset(variant, name)
     url = preset.url(base_url)
