@@ -22,18 +22,7 @@ from keras_vit.layers.norms import make_norm
 from keras_vit.models import naflex
 from keras_vit.models.blocks import make_block
 from keras_vit.models.config import NAFLEX_RESIZE
-from keras_vit.models.heads import (  # noqa: F401  (the top's layer names, also ours)
-    CLASSIFIER_ACTIVATION,
-    FC_NORM,
-    HEAD,
-    HEAD_AVERAGE,
-    HEAD_DIST,
-    POOLING,
-    POOLING_DIST,
-    PRE_LOGITS,
-    build_top,
-    head_dtype,
-)
+from keras_vit.models.heads import build_top
 from keras_vit.models.merger import merge_tokens
 from keras_vit.models.stems import stem_features
 
