@@ -9,6 +9,9 @@ The paper's Sec. 4.6 / Appendix B.1.2 experiment, small enough for a CPU. For ea
      - `mpp-<target>`: masked patch prediction (`keras_vit.models.mpp`, 50% corruption, 80/10/10) on
        all 1,257 training images, labels unused, for each of `--targets` (`color`: 3-bit mean
        colour; `downsampled`: 4x4 cells x 3 bits; `pixels`: L2 on the patch pixels);
+     - `mae` (with `--mae`): a masked autoencoder (`keras_vit.models.mae`: 75% of the patches
+       dropped before the encoder, a 64-wide 2-block decoder, per-patch normalised pixel
+       targets) on all 1,257 training images, with the MPP arms' optimizer, steps and batches;
      - `supervised` (with `--supervised`): a classifier trained on the labels of the *other*
        training images (the 90% outside the labelled subset; the analogue of the paper's
        supervised pre-training on a bigger labelled set);
