@@ -15,7 +15,8 @@ from keras_vit.layers._checks import (
     check_rate,
     check_token_shape,
 )
-from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_values
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.block_remat import BlockRemat
@@ -30,7 +31,7 @@ BLOCK_NORMS = ("pre", "post")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
+class TransformerBlock(BlockRemat, TokenMixer):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
@@ -371,28 +372,19 @@ class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
                 )
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        training=None,
-        return_attention_scores=False,
-        rotary_embedding=None,
-        attention_bias=None,
-        attention_mask=None,
-    ):
+    def mix(self, inputs, training, return_scores, rotary, bias, mask):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
         # (rotary embedding, attention bias, attention mask): functions of the grid, the
         # weights and the NaFlex validity only.
-        mask = attention_module.attention_mask_4d(attention_mask, inputs)
-        rotary = (rotary_embedding, attention_bias, mask)
-        if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
+        context = (rotary, bias, mask)
+        if self.remat and not return_scores and not self._remat_redraws_dropout(training):
             # Python flags (and the rotary embedding, shared bias and mask) stay outside the
             # rematerialised function (closed over), so jax.checkpoint / tf.recompute_grad see
             # the tokens only.
-            return self._remat_call(inputs, training, rotary)
-        return self._forward(inputs, training, return_attention_scores, rotary)
+            return self._remat_call(inputs, training, context)
+        return self._forward(inputs, training, return_scores, context)
 
     def _build_branch(self, j, shape, hidden_dim, dense):
         """Branch j > 0 of a parallel block: its norms, attention, MLP and LayerScale."""
@@ -526,21 +518,11 @@ class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
             return out, scores
         return out
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
+        config.update(config_values(self, BLOCK_CONFIG))
         config.update(
             {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "approximate_gelu": self.approximate_gelu,
-                "layer_scale_init_value": self.layer_scale_init_value,
                 "remat": self.remat,
                 "qk_norm": self.qk_norm,
                 "activation": self.activation,
