@@ -8,7 +8,13 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
-from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._token_mixer import (
+    ATTENTION_CONFIG,
+    TokenMixer,
+    attention_mask_4d,  # noqa: F401 (re-export: its home before _token_mixer)
+    config_values,
+)
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.rotary import apply_rotary_embedding
 
@@ -63,32 +69,28 @@ def softmax_weights(query, key, *, scale, bias=None, mask=None):
     return ops.softmax(logits, axis=-1)
 
 
-def attention_mask_4d(attention_mask, inputs):
-    """A boolean `(B, 1 or heads, T, T)`-broadcastable mask from an `attention_mask` argument.
+def output_projection(layer, heads_shape, hidden_dim):
+    """`layer`'s `attention_output` `EinsumDense`, `(B, T, heads, width)` -> `(B, T, D)`, built."""
+    dense = keras.layers.EinsumDense(
+        "abcd,cde->abe",
+        output_shape=(None, hidden_dim),
+        bias_axes="e",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        dtype=sublayer_dtype(layer, "attention_output"),
+        name="attention_output",
+    )
+    dense.build(heads_shape)
+    return dense
 
-    `(B, S)`: key validity of the last S of the T tokens (the first T - S always valid), as
-    `(B, 1, 1, T)`; 4-D masks are returned as booleans. None stays None.
-    """
-    if attention_mask is None:
-        return None
-    mask = ops.cast(attention_mask, "bool")
-    if len(mask.shape) == 4:
-        return mask
-    if len(mask.shape) != 2:
-        raise ValueError(
-            "attention_mask must be (batch, tokens) key validity or a (batch, 1 or heads, "
-            f"tokens, tokens) mask. Received: shape={tuple(attention_mask.shape)}"
-        )
-    tokens, keys = inputs.shape[1], mask.shape[1]
-    if tokens is not None and keys is not None and keys > tokens:
-        raise ValueError(
-            f"attention_mask covers {keys} tokens but the input has {tokens}. "
-            f"Received: attention_mask.shape={tuple(attention_mask.shape)}"
-        )
-    prefix = ops.shape(inputs)[1] - ops.shape(mask)[1]
-    ones = ops.ones((ops.shape(mask)[0], prefix), "bool")
-    mask = ops.concatenate([ones, mask], axis=1)
-    return mask[:, None, None, :]
+
+def build_qk_norms(layer, query_shape, key_shape):
+    """Sets `layer.query_norm` and `layer.key_norm` (its `norm` kind), built on those shapes."""
+    eps, dtype = layer.layer_norm_epsilon, layer.dtype_policy
+    layer.query_norm = make_norm(layer.norm, eps, "query_norm", dtype)
+    layer.key_norm = make_norm(layer.norm, eps, "key_norm", dtype)
+    layer.query_norm.build(query_shape)
+    layer.key_norm.build(key_shape)
 
 
 def check_epsilon(value, name="layer_norm_epsilon"):
@@ -98,7 +100,7 @@ def check_epsilon(value, name="layer_norm_epsilon"):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class MultiHeadSelfAttention(RecordsQuantizedSublayers):
+class MultiHeadSelfAttention(TokenMixer):
     """Multi-head self-attention with the official weight layout and optional QK-norm.
 
     The same function and weights as `keras.layers.MultiHeadAttention` used for self-attention
@@ -230,25 +232,12 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         kv_heads = self.num_key_value_heads or self.num_heads
         self.key_dense = projection("key", self.key_bias, kv_heads)
         self.value_dense = projection("value", heads=kv_heads)
-        self.output_dense = keras.layers.EinsumDense(
-            "abcd,cde->abe",
-            output_shape=(None, hidden_dim),
-            bias_axes="e",
-            kernel_initializer="glorot_uniform",
-            bias_initializer="zeros",
-            dtype=sublayer_dtype(self, "attention_output"),
-            name="attention_output",
-        )
         for layer in (self.query_dense, self.key_dense, self.value_dense):
             layer.build(shape)
         head_shape = shape[:-1] + (self.num_heads, head_dim)
-        self.output_dense.build(head_shape)
+        self.output_dense = output_projection(self, head_shape, hidden_dim)
         if self.qk_norm:
-            eps = self.layer_norm_epsilon
-            self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
-            self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
-            self.query_norm.build(head_shape)
-            self.key_norm.build(shape[:-1] + (kv_heads, head_dim))
+            build_qk_norms(self, head_shape, shape[:-1] + (kv_heads, head_dim))
         if self.inner_norm:
             self.output_norm = make_norm(
                 self.norm, self.layer_norm_epsilon, "inner_norm", dtype, axis=(-2, -1)
@@ -301,29 +290,18 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         rotated = apply_rotary_embedding(x[:, prefix:], table)
         return ops.concatenate([x[:, :prefix], rotated], axis=1)
 
-    def call(
-        self,
-        inputs,
-        training=None,
-        return_attention_scores=False,
-        rotary_embedding=None,
-        attention_bias=None,
-        attention_mask=None,
-    ):
+    def mix(self, inputs, training, return_scores, rotary, bias, mask):
         dropout = bool(training) and self.attention_dropout_rate > 0
         # The fast path's QK-norm is a LayerNorm: RMS QK-norms take the keras.ops path.
-        plain = rotary_embedding is None and not (self.qk_norm and self.norm != "layernorm")
-        mask = attention_mask_4d(attention_mask, inputs)
-        if _FAST_PATH["torch"] and plain and not return_attention_scores and not dropout:
+        plain = rotary is None and not (self.qk_norm and self.norm != "layernorm")
+        if _FAST_PATH["torch"] and plain and not return_scores and not dropout:
             from keras_vit.layers import _torch_kernels
 
             if _torch_kernels.attention_is_plain(self):
-                return _torch_kernels.self_attention(
-                    self, inputs, bias=attention_bias, mask=mask
-                )
-        query, key, value = self.project(inputs, rotary_embedding)
-        bias = None if attention_bias is None else ops.cast(attention_bias, query.dtype)
-        if not return_attention_scores and not dropout:
+                return _torch_kernels.self_attention(self, inputs, bias=bias, mask=mask)
+        query, key, value = self.project(inputs, rotary)
+        bias = None if bias is None else ops.cast(bias, query.dtype)
+        if not return_scores and not dropout:
             out = ops.dot_product_attention(
                 query, key, value, bias=bias, mask=mask, scale=self._scale
             )
@@ -331,29 +309,14 @@ class MultiHeadSelfAttention(RecordsQuantizedSublayers):
         weights = softmax_weights(query, key, scale=self._scale, bias=bias, mask=mask)
         dropped = self.dropout(weights, training=training)
         out = self.output_dense(self._normed(ops.einsum("bhqk,bkhd->bqhd", dropped, value)))
-        if return_attention_scores:
-            return out, weights
-        return out
+        return (out, weights) if return_scores else out
 
     def _normed(self, heads):
         """The `(B, T, heads, head_dim)` attention output, inner-normed if set."""
         return self.output_norm(heads) if self.inner_norm else heads
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "qk_norm": self.qk_norm,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "key_bias": self.key_bias,
-                "inner_norm": self.inner_norm,
-                "norm": self.norm,
-                "num_key_value_heads": self.num_key_value_heads,
-            }
-        )
+        names = ATTENTION_CONFIG + ("key_bias", "inner_norm", "norm", "num_key_value_heads")
+        config.update(config_values(self, names))
         return config

@@ -28,9 +28,15 @@ from keras_vit.layers._checks import (
     check_positive_int,
     check_rate,
 )
-from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
-from keras_vit.layers.attention import attention_mask_4d, check_epsilon, softmax_weights
-from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._token_mixer import ATTENTION_CONFIG, TokenMixer, config_values
+from keras_vit.layers.attention import (
+    build_qk_norms,
+    check_epsilon,
+    output_projection,
+    softmax_weights,
+)
+from keras_vit.layers.norms import check_norm
 
 ATTENTION_TYPES = ("standard", "differential")
 SUB_NORM_EPSILON = 1e-5  # timm's DiffAttention sub_norm
@@ -127,7 +133,7 @@ def differential_attention(layer, query, key, value, *, mask=None, dropout=None,
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class DifferentialAttention(RecordsQuantizedSublayers):
+class DifferentialAttention(TokenMixer):
     """Differential multi-head self-attention (timm's `DiffAttention`), the ViT weight layout.
 
     The layout of `keras_vit.layers.MultiHeadSelfAttention` (the same sublayer names, so the
@@ -223,38 +229,19 @@ class DifferentialAttention(RecordsQuantizedSublayers):
         self.query_dense = projection("query", 2 * self.num_heads, head_dim)
         self.key_dense = projection("key", 2 * self.num_heads, head_dim)
         self.value_dense = projection("value", self.num_heads, 2 * head_dim)
-        self.output_dense = keras.layers.EinsumDense(
-            "abcd,cde->abe",
-            output_shape=(None, hidden_dim),
-            bias_axes="e",
-            kernel_initializer="glorot_uniform",
-            bias_initializer="zeros",
-            dtype=sublayer_dtype(self, "attention_output"),
-            name="attention_output",
-        )
-        self.output_dense.build(shape[:-1] + (self.num_heads, 2 * head_dim))
+        heads_shape = shape[:-1] + (self.num_heads, 2 * head_dim)
+        self.output_dense = output_projection(self, heads_shape, hidden_dim)
         if self.qk_norm:
-            eps, dtype = self.layer_norm_epsilon, self.dtype_policy
-            self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
-            self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
-            self.query_norm.build(shape[:-1] + (2 * self.num_heads, head_dim))
-            self.key_norm.build(shape[:-1] + (2 * self.num_heads, head_dim))
+            qk_shape = shape[:-1] + (2 * self.num_heads, head_dim)
+            build_qk_norms(self, qk_shape, qk_shape)
         add_differential_weights(self, head_dim)
         self.dropout = keras.layers.Dropout(
             self.attention_dropout_rate, dtype=self.dtype_policy, name="dropout"
         )
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        training=None,
-        return_attention_scores=False,
-        rotary_embedding=None,
-        attention_bias=None,
-        attention_mask=None,
-    ):
-        check_no_rotary_or_bias(self, rotary_embedding, attention_bias)
+    def mix(self, inputs, training, return_scores, rotary, bias, mask):
+        check_no_rotary_or_bias(self, rotary, bias)
         query, key = self.query_dense(inputs), self.key_dense(inputs)
         if self.qk_norm:
             query, key = self.query_norm(query), self.key_norm(key)
@@ -263,26 +250,14 @@ class DifferentialAttention(RecordsQuantizedSublayers):
             query,
             key,
             self.value_dense(inputs),
-            mask=attention_mask_4d(attention_mask, inputs),
+            mask=mask,
             dropout=self.dropout,
             training=training,
         )
         out = self.output_dense(out)
-        return (out, maps) if return_attention_scores else out
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+        return (out, maps) if return_scores else out
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "qk_norm": self.qk_norm,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "norm": self.norm,
-                "block_index": self.block_index,
-            }
-        )
+        config.update(config_values(self, ATTENTION_CONFIG + ("norm", "block_index")))
         return config

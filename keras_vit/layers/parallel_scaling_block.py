@@ -15,15 +15,16 @@ from keras_vit.layers._checks import (
     check_rate,
     check_token_shape,
 )
-from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_values
 from keras_vit.layers.activations import check_activation, mlp_activation
-from keras_vit.layers.attention import attention_mask_4d, check_epsilon, softmax_weights
+from keras_vit.layers.attention import build_qk_norms, check_epsilon, softmax_weights
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class ParallelScalingBlock(RecordsQuantizedSublayers):
+class ParallelScalingBlock(TokenMixer):
     """Parallel attention and MLP from one norm and one fused input projection (ViT-22B).
 
     timm's `ParallelScalingBlock` (`vit_*_xp_*`, `vit_pwee_*`) and, with
@@ -162,10 +163,7 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         self.in_proj = dense(self.mlp_dim + 3 * hidden_dim, "in_proj", hidden_dim)
         heads = 2 * self.num_heads if self.differential else self.num_heads
         if self.qk_norm:
-            self.query_norm = make_norm(self.norm, eps, "query_norm", dtype)
-            self.key_norm = make_norm(self.norm, eps, "key_norm", dtype)
-            self.query_norm.build(shape[:-1] + (heads, head_dim))
-            self.key_norm.build(shape[:-1] + (heads, head_dim))
+            build_qk_norms(self, shape[:-1] + (heads, head_dim), shape[:-1] + (heads, head_dim))
         if self.differential:
             diff.add_differential_weights(self, head_dim)
         if self.fused_output:
@@ -186,18 +184,9 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         self.drop_path.build(shape)
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        training=None,
-        return_attention_scores=False,
-        rotary_embedding=None,
-        attention_bias=None,
-        attention_mask=None,
-    ):
-        diff.check_no_rotary_or_bias(self, rotary_embedding, attention_bias)
+    def mix(self, inputs, training, return_scores, rotary, bias, mask):
+        diff.check_no_rotary_or_bias(self, rotary, bias)
         inputs = ops.cast(inputs, self.compute_dtype)
-        mask = attention_mask_4d(attention_mask, inputs)
         d, heads = self.hidden_dim, self.num_heads
         y = self.in_proj(self.in_norm(inputs))
         hidden = y[..., : self.mlp_dim]
@@ -224,7 +213,7 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         if self.layer_scale_init_value is not None:
             out = out * ops.cast(self.layer_scale, out.dtype)
         out = inputs + self.drop_path(out, training=training)
-        return (out, scores) if return_attention_scores else out
+        return (out, scores) if return_scores else out
 
     def _attention(self, query, key, value, mask, training):
         """Softmax attention of `(B, T, heads, head_dim)` heads: (output, weights)."""
@@ -232,27 +221,8 @@ class ParallelScalingBlock(RecordsQuantizedSublayers):
         dropped = self.attention_dropout(weights, training=training)
         return ops.einsum("bhqk,bkhd->bqhd", dropped, value), weights
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "approximate_gelu": self.approximate_gelu,
-                "layer_scale_init_value": self.layer_scale_init_value,
-                "qk_norm": self.qk_norm,
-                "activation": self.activation,
-                "norm": self.norm,
-                "fused_output": self.fused_output,
-                "attention_type": self.attention_type,
-                "block_index": self.block_index,
-            }
-        )
+        names = ("qk_norm", "activation", "norm", "fused_output", "attention_type", "block_index")
+        config.update(config_values(self, BLOCK_CONFIG + names))
         return config

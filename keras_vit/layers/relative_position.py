@@ -216,8 +216,26 @@ def _per_pair(table, index, tokens):
     return ops.transpose(bias, (2, 0, 1))
 
 
+class _RelativeBias(keras.layers.Layer):
+    """Base of the relative position biases: called on the `(B, T, D)` tokens the bias is for
+    (only their count is read, which must be `num_tokens`), returns the `(1, heads, T, T)`
+    bias (`table_bias()[None]`)."""
+
+    def call(self, inputs=None):
+        tokens = None if inputs is None else inputs.shape[1]
+        if tokens is not None and tokens != self.num_tokens:
+            raise ValueError(
+                f"{self.name}: the bias is for {self.num_tokens} tokens "
+                f"({self._tokens_described()}). Received: {tokens} tokens"
+            )
+        return self.table_bias()[None]
+
+    def compute_output_shape(self, input_shape=None):
+        return (1, self.num_heads, self.num_tokens, self.num_tokens)
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
-class RelativePositionBias(keras.layers.Layer):
+class RelativePositionBias(_RelativeBias):
     """BEiT's relative position bias: `(1, heads, T, T)` from a learned table.
 
     The bias of query token i and key token j is `table[index[i, j]]`, one value per head,
@@ -266,18 +284,12 @@ class RelativePositionBias(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs=None):
-        tokens = None if inputs is None else inputs.shape[1]
-        if tokens is not None and tokens != self.num_tokens:
-            raise ValueError(
-                f"{self.name}: the bias is for {self.num_tokens} tokens (grid {self.grid_size}"
-                f"{' and a class token' if self.class_token else ''}). "
-                f"Received: {tokens} tokens"
-            )
-        return _per_pair(self.relative_position_bias_table, self._index, self.num_tokens)[None]
+    def _tokens_described(self):
+        return f"grid {self.grid_size}{' and a class token' if self.class_token else ''}"
 
-    def compute_output_shape(self, input_shape=None):
-        return (1, self.num_heads, self.num_tokens, self.num_tokens)
+    def table_bias(self):
+        """`(heads, T, T)`: the table's row of each (query, key) pair."""
+        return _per_pair(self.relative_position_bias_table, self._index, self.num_tokens)
 
     def get_config(self):
         config = super().get_config()
@@ -307,7 +319,7 @@ def relative_log_coordinates(grid_size):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class RelativePositionMLP(keras.layers.Layer):
+class RelativePositionMLP(_RelativeBias):
     """timm's `RelPosMlp` (`mode="cr"`): relative position biases from an MLP of log offsets.
 
     Every (row, column) offset of two patches, as `sign(d) log(1 + |d|)`, goes through
@@ -322,11 +334,7 @@ class RelativePositionMLP(keras.layers.Layer):
         hidden_dim: int. Hidden width of the MLP (timm's `rel_pos_dim`). Defaults to 128.
         num_prefix_tokens: int. Tokens before the patches (zero bias). Defaults to 0.
 
-    Call arguments:
-        inputs: the `(B, T, D)` tokens the bias is for (only their count is read).
-
-    Returns:
-        `(1, heads, T, T)`.
+    Called as `RelativePositionBias` (on the tokens, for their count): `(1, heads, T, T)`.
 
     Example:
 
@@ -358,23 +366,18 @@ class RelativePositionMLP(keras.layers.Layer):
         self.fc2.build((None, self.hidden_dim))
         self.built = True
 
-    def call(self, inputs=None):
-        tokens = None if inputs is None else inputs.shape[1]
-        if tokens is not None and tokens != self.num_tokens:
-            raise ValueError(
-                f"{self.name}: the bias is for {self.num_tokens} tokens (grid {self.grid_size} "
-                f"and {self.num_prefix_tokens} prefix tokens). Received: {tokens} tokens"
-            )
+    def _tokens_described(self):
+        return f"grid {self.grid_size} and {self.num_prefix_tokens} prefix tokens"
+
+    def table_bias(self):
+        """`(heads, T, T)`: the MLP's bias of each (query, key) pair, zero for prefix tokens."""
         coords = ops.convert_to_tensor(self._coords, dtype=self.compute_dtype)
         table = self.fc2(self.fc1(coords))  # (offsets, heads)
         bias = _per_pair(table, self._index, self.grid_size[0] * self.grid_size[1])
         p = self.num_prefix_tokens
         if p:
             bias = ops.pad(bias, ((0, 0), (p, 0), (p, 0)))
-        return bias[None]
-
-    def compute_output_shape(self, input_shape=None):
-        return (1, self.num_heads, self.num_tokens, self.num_tokens)
+        return bias
 
     def get_config(self):
         config = super().get_config()

@@ -15,13 +15,15 @@ from keras_vit.layers._checks import (
     check_rate,
     check_token_shape,
 )
-from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
+from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_values
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
 from keras_vit.layers.block_remat import BlockRemat
 from keras_vit.layers.differential_attention import DifferentialAttention, check_attention_type
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers.parallel_branches import ParallelBranches
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
 from keras_vit.layers.swiglu import SwiGLU
 
@@ -30,7 +32,7 @@ BLOCK_NORMS = ("pre", "post")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
+class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
@@ -371,91 +373,19 @@ class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
                 )
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        training=None,
-        return_attention_scores=False,
-        rotary_embedding=None,
-        attention_bias=None,
-        attention_mask=None,
-    ):
+    def mix(self, inputs, training, return_scores, rotary, bias, mask):
         # The residual stream runs in the compute dtype on every backend (bfloat16 under
         # mixed precision), whatever dtype the caller passed.
         inputs = ops.cast(inputs, self.compute_dtype)
         # (rotary embedding, attention bias, attention mask): functions of the grid, the
         # weights and the NaFlex validity only.
-        mask = attention_module.attention_mask_4d(attention_mask, inputs)
-        rotary = (rotary_embedding, attention_bias, mask)
-        if self.remat and not return_attention_scores and not self._remat_redraws_dropout(training):
+        context = (rotary, bias, mask)
+        if self.remat and not return_scores and not self._remat_redraws_dropout(training):
             # Python flags (and the rotary embedding, shared bias and mask) stay outside the
             # rematerialised function (closed over), so jax.checkpoint / tf.recompute_grad see
             # the tokens only.
-            return self._remat_call(inputs, training, rotary)
-        return self._forward(inputs, training, return_attention_scores, rotary)
-
-    def _build_branch(self, j, shape, hidden_dim, dense):
-        """Branch j > 0 of a parallel block: its norms, attention, MLP and LayerScale."""
-        eps, dtype = self.layer_norm_epsilon, self.dtype_policy
-        branch = {
-            "attention_norm": make_norm(self.norm, eps, f"attention_norm_{j}", dtype),
-            "attention": MultiHeadSelfAttention(
-                num_heads=self.num_heads,
-                attention_dropout_rate=self.attention_dropout_rate,
-                qk_norm=self.qk_norm,
-                layer_norm_epsilon=eps,
-                key_bias=self.key_bias,
-                norm=self.norm,
-                dtype=sublayer_dtype(self, f"attention_{j}"),
-                name=f"attention_{j}",
-            ),
-            "mlp_norm": make_norm(self.norm, eps, f"mlp_norm_{j}", dtype),
-            "mlp_dense_1": dense(self.mlp_dim, f"mlp_dense_1_{j}"),
-            "mlp_dense_2": dense(hidden_dim, f"mlp_dense_2_{j}"),
-        }
-        for name in ("attention_norm", "attention", "mlp_norm", "mlp_dense_1"):
-            branch[name].build(shape)
-        branch["mlp_dense_2"].build(shape[:-1] + (self.mlp_dim,))
-        if self.layer_scale_init_value is not None:
-            init = keras.initializers.Constant(self.layer_scale_init_value)
-            for name in ("attention_scale", "mlp_scale"):
-                branch[name] = self.add_weight(
-                    name=f"{name}_{j}", shape=(hidden_dim,), initializer=init
-                )
-        return branch
-
-    def _branches(self):
-        """Every branch's sublayers and scales (branch 0: the block's own)."""
-        names = ("attention_norm", "attention", "mlp_norm")
-        names += ("mlp_dense_1", "mlp_dense_2") if self.mlp == "mlp" else ()
-        first = {name: getattr(self, name) for name in names}
-        scales = ("attention_scale", "mlp_scale") if self.layer_scale_init_value is not None else ()
-        first.update({name: getattr(self, name) for name in scales if hasattr(self, name)})
-        return [first, *self.parallel_branches]
-
-    def _parallel_forward(self, inputs, training, bias):
-        """timm's ParallelThingsBlock: the attention branches summed, then the MLP branches."""
-        scaled = self.layer_scale_init_value is not None
-        total = 0.0
-        for branch in self._branches():
-            x = branch["attention"](
-                branch["attention_norm"](inputs), training=training, attention_bias=bias
-            )
-            x = self.attention_dropout(x, training=training)
-            if scaled:
-                x = x * branch["attention_scale"]
-            total = total + self.drop_path(x, training=training)
-        x = inputs + total
-        total = 0.0
-        for branch in self._branches():
-            y = branch["mlp_dense_1"](branch["mlp_norm"](x))
-            y = mlp_activation(y, self.activation, self.approximate_gelu)
-            y = self.mlp_dropout_1(y, training=training)
-            y = self.mlp_dropout_2(branch["mlp_dense_2"](y), training=training)
-            if scaled:
-                y = y * branch["mlp_scale"]
-            total = total + self.drop_path(y, training=training)
-        return x + total
+            return self._remat_call(inputs, training, context)
+        return self._forward(inputs, training, return_scores, context)
 
     def _attention_bias(self, inputs, shared):
         """The block's relative position bias plus a shared one (either may be None)."""
@@ -526,21 +456,11 @@ class TransformerBlock(BlockRemat, RecordsQuantizedSublayers):
             return out, scores
         return out
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
+        config.update(config_values(self, BLOCK_CONFIG))
         config.update(
             {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "approximate_gelu": self.approximate_gelu,
-                "layer_scale_init_value": self.layer_scale_init_value,
                 "remat": self.remat,
                 "qk_norm": self.qk_norm,
                 "activation": self.activation,

@@ -29,6 +29,7 @@ from keras import ops
 
 from keras_vit.layers import Patches, TransformerBlock
 from keras_vit.layers.token_dropping import TokenDropping, gather_tokens
+from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer, build_model, num_prefix_tokens
 
@@ -276,15 +277,10 @@ class MaskedAutoencoder(keras.Model):
         if sample_weight is None:
             loss = y_pred["loss"]
         else:
-            sample_weight = ops.reshape(ops.cast(sample_weight, "float32"), (-1,))
-            mask = ops.cast(y_pred["mask"], "float32") * sample_weight[:, None]
+            mask, scale = weighted_patches(y_pred["mask"], sample_weight)
             targets = patch_pixels(x, self.encoder_config.patch_size)
-            loss = ops.mean(sample_weight) * mae_loss(
-                targets, y_pred["logits"], mask, self.norm_pix_loss
-            )
-        for extra in self.losses:
-            loss = loss + ops.cast(extra, loss.dtype)
-        return loss
+            loss = scale * mae_loss(targets, y_pred["logits"], mask, self.norm_pix_loss)
+        return with_layer_losses(self, loss)
 
     def get_config(self):
         return {

@@ -40,6 +40,7 @@ from keras_vit.layers.patch_targets import (
     num_target_classes,
 )
 from keras_vit.models import variants
+from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import (
     BLOCK_NAME,
@@ -239,17 +240,11 @@ class MaskedPatchPredictor(keras.Model):
         weights of 1 change nothing.
         """
         del x, y, training
-        weights, scale = y_pred["weights"], 1.0
-        if sample_weight is not None:
-            sample_weight = ops.reshape(ops.cast(sample_weight, "float32"), (-1,))
-            weights = ops.cast(weights, "float32") * sample_weight[:, None]
-            scale = ops.mean(sample_weight)
+        weights, scale = weighted_patches(y_pred["weights"], sample_weight)
         loss = scale * masked_patch_loss(
             y_pred["targets"], y_pred["predictions"], weights, self.target
         )
-        for extra in self.losses:
-            loss = loss + ops.cast(extra, loss.dtype)
-        return loss
+        return with_layer_losses(self, loss)
 
     def get_config(self):
         return {

@@ -29,9 +29,6 @@ from keras_vit.models import mae
 from keras_vit.runner import backup, pretrain, pretrain_mpp
 from keras_vit.runner.config import make_config
 from keras_vit.runner.run import run_training
-from keras_vit.saving import load_model
-from keras_vit.training import multihost
-from keras_vit.training.distribution import without_distribution
 
 # He et al., 2022, Appendix A.1 (Table 8): ViT-B/16 at 224 px, ImageNet-1k.
 PAPER = dict(
@@ -79,11 +76,7 @@ def get_config(preset="digits", smoke=False):
 
 def build_model(num_classes, config):
     """`mae.build_mae_model` from a config's model fields (`num_classes` unused)."""
-    overrides = dict(config["model_overrides"] or {})
-    if config["dropout_rate"]:
-        overrides["dropout_rate"] = config["dropout_rate"]
-    if config["remat"]:
-        overrides["remat"] = True
+    overrides = pretrain_mpp.builder_overrides(config)
     model = mae.build_mae_model(
         config["model"],
         image_size=config["image_size"],
@@ -103,33 +96,21 @@ def save_encoder_and_grid(model, setup):
     """
     from keras_vit.inspection.mae_grid import save_reconstruction_grid
 
-    path = os.path.join(setup.out, "encoder.keras")
+    model, metrics = pretrain_mpp.write_encoder(model, setup, mae.extract_mae_encoder)
+    if model is None:
+        return metrics
     grid = os.path.join(setup.out, GRID_FILE)
-    if setup.num_processes > 1:
-        if not multihost.is_chief():
-            return {"encoder_path": path}
-        with without_distribution():
-            model = load_model(os.path.join(setup.out, "model.keras"))
-    encoder = mae.extract_mae_encoder(model)
-    backup.atomic_write(path, encoder.save)
     images = np.asarray(next(iter(setup.eval_ds))[0])[:6]
     noise = np.random.default_rng(0).uniform(
         size=(len(images), model.encoder.patch_encoder.num_patches)
     )
     backup.atomic_write(grid, lambda target: save_reconstruction_grid(model, images, target, noise))
-    return {
-        "encoder_params": int(encoder.count_params()),
-        "encoder_path": path,
-        "reconstructions": grid,
-    }
+    return {**metrics, "reconstructions": grid}
 
 
 def run(config, callbacks=()):
     """Pre-trains a masked autoencoder; returns the metrics (also in metrics.json)."""
-    if config.get("patch_sizes") is not None:
-        raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
-    if config.get("patch_dropout_rate"):
-        raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
+    pretrain_mpp.check_self_supervised(config)
     return run_training(
         config, build_model, "pretrain_mae", callbacks=callbacks,
         compile=pretrain_mpp.compile_mpp, evaluate=pretrain_mpp.evaluate_mpp,

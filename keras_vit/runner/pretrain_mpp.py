@@ -82,13 +82,20 @@ def get_config(preset="digits", smoke=False):
 MPP_KEYS = ("target", "corruption_rate", "mask_fraction", "random_fraction", "seed")
 
 
-def build_model(num_classes, config):
-    """`mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
+def builder_overrides(config):
+    """Builder arguments of a config's `model_overrides`, `dropout_rate` and `remat` (shared
+    with `pretrain_mae`)."""
     overrides = dict(config["model_overrides"] or {})
     if config["dropout_rate"]:
         overrides["dropout_rate"] = config["dropout_rate"]
     if config["remat"]:
         overrides["remat"] = True
+    return overrides
+
+
+def build_model(num_classes, config):
+    """`mpp.build_mpp_model` from a config's model fields (`num_classes` unused)."""
+    overrides = builder_overrides(config)
     model = mpp.build_mpp_model(
         config["model"],
         image_size=config["image_size"],
@@ -114,30 +121,45 @@ def evaluate_mpp(model, setup):
     return {"eval_loss": float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))}
 
 
-def save_encoder(model, setup):
-    """Saves the plain ViT encoder (`encoder.keras`) for `keras-vit finetune --init`.
+def write_encoder(model, setup, extract):
+    """Saves the plain ViT encoder `extract(model)` (`encoder.keras`) for `keras-vit finetune
+    --init` (shared with `pretrain_mae`).
 
     With several processes, process 0 extracts it from the `model.keras` it has just written
     (read outside the distribution: the trained model's weights may be sharded over processes);
     the other processes write nothing.
+
+    Returns:
+        `(model, metrics)`: the trained model as read (None on the processes that write
+        nothing) and the encoder's metrics.
     """
     path = os.path.join(setup.out, "encoder.keras")
     if setup.num_processes > 1:
         if not multihost.is_chief():
-            return {"encoder_path": path}
+            return None, {"encoder_path": path}
         with without_distribution():
             model = load_model(os.path.join(setup.out, "model.keras"))
-    encoder = mpp.extract_encoder(model)
+    encoder = extract(model)
     backup.atomic_write(path, encoder.save)
-    return {"encoder_params": int(encoder.count_params()), "encoder_path": path}
+    return model, {"encoder_params": int(encoder.count_params()), "encoder_path": path}
 
 
-def run(config, callbacks=()):
-    """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
+def save_encoder(model, setup):
+    """Saves the plain ViT encoder (`encoder.keras`, see `write_encoder`); its metrics."""
+    return write_encoder(model, setup, mpp.extract_encoder)[1]
+
+
+def check_self_supervised(config):
+    """A ValueError for the options of supervised pre-training and fine-tuning only."""
     if config.get("patch_sizes") is not None:
         raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
     if config.get("patch_dropout_rate"):
         raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
+
+
+def run(config, callbacks=()):
+    """Pre-trains with masked patch prediction; returns the metrics (also in metrics.json)."""
+    check_self_supervised(config)
     # The pipelines yield (images, labels); MaskedPatchPredictor.compute_loss ignores labels.
     return run_training(
         config, build_model, "pretrain_mpp", callbacks=callbacks, compile=compile_mpp,

@@ -34,19 +34,11 @@ from keras_vit.saving import (
     file_mode,
     staging_folder,
 )
+from keras_vit.weights import writing as W
 from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
 from keras_vit.weights.huggingface import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
-from keras_vit.weights.writing import (
-    check_everything_exported,
-    check_float_variables,
-    is_zero,
-    model_config,
-    patch_encoder,
-    state_dict_from_table,
-    write_state_dict,
-)
 
 CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec (issue 42)
@@ -175,7 +167,7 @@ def huggingface_config(config, *, qkv_bias=True):
 
 def _position_embedding(model, config):
     """transformers' `(1, 1 + N, D)` position embedding: a zero class row where ours has none."""
-    encoder = patch_encoder(model)
+    encoder = W.patch_encoder(model)
     if config.position_embedding == "learned" and config.prefix_position_embedding:
         return keras.ops.convert_to_numpy(encoder.position_embeddings).astype("float32")
     patches = keras.ops.convert_to_numpy(encoder.patch_position_embedding()).astype("float32")
@@ -194,18 +186,18 @@ def huggingface_state_dict(model, config=None):
         `vit.` prefixes) or `ViTModel` saves them; without q/k/v biases when they are all
         zero (transformers' `qkv_bias=False`).
     """
-    config = config or model_config(model)
+    config = config or W.model_config(model)
     check_huggingface_expressible(config)
-    check_float_variables(model, "Hugging Face transformers")
+    W.check_float_variables(model, "Hugging Face transformers")
     biases = zero_qkv_biases(config.num_layers)
-    qkv_bias = not is_zero(model, biases)  # all zero: written as qkv_bias=False, as it came
+    qkv_bias = not W.is_zero(model, biases)  # all zero: written as qkv_bias=False, as it came
     table = huggingface_name_table(config, qkv_bias=qkv_bias)
     positions, _ = table.pop(POSITIONS)
-    arrays, used = state_dict_from_table(model, table)
+    arrays, used = W.state_dict_from_table(model, table)
     used.update(biases)
     if config.position_embedding == "learned":
         used.add(positions)
-    check_everything_exported(model, used, "Hugging Face transformers")
+    W.check_everything_exported(model, used, "Hugging Face transformers")
     arrays = {POSITIONS: _position_embedding(model, config), **arrays}
     if not config.include_top:
         return arrays
@@ -289,7 +281,7 @@ def export_huggingface(model, folder, *, overwrite=False):
     if writer is not None:
         return writer(model, folder, overwrite=overwrite)
     folder = check_export_folder(folder, overwrite)
-    config = model_config(model)
+    config = W.model_config(model)
     arrays = huggingface_state_dict(model, config)
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
@@ -313,7 +305,7 @@ def write_export_folder(folder, arrays, hf_config, config):
         )
     staging = staging_folder(os.path.join(folder, ".export"), folder)
     try:
-        write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
+        W.write_state_dict(arrays, os.path.join(staging, WEIGHTS_FILE))
         for name, value in files.items():
             with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
                 json.dump(value, f, indent=2, sort_keys=True)

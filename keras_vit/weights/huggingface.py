@@ -60,6 +60,8 @@ _RENAMES = (
     (r"^layers\.(\d+)\.(layernorm_before|layernorm_after)\.", r"encoder.layer.\1.\2."),
 )
 _QKV = {"q": "query", "k": "key", "v": "value"}
+
+
 def _legacy_name(key):
     for pattern, replacement in _RENAMES:
         match = re.match(pattern, key)
@@ -144,8 +146,7 @@ def check_architectures(config, supported, source="config.json"):
     unknown = [a for a in config.get("architectures") or () if a not in supported]
     if unknown:
         raise ValueError(
-            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of "
-            f"{supported}."
+            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of {supported}."
         )
 
 
@@ -255,6 +256,23 @@ def classifier_skip(key, shape, config, found):
     return None
 
 
+def skip_notes(arrays, config, found, dropped):
+    """The log lines of the arrays a reader leaves out, by key.
+
+    `dropped(key)`: why the family leaves `key` out (the end of its line, e.g.
+    `" (recomputed)"`), or None; then `classifier.*` arrays the model has no place for
+    (`classifier_skip`, `found` the checkpoint's class count).
+    """
+    skip = {}
+    for key, value in arrays.items():
+        shape = L.shape_of(value)
+        if why := dropped(key):
+            skip[key] = f"dropped {key} {shape}{why}"
+        elif note := classifier_skip(key, shape, config, found):
+            skip[key] = note
+    return skip
+
+
 def embedding_rows(position_transform):
     """Name-table rows of the embeddings transformers' ViT, DINOv2 and BEiT share: the class
     token, the position table (through `position_transform`) and the patch projection."""
@@ -286,6 +304,26 @@ def vit_attention_rows(key, path, biases=("query", "key", "value")):
     `{key}.attention.output.dense`), which ViT and BEiT files keep."""
     projections = {name: f"{key}.attention.attention.{name}" for name in ("query", "key", "value")}
     return attention_rows(path, projections, f"{key}.attention.output.dense", biases)
+
+
+CLASSIFIER = ("classifier.weight", "classifier.bias")
+
+
+def load_arrays(model, arrays, table, weights_path, logger, **options):
+    """Loads a transformers state dict `arrays` into `model` through the name `table`.
+
+    The one loading step of every Hugging Face reader: a checkpoint without the classifier
+    (`CLASSIFIER`) leaves the model's new head zero-initialised (`without_new_head`);
+    `options` are `keras_vit.weights.loading.load_state_dict`'s (`fills`, `skip`, ...).
+    """
+    return L.load_state_dict(
+        model,
+        arrays,
+        L.without_new_head(table, arrays, CLASSIFIER, logger),
+        source=repr(weights_path),
+        logger=logger,
+        **options,
+    )
 
 
 def _position_transform(config):
@@ -442,14 +480,9 @@ def from_huggingface(
             )
     model = build_model(config)
     table = huggingface_name_table(config, qkv_bias=qkv_bias)
-    L.load_state_dict(
-        model,
-        arrays,
-        L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
-        source=repr(weights_path),
-        logger=logger,
-        fills={} if qkv_bias else L.zero_qkv_biases(config.num_layers),
-        skip=_skips(arrays, config),
+    fills = {} if qkv_bias else L.zero_qkv_biases(config.num_layers)
+    load_arrays(
+        model, arrays, table, weights_path, logger, fills=fills, skip=_skips(arrays, config)
     )
     labels = hf.get("id2label")
     if labels and config.include_top and len(labels) == config.num_classes:

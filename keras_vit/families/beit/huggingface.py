@@ -211,19 +211,15 @@ def beit_name_table(config, source_grid=None):
     return table
 
 
-def _skips(arrays, config, classifier_classes):
-    skip = {}
-    for key, value in arrays.items():
-        shape = L.shape_of(value)
-        if key.endswith("relative_position_index"):
-            skip[key] = f"dropped {key} {shape} (recomputed)"
-        elif key == "embeddings.mask_token" or key.startswith("lm_head."):
-            skip[key] = f"dropped {key} {shape} (masked image modeling only)"
-        elif key.startswith("pooler.") and config.pooling is None:
-            skip[key] = f"dropped {key} {shape}: pooling=None returns the tokens"
-        elif note := H.classifier_skip(key, shape, config, classifier_classes):
-            skip[key] = note
-    return skip
+def _dropped(key, config):
+    """Why BEiT's `key` is left out (`huggingface.skip_notes`), or None."""
+    if key.endswith("relative_position_index"):
+        return " (recomputed)"
+    if key == "embeddings.mask_token" or key.startswith("lm_head."):
+        return " (masked image modeling only)"
+    if key.startswith("pooler.") and config.pooling is None:
+        return ": pooling=None returns the tokens"
+    return None
 
 
 def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
@@ -261,17 +257,7 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
     num_classes, classifier_classes, include_top = H.head_arguments(arrays, num_classes, kwargs)
     config = H.family_config(arguments, hf, num_classes, include_top, kwargs)
     model = build_model(config)
-    L.load_state_dict(
-        model,
-        arrays,
-        L.without_new_head(
-            beit_name_table(config, source_grid),
-            arrays,
-            ("classifier.weight", "classifier.bias"),
-            logger,
-        ),
-        source=repr(weights_path),
-        logger=logger,
-        skip=_skips(arrays, config, classifier_classes),
-    )
+    table = beit_name_table(config, source_grid)
+    skip = H.skip_notes(arrays, config, classifier_classes, lambda key: _dropped(key, config))
+    H.load_arrays(model, arrays, table, weights_path, logger, skip=skip)
     return model

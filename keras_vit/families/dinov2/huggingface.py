@@ -228,15 +228,9 @@ def dinov2_name_table(config, *, qkv_bias=True, antialias=False):
     return table
 
 
-def _skips(arrays, config, classifier_classes):
-    skip = {}
-    for key, value in arrays.items():
-        shape = L.shape_of(value)
-        if key == "embeddings.mask_token":
-            skip[key] = f"dropped {key} {shape} (masked pre-training only)"
-        elif note := H.classifier_skip(key, shape, config, classifier_classes):
-            skip[key] = note
-    return skip
+def _dropped(key):
+    """Why DINOv2's `key` is left out (`huggingface.skip_notes`), or None."""
+    return " (masked pre-training only)" if key == "embeddings.mask_token" else None
 
 
 def from_huggingface_dinov2(folder, hf, *, num_classes=None, **kwargs):
@@ -268,16 +262,8 @@ def from_huggingface_dinov2(folder, hf, *, num_classes=None, **kwargs):
     arguments["pooling"] = "token_gap" if include_top else "token"
     config = H.family_config(arguments, hf, num_classes, include_top, kwargs)
     model = build_model(config)
-    table = dinov2_name_table(
-        config, qkv_bias=qkv_bias, antialias=hf.get("model_type") != "dinov2"
-    )
-    L.load_state_dict(
-        model,
-        arrays,
-        L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
-        source=repr(weights_path),
-        logger=logger,
-        fills={} if qkv_bias else L.zero_qkv_biases(config.num_layers),
-        skip=_skips(arrays, config, classifier_classes),
-    )
+    table = dinov2_name_table(config, qkv_bias=qkv_bias, antialias=hf.get("model_type") != "dinov2")
+    fills = {} if qkv_bias else L.zero_qkv_biases(config.num_layers)
+    skip = H.skip_notes(arrays, config, classifier_classes, _dropped)
+    H.load_arrays(model, arrays, table, weights_path, logger, fills=fills, skip=skip)
     return model

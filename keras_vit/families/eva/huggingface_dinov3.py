@@ -43,17 +43,11 @@ _BIASES = {
 
 
 def dinov3_arguments(config, source="config.json"):
-    """`keras_vit.ViT` arguments of a transformers `DINOv3ViTConfig` dict.
+    """`keras_vit.ViT` arguments of a transformers `DINOv3ViTConfig` dict (a `config.json`).
 
-    Args:
-        config: dict, the contents of `config.json`.
-        source: str. Where it comes from, for messages.
-
-    Returns:
-        dict of `ViT` arguments.
-
-    Raises:
-        ValueError: an architecture or activation keras_vit does not read, naming it.
+    Read as `keras_vit.weights.huggingface.vit_arguments` reads a `ViTConfig` (`source` names
+    the file in messages); a ValueError names an architecture or activation keras_vit does
+    not read.
 
     Example:
 

@@ -23,6 +23,7 @@ from keras_vit.weights.huggingface import (
     _weights_file,
     family_config,
     huggingface_name_table,
+    load_arrays,
     normalize_names,
     vit_arguments,
     vit_attention_rows,
@@ -93,13 +94,7 @@ def from_huggingface_mae(folder, hf, num_classes=None, **kwargs):
         config = family_config(arguments, hf, num_classes, include_top, kwargs)
         model = build_model(config)
         table = huggingface_name_table(config)
-        L.load_state_dict(
-            model,
-            arrays,
-            L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
-            source=repr(weights_path),
-            logger=logger,
-        )
+        load_arrays(model, arrays, table, weights_path, logger)
         return model
     image_size = kwargs.pop("image_size", None)
     if image_size is not None and ViTConfig.from_variant(

@@ -281,12 +281,6 @@ def from_huggingface_siglip2(folder, hf, *, num_classes=None, **kwargs):
             skip[key] = f"dropped {key} {L.shape_of(value)}: the model has {why}"
     if config.include_top and not is_classifier:
         logger.info("the checkpoint has no classifier: the model's head stays zero-initialised")
-    L.load_state_dict(
-        model,
-        {**arrays, **others},
-        L.without_new_head(table, arrays, ("classifier.weight", "classifier.bias"), logger),
-        source=repr(weights_path),
-        logger=logger,
-        skip=skip,
-    )
+    # (`others` has no classifier: the head's presence reads the same in the merged dict.)
+    H.load_arrays(model, {**arrays, **others}, table, weights_path, logger, skip=skip)
     return model
