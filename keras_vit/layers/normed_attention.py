@@ -111,10 +111,10 @@ class NormedSelfAttention(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, rotary_cos=None, rotary_sin=None, training=None):
-        batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        tokens = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
 
         def heads(x, count):
-            return ops.reshape(x, (batch, tokens, count, self.head_dim))
+            return ops.reshape(x, (-1, tokens, count, self.head_dim))
 
         q = self.query_norm(heads(self.query(inputs), self.num_heads))
         k = self.key_norm(heads(self.key(inputs), self._kv_heads))
@@ -127,7 +127,7 @@ class NormedSelfAttention(keras.layers.Layer):
             k, v = ops.repeat(k, groups, axis=2), ops.repeat(v, groups, axis=2)
         weights = self.dropout(softmax_weights(q, k, scale=self.scale), training=training)
         x = ops.einsum("bhqk,bkhd->bqhd", weights, v)
-        x = ops.reshape(x, (batch, tokens, self.num_heads * self.head_dim))
+        x = ops.reshape(x, (-1, tokens, self.num_heads * self.head_dim))
         return self.dropout(self.out(x), training=training)
 
     def compute_output_shape(self, input_shape):
