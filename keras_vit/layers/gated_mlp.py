@@ -48,7 +48,9 @@ class GatedMLP(keras.layers.Layer):
         Shazeer, 2020 (GLU Variants Improve Transformer), Eq. 5 (GEGLU).
     """
 
-    def __init__(self, hidden_units, activation="gelu_tanh", clip=False, dropout_rate=0.0, **kwargs):
+    def __init__(
+        self, hidden_units, activation="gelu_tanh", clip=False, dropout_rate=0.0, **kwargs
+    ):
         super().__init__(**kwargs)
         self.hidden_units = check_positive_int(hidden_units, "hidden_units")
         if activation not in ACTIVATIONS:

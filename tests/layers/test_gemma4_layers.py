@@ -31,9 +31,16 @@ def _rms(x, eps=1e-6):
 
 
 def test_rms_norm():
-    run_layer_test(RMSNorm, {"epsilon": 1e-5}, input_shape=(2, 3, D), expected_num_trainable_weights=1)
-    run_layer_test(RMSNorm, {"scale": False}, input_shape=(2, 3, D), expected_num_trainable_weights=0,
-                   run_training_check=False)  # fmt: skip
+    run_layer_test(
+        RMSNorm, {"epsilon": 1e-5}, input_shape=(2, 3, D), expected_num_trainable_weights=1
+    )
+    run_layer_test(
+        RMSNorm,
+        {"scale": False},
+        input_shape=(2, 3, D),
+        expected_num_trainable_weights=0,
+        run_training_check=False,
+    )
     x = _x(2, 3, D)
     np.testing.assert_allclose(to_numpy(RMSNorm(scale=False)(x)), _rms(x), atol=1e-6)
     with pytest.raises(ValueError, match="epsilon must be positive. Received: epsilon=0"):
@@ -41,9 +48,14 @@ def test_rms_norm():
 
 
 def test_clipped_dense():
-    run_layer_test(ClippedDense, {"units": 4, "clip": True}, input_shape=(2, 3, D),
-                   expected_output_shape=(2, 3, 4), expected_num_trainable_weights=1,
-                   expected_num_non_trainable_weights=4)  # fmt: skip
+    run_layer_test(
+        ClippedDense,
+        {"units": 4, "clip": True},
+        input_shape=(2, 3, D),
+        expected_output_shape=(2, 3, 4),
+        expected_num_trainable_weights=1,
+        expected_num_non_trainable_weights=4,
+    )
     layer = ClippedDense(4, clip=True)
     x = _x(2, D)
     layer.build(x.shape)
@@ -56,8 +68,13 @@ def test_clipped_dense():
 
 
 def test_gated_mlp():
-    run_layer_test(GatedMLP, {"hidden_units": 24}, input_shape=(2, 3, D),
-                   expected_num_trainable_weights=3, expected_num_params=3 * 24 * D)  # fmt: skip
+    run_layer_test(
+        GatedMLP,
+        {"hidden_units": 24},
+        input_shape=(2, 3, D),
+        expected_num_trainable_weights=3,
+        expected_num_params=3 * 24 * D,
+    )
     layer = GatedMLP(24)
     x = _x(2, D)
     layer.build(x.shape)
@@ -76,8 +93,8 @@ def _np_split_rotary(x, cols, rows, theta=100.0):
     out = []
     for i, pos in enumerate((cols, rows)):
         emb = np.concatenate([pos[:, None] * inv] * 2, -1)[:, None]  # (N, 1, part)
-        xp = x[..., i * part:(i + 1) * part]
-        rot = np.concatenate([-xp[..., part // 2:], xp[..., :part // 2]], -1)
+        xp = x[..., i * part : (i + 1) * part]
+        rot = np.concatenate([-xp[..., part // 2 :], xp[..., : part // 2]], -1)
         out.append(xp * np.cos(emb) + rot * np.sin(emb))
     return np.concatenate(out, -1)
 
@@ -86,15 +103,20 @@ def test_split_rotary_is_gemma4s():
     x = _x(2, 6, 3, 8)
     cols, rows = np.tile(np.arange(3.0), 2), np.repeat(np.arange(2.0), 3)
     cos, sin = split_rotary_table([cols, rows], 8)
-    np.testing.assert_allclose(to_numpy(apply_split_rotary(x, cos, sin)),
-                               _np_split_rotary(x, cols, rows), atol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        to_numpy(apply_split_rotary(x, cos, sin)), _np_split_rotary(x, cols, rows), atol=1e-5
+    )
     with pytest.raises(ValueError, match="head_dim must be a positive multiple of 4"):
         split_rotary_table([cols, rows], 6)
 
 
 def test_normed_attention():
-    run_layer_test(NormedSelfAttention, {"num_heads": 2, "head_dim": 8, "num_key_value_heads": 1},
-                   input_shape=(2, 5, D), expected_num_trainable_weights=6)  # fmt: skip
+    run_layer_test(
+        NormedSelfAttention,
+        {"num_heads": 2, "head_dim": 8, "num_key_value_heads": 1},
+        input_shape=(2, 5, D),
+        expected_num_trainable_weights=6,
+    )
     layer = NormedSelfAttention(num_heads=2, head_dim=8)
     x = _x(1, 4, D)
     layer.build(x.shape)
@@ -110,10 +132,13 @@ def test_normed_attention():
 
 
 def test_sandwich_block():
-    layer = run_layer_test(SandwichNormBlock, {"num_heads": 2, "head_dim": 8, "mlp_dim": 24,
-                                               "clip": True},
-                           input_shape=(2, 5, D), expected_num_trainable_weights=13,
-                           expected_num_non_trainable_weights=28)  # fmt: skip
+    layer = run_layer_test(
+        SandwichNormBlock,
+        {"num_heads": 2, "head_dim": 8, "mlp_dim": 24, "clip": True},
+        input_shape=(2, 5, D),
+        expected_num_trainable_weights=13,
+        expected_num_non_trainable_weights=28,
+    )
     x = _x(1, 5, D)
     norms = layer.norms
     attention = to_numpy(layer.attention(to_numpy(norms[0](x))))
@@ -125,9 +150,13 @@ def test_sandwich_block():
 
 
 def test_table_patch_embedding():
-    run_layer_test(TablePatchEmbedding, {"hidden_dim": 8, "patch_size": 4, "table_size": 6},
-                   input_shape=(2, 16, 8, 3), expected_output_shape=(2, 8, 8),
-                   expected_num_trainable_weights=2)  # fmt: skip
+    run_layer_test(
+        TablePatchEmbedding,
+        {"hidden_dim": 8, "patch_size": 4, "table_size": 6},
+        input_shape=(2, 16, 8, 3),
+        expected_output_shape=(2, 8, 8),
+        expected_num_trainable_weights=2,
+    )
     layer = TablePatchEmbedding(8, 4, table_size=6)
     x = _x(1, 8, 12, 3)
     layer.build(x.shape)
@@ -153,9 +182,14 @@ def test_grid_cell_pooling():
 
 
 def test_feature_standardization():
-    run_layer_test(FeatureStandardization, {}, input_shape=(2, 3, D),
-                   expected_num_trainable_weights=0, expected_num_non_trainable_weights=2,
-                   run_training_check=False)  # fmt: skip
+    run_layer_test(
+        FeatureStandardization,
+        {},
+        input_shape=(2, 3, D),
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=2,
+        run_training_check=False,
+    )
     layer = FeatureStandardization()
     x = _x(2, D)
     layer.build(x.shape)

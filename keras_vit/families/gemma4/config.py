@@ -85,8 +85,17 @@ class Gemma4Config:
             raise ValueError(f"image_size must be an int or a pair. Received: image_size={size!r}")
         for value in pair:
             _positive_int("image_size", value)
-        for name in ("patch_size", "num_channels", "hidden_dim", "num_layers", "num_heads",
-                     "head_dim", "mlp_dim", "position_table_size", "pooling_kernel_size"):  # fmt: skip
+        for name in (
+            "patch_size",
+            "num_channels",
+            "hidden_dim",
+            "num_layers",
+            "num_heads",
+            "head_dim",
+            "mlp_dim",
+            "position_table_size",
+            "pooling_kernel_size",
+        ):
             _positive_int(name, getattr(self, name))
         if self.num_key_value_heads is not None:
             _positive_int("num_key_value_heads", self.num_key_value_heads)
@@ -103,7 +112,9 @@ class Gemma4Config:
         for name in ("layer_norm_epsilon", "rope_theta"):
             _positive_number(name, getattr(self, name))
         if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={self.pooling!r}")
+            raise ValueError(
+                f"pooling must be one of {POOLINGS}. Received: pooling={self.pooling!r}"
+            )
         for name in ("standardize", "clip", "final_norm"):
             _bool(name, getattr(self, name))
         if self.standardize and self.pooling != "soft":
@@ -111,11 +122,14 @@ class Gemma4Config:
                 "standardize applies after the soft pooler: it needs pooling='soft'. Received: "
                 f"pooling={self.pooling!r}"
             )
-        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or (
-            self.num_classes < 0
+        if (
+            isinstance(self.num_classes, bool)
+            or not isinstance(self.num_classes, int)
+            or (self.num_classes < 0)
         ):
             raise ValueError(
-                f"num_classes must be a non-negative int. Received: num_classes={self.num_classes!r}"
+                "num_classes must be a non-negative int. Received: "
+                f"num_classes={self.num_classes!r}"
             )
         for name in ("dropout_rate", "drop_path_rate"):
             value = getattr(self, name)
@@ -123,7 +137,11 @@ class Gemma4Config:
                 raise ValueError(f"{name} must be a number in [0, 1). Received: {name}={value!r}")
         step = self.patch_size * (self.pooling_kernel_size if self.pooling == "soft" else 1)
         if pair[0] % step or pair[1] % step:
-            what = "patch_size * pooling_kernel_size (pooling='soft')" if step != self.patch_size else "patch_size"
+            what = (
+                "patch_size * pooling_kernel_size (pooling='soft')"
+                if step != self.patch_size
+                else "patch_size"
+            )
             raise ValueError(
                 f"image_size must be a multiple of {what} = {step}. Received: image_size={size!r}"
             )

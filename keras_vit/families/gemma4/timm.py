@@ -50,15 +50,19 @@ def timm_name_table(model):
     }
     for i, block in enumerate(model.blocks):
         p, attention, mlp = f"blocks.{i}", block.attention, block.mlp
-        for theirs, ours in zip("qkvo", (attention.query, attention.key, attention.value,
-                                         attention.out), strict=True):  # fmt: skip
+        for theirs, ours in zip(
+            "qkvo", (attention.query, attention.key, attention.value, attention.out), strict=True
+        ):
             _linear(rows, ours, f"{p}.attn.{theirs}_proj", c.clip)
         rows[f"{p}.attn.q_norm.weight"] = (attention.query_norm.gain, None)
         rows[f"{p}.attn.k_norm.weight"] = (attention.key_norm.gain, None)
         for j, norm in enumerate(block.norms):
             rows[f"{p}.norm{j + 1}.weight"] = (norm.gain, None)
-        for theirs, ours in (("gate", mlp.gate_dense), ("up", mlp.up_dense),
-                             ("down", mlp.down_dense)):  # fmt: skip
+        for theirs, ours in (
+            ("gate", mlp.gate_dense),
+            ("up", mlp.up_dense),
+            ("down", mlp.down_dense),
+        ):
             _linear(rows, ours, f"{p}.mlp.{theirs}_proj", c.clip)
     if c.standardize:
         rows["std_bias"] = (model.standardization.bias, None)

@@ -27,22 +27,53 @@ timm = import_timm()
 from timm.models import gemma4_vit as G  # noqa: E402
 
 SIZE = (24, 36)  # 6 x 9 patches of 4: 2 x 3 soft-pooler cells of 3 x 3
-TIMM = dict(patch_size=4, embed_dim=32, depth=2, num_heads=2, head_dim=16,
-            intermediate_size=64, position_embedding_size=12, pooling_kernel_size=3)  # fmt: skip
-OURS = dict(patch_size=4, hidden_dim=32, num_layers=2, num_heads=2, head_dim=16, mlp_dim=64,
-            position_table_size=12, pooling_kernel_size=3)  # fmt: skip
+TIMM = dict(
+    patch_size=4,
+    embed_dim=32,
+    depth=2,
+    num_heads=2,
+    head_dim=16,
+    intermediate_size=64,
+    position_embedding_size=12,
+    pooling_kernel_size=3,
+)
+OURS = dict(
+    patch_size=4,
+    hidden_dim=32,
+    num_layers=2,
+    num_heads=2,
+    head_dim=16,
+    mlp_dim=64,
+    position_table_size=12,
+    pooling_kernel_size=3,
+)
 # id: (timm name, timm class, its arguments, our overrides)
 CASES = {
-    "encoder_clipped": ("gemma4_vit_167m_enc", G.Gemma4VitEncoder,
-                        dict(global_pool="soft", use_clipped_linears=True), {}),
-    "encoder_standardized_gqa": ("gemma4_vit_570m_enc", G.Gemma4VitEncoder,
-                                 dict(global_pool="soft", standardize=True, num_kv_heads=1),
-                                 dict(num_key_value_heads=1)),
-    "encoder_avg": ("gemma4_vit_570m_enc", G.Gemma4VitEncoder, dict(global_pool="avg"),
-                    dict(pooling="avg", standardize=False)),
-    "classifier_clipped": ("gemma4_vit_167m", G.Gemma4VitClassifier,
-                           dict(num_classes=5, use_clipped_linears=True), {}),
-}  # fmt: skip
+    "encoder_clipped": (
+        "gemma4_vit_167m_enc",
+        G.Gemma4VitEncoder,
+        dict(global_pool="soft", use_clipped_linears=True),
+        {},
+    ),
+    "encoder_standardized_gqa": (
+        "gemma4_vit_570m_enc",
+        G.Gemma4VitEncoder,
+        dict(global_pool="soft", standardize=True, num_kv_heads=1),
+        dict(num_key_value_heads=1),
+    ),
+    "encoder_avg": (
+        "gemma4_vit_570m_enc",
+        G.Gemma4VitEncoder,
+        dict(global_pool="avg"),
+        dict(pooling="avg", standardize=False),
+    ),
+    "classifier_clipped": (
+        "gemma4_vit_167m",
+        G.Gemma4VitClassifier,
+        dict(num_classes=5, use_clipped_linears=True),
+        {},
+    ),
+}
 
 
 def _timm_model(case, seed=0):
@@ -56,9 +87,18 @@ def _timm_model(case, seed=0):
             if name.endswith(("_min", "_max")):  # clamp bounds that bite
                 sign = -1.0 if name.endswith("_min") else 1.0
                 tensor.copy_(sign * (0.6 + 0.2 * noise.abs()))
-            elif name.endswith(("norm1.weight", "norm2.weight", "norm3.weight",
-                                "norm4.weight", "q_norm.weight", "k_norm.weight", "std_scale")):
-                tensor.copy_(1.0 + 0.2 * noise)  # fmt: skip
+            elif name.endswith(
+                (
+                    "norm1.weight",
+                    "norm2.weight",
+                    "norm3.weight",
+                    "norm4.weight",
+                    "q_norm.weight",
+                    "k_norm.weight",
+                    "std_scale",
+                )
+            ):
+                tensor.copy_(1.0 + 0.2 * noise)
             else:
                 tensor.add_(0.2 * noise)
     return model
@@ -96,9 +136,17 @@ def test_clamps_bite_and_the_loader_assigns_them():
     state, images, expected = _reference("encoder_clipped")
     model = _ours("encoder_clipped", state)
     query = model.blocks[0].attention.query
-    assert float(to_numpy(query.output_max)) == pytest.approx(state["blocks.0.attn.q_proj.output_max"])
-    unclamped = {k: (np.full_like(v, np.inf if k.endswith("_max") else -np.inf)
-                     if k.endswith(("_min", "_max")) else v) for k, v in state.items()}  # fmt: skip
+    assert float(to_numpy(query.output_max)) == pytest.approx(
+        state["blocks.0.attn.q_proj.output_max"]
+    )
+    unclamped = {
+        k: (
+            np.full_like(v, np.inf if k.endswith("_max") else -np.inf)
+            if k.endswith(("_min", "_max"))
+            else v
+        )
+        for k, v in state.items()
+    }
     other = to_numpy(_ours("encoder_clipped", unclamped)(images))
     assert np.abs(other - expected).max() > 1e-3  # the bounds matter in this case
 
@@ -111,8 +159,9 @@ def test_strict_loader_refuses_a_checkpoint_that_does_not_fit():
     with pytest.raises(ValueError, match=r"nothing was assigned.*up_proj.*blocks\.0\.extra"):
         _ours("encoder_clipped", broken)
     with pytest.raises(ValueError, match="misshapen"):
-        keras_vit.from_timm("gemma4_vit_167m_enc", checkpoint=state, image_size=SIZE,
-                            **{**OURS, "mlp_dim": 48})  # fmt: skip
+        keras_vit.from_timm(
+            "gemma4_vit_167m_enc", checkpoint=state, image_size=SIZE, **{**OURS, "mlp_dim": 48}
+        )
 
 
 def test_keras_round_trip(tmp_path):
@@ -149,10 +198,18 @@ def test_every_timm_name_parses_to_the_family():
         spec = N.parse_timm_name(name)
         assert spec.family.name == "gemma4" and spec.num_classes == 0, name
         assert T.reads_timm_name(name), name
-    model = timm.create_model("gemma4_vit_570m", pretrained=False, depth=1, embed_dim=32,
-                              num_heads=2, head_dim=16, intermediate_size=64)  # fmt: skip
-    ours = from_timm_gemma4("gemma4_vit_570m", hidden_dim=32, num_layers=1, num_heads=2,
-                            head_dim=16, mlp_dim=64)  # fmt: skip
+    model = timm.create_model(
+        "gemma4_vit_570m",
+        pretrained=False,
+        depth=1,
+        embed_dim=32,
+        num_heads=2,
+        head_dim=16,
+        intermediate_size=64,
+    )
+    ours = from_timm_gemma4(
+        "gemma4_vit_570m", hidden_dim=32, num_layers=1, num_heads=2, head_dim=16, mlp_dim=64
+    )
     assert ours.config.hidden_dim == model.embed_dim and ours.config.final_norm
 
 
