@@ -48,6 +48,7 @@ def split_rotary_table(positions, head_dim, theta=100.0):
 def apply_split_rotary(x, cos, sin, num_axes=2):
     """Rotates `x` `(B, N, heads, head_dim)` by a `split_rotary_table` `(N, head_dim)`, part
     by part: `x * cos + rotate_half(x) * sin` within each axis' part."""
+    x = ops.convert_to_tensor(x)
     cos = ops.cast(cos, x.dtype)[:, None, :]
     sin = ops.cast(sin, x.dtype)[:, None, :]
     head_dim = x.shape[-1]
