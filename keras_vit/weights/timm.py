@@ -142,8 +142,11 @@ def from_timm(
     its 128 x 128 table resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
     `vit_intern300m_patch14_448`, timm's `test_vit*` models, and the VLM vision towers of
     Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`; `_merge` / `_align` / `_enc`
-    keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
-    Gemma 4's towers, ...) raise a `ValueError` saying what they need.
+    keep the projector: `model.merger`, its width from the name's tag). A registered family
+    with a model of its own reads its names itself (`keras_vit.weights.registry`'s
+    `timm_reader`): Gemma 4's towers (`gemma4_vit_*`) give a
+    `keras_vit.families.gemma4.model.Gemma4VisionTower` taking images in [0, 1]. Other timm
+    names (SAM, ...) raise a `ValueError` saying what they need.
 
     By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
     tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's
