@@ -220,3 +220,41 @@ def test_exporters_refuse_the_tower_before_writing(exporter, tmp_path):
     with pytest.raises(ValueError, match="keras_vit.*VisionTransformer|cannot export"):
         getattr(keras_vit, exporter)(model, str(target))
     assert not os.path.exists(target) or not os.listdir(target)
+
+
+@pytest.mark.parametrize(
+    "name", ["gemma4_vit_167m", "gemma4_vit_167m_enc", "gemma4_vit_570m", "gemma4_vit_570m_enc"]
+)
+def test_every_name_loads_timms_own_model_of_that_name(name):
+    """timm.create_model(name) at tiny sizes (its checkpoint layout: clamps, std buffers, the
+    classifier's `encoder.` prefix) loads strictly and gives timm's output."""
+    tiny = dict(
+        depth=1,
+        embed_dim=32,
+        num_heads=2,
+        head_dim=16,
+        intermediate_size=64,
+        position_embedding_size=4,
+        img_size=48,
+    )
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, **tiny).eval()
+    images = np.random.default_rng(0).uniform(0, 1, (1, 48, 48, 3)).astype("float32")
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            if tensor.is_floating_point() and torch.isfinite(tensor).all():
+                tensor.add_(0.1 * torch.randn(tensor.shape))
+        expected = model(torch.from_numpy(images).permute(0, 3, 1, 2)).numpy()
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    ours = keras_vit.from_timm(
+        name,
+        checkpoint=state,
+        image_size=48,
+        hidden_dim=32,
+        num_layers=1,
+        num_heads=2,
+        head_dim=16,
+        mlp_dim=64,
+        position_table_size=4,
+    )
+    assert_close(to_numpy(ours(images)), expected)
