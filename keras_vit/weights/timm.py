@@ -82,6 +82,12 @@ def load_timm_weights(model, name, checkpoint):
         ValueError: listing every missing, unexpected or mis-shaped array; the model's
             weights are unchanged.
     """
+    own = family_of_timm_name(_architecture(name))
+    if own is not None:
+        raise ValueError(
+            f"timm model {name!r} is read by the {own.name!r} family's own reader "
+            f"({own.timm_reader}): call keras_vit.from_timm({name!r}, checkpoint) instead."
+        )
     return _load(model, parse_timm_name(name), read_state_dict(checkpoint), checkpoint)
 
 

@@ -258,3 +258,9 @@ def test_every_name_loads_timms_own_model_of_that_name(name):
         position_table_size=4,
     )
     assert_close(to_numpy(ours(images)), expected)
+
+
+def test_load_timm_weights_points_to_the_family_reader():
+    model = Gemma4VisionTower(Gemma4Config(image_size=24, **OURS))
+    with pytest.raises(ValueError, match="read by the 'gemma4' family's own reader"):
+        T.load_timm_weights(model, "gemma4_vit_167m_enc", {"x": np.zeros(1)})
