@@ -382,5 +382,3 @@ UNSUPPORTED = (
         "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
     ),
 )
-
-
