@@ -24,6 +24,7 @@ FAMILY_FOLDERS = (
     "vlm",
     "dinov2",
     "mae",
+    "gemma4",
 )
 
 for _folder in FAMILY_FOLDERS:

@@ -38,6 +38,7 @@ import keras
 from keras_vit.models.encoder import BLOCK_NAME
 from keras_vit.weights import timm_names
 from keras_vit.weights.export_timm_checks import HYBRID_FIELDS, check_timm_expressible, refuse
+from keras_vit.weights.registry import family_of_timm_name
 from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
 from keras_vit.weights.timm_names import HYBRIDS, parse_timm_name
 from keras_vit.weights.writing import (
@@ -162,6 +163,8 @@ def _candidates(config=None):
             continue
         if spec.extras.get("layout") == "eva":
             continue  # timm's Eva models: not written (check_timm_expressible)
+        if family_of_timm_name(spec.name) is not None:
+            continue  # a family's own kind of model (its own timm reader): not a ViTConfig
         found.setdefault(spec.name, spec)
     return list(found.values())
 
@@ -419,7 +422,10 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
         if config_json is True:
             config_json = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
         config_json = check_destination(
-            config_json, overwrite, suffixes=(".json",), content="a JSON file",
+            config_json,
+            overwrite,
+            suffixes=(".json",),
+            content="a JSON file",
             argument="config_json",
         )
         hub_config = timm_hub_config(model, exported)

@@ -82,6 +82,12 @@ def load_timm_weights(model, name, checkpoint):
         ValueError: listing every missing, unexpected or mis-shaped array; the model's
             weights are unchanged.
     """
+    own = family_of_timm_name(_architecture(name))
+    if own is not None:
+        raise ValueError(
+            f"timm model {name!r} is read by the {own.name!r} family's own reader "
+            f"({own.timm_reader}): call keras_vit.from_timm({name!r}, checkpoint) instead."
+        )
     return _load(model, parse_timm_name(name), read_state_dict(checkpoint), checkpoint)
 
 
@@ -153,8 +159,11 @@ def from_timm(
       `vit_intern300m_patch14_448`, timm's `test_vit*` models;
     - vlm: the vision towers of Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`;
       `_merge` / `_align` / `_enc` keep the projector: `model.merger`, its width from the
-      name's tag).
-    Other timm names (SAM, Gemma 4's towers, ...) raise a `ValueError` saying what they need.
+      name's tag);
+    - gemma4: Gemma 4's vision towers (`gemma4_vit_*`), read by the family's own reader
+      (`timm_reader`) into a `keras_vit.families.gemma4.model.Gemma4VisionTower` taking images
+      in [0, 1].
+    Other timm names (SAM, ...) raise a `ValueError` saying what they need.
 
     By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
     tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's

@@ -202,7 +202,19 @@ def write_state_dict(arrays, path, *, overwrite=False, metadata=None):
 
 
 def model_config(model):
-    """The `ViTConfig` of a keras_vit model (`model.config`; a clear error for other models)."""
+    """The `ViTConfig` of a keras_vit model (`model.config`; a clear error for other models).
+
+    A model of a family's own kind (a `config` that is no `ViTConfig`: Gemma 4's towers) is
+    refused by name: the writers are an allow-list of `VisionTransformer` models.
+    """
+    config = getattr(model, "config", None)
+    if config is not None and not isinstance(config, ViTConfig):
+        raise ValueError(
+            "keras_vit writes timm and Hugging Face checkpoints of its VisionTransformer models "
+            f"only; {type(model).__name__} {model.name!r} ({type(config).__name__}) is a model "
+            "of its own kind that no exporter writes. Nothing was written; save it as a .keras "
+            "file instead."
+        )
     return ViTConfig.from_model(model)
 
 

@@ -455,13 +455,14 @@ def test_supported_count_over_all_timm_names():
     # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
     # InternViT-300M 1, test_vit* 5, LingBot 4, ResNet-D hybrids 4 and MobileCLIP's
     # vit_base_mci_224 (test_timm_stems.py), Sapiens2 5, Qwen3-VL towers 9 and DeepSeek-V4
-    # towers 3 (test_timm_vlm.py) (of 1371 names)
-    assert reads == 305
+    # towers 3 (test_timm_vlm.py), Gemma 4 towers 4 (tests/families/gemma4) (of 1371 names)
+    assert reads == 309
 
 
 def test_every_vit_module_name_is_read_or_refused_with_its_reason():
     """Over timm's ViT modules (297 names in 1.0.31) only SAM's encoders are refused; of the
-    VLM vision towers Qwen3-VL's and DeepSeek-V4's are read, Gemma 4's say what they are."""
+    VLM vision towers Qwen3-VL's, DeepSeek-V4's and Gemma 4's are read (Gemma 4's by the
+    gemma4 family's own reader)."""
     modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
                "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
     refused = {}
@@ -473,12 +474,12 @@ def test_every_vit_module_name_is_read_or_refused_with_its_reason():
                 refused[name] = str(error)
     assert sorted(refused) == sorted(timm.list_models("samvit_*")) and len(refused) == 4
     assert all("SAM's image encoder" in why for why in refused.values())
-    for module in ("qwen3_vit", "deepseek_vit"):
+    for module in ("qwen3_vit", "deepseek_vit", "gemma4_vit"):
         assert all(N.parse_timm_name(name) for name in timm.list_models(module=module))
     assert len(timm.list_models(module="gemma4_vit")) == 4
-    for name in timm.list_models(module="gemma4_vit"):
-        with pytest.raises(ValueError, match="a VLM vision tower of its own kind"):
-            N.parse_timm_name(name)
+    assert {N.parse_timm_name(n).family.name for n in timm.list_models(module="gemma4_vit")} == {
+        "gemma4"
+    }
 
 
 def test_readme_and_docs_counts_are_the_registry_s():

@@ -21,7 +21,7 @@ def test_table_is_timms_pretrained_cfg_for_every_name():
     from timm.models import get_pretrained_cfg
 
     read = {a for a in timm.list_models() if match_timm_family(a) is not None}
-    assert read == timm_pretrained.known_architectures() and len(read) == 305
+    assert read == timm_pretrained.known_architectures() and len(read) == 309
     names = timm_pretrained.pretrained_names()
     assert len(names) == sum(len(timm.list_pretrained(f"{a}.*")) for a in read)
     untagged = [a for a in read if timm_pretrained.default_tag(a) is None]

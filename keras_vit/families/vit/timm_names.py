@@ -381,11 +381,4 @@ UNSUPPORTED = (
         "SAM's image encoder (windowed attention with decomposed relative positions and a "
         "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
     ),
-    (
-        r"gemma4_vit_.*",
-        "a VLM vision tower of its own kind (timm's gemma4_vit: its own patch embedding, "
-        "position embedding, pooling and blocks)",
-    ),
 )
-
-
