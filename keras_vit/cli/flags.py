@@ -107,6 +107,16 @@ def training_flags(parser):
     )
     group.add_argument("--epochs", type=positive_int, help="passes over the data")
     group.add_argument(
+        "--validation-fraction",
+        dest="validation_fraction",
+        type=probability,
+        metavar="F",
+        help="share of the training split held out (seeded, stratified by class) for per-epoch "
+        "validation and checkpoints/best.keras when the dataset has no validation split of its "
+        "own; 0: no validation split (and no best.keras). The test split is evaluated once, "
+        "after training (default 0.1; runs without per-epoch validation hold out nothing)",
+    )
+    group.add_argument(
         "--steps-per-epoch",
         dest="steps_per_epoch",
         type=positive_int,
