@@ -70,7 +70,12 @@ def data_flags(parser):
         "default synthetic:10:1024:224)",
     )
     group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
-    group.add_argument("--eval-split", dest="eval_split", help="evaluation split (default: test)")
+    group.add_argument(
+        "--eval-split",
+        dest="eval_split",
+        help="the test split, evaluated once after training (default: test; tfds datasets "
+        "without one: validation)",
+    )
     group.add_argument(
         "--download",
         action="store_true",
