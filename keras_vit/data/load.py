@@ -107,6 +107,13 @@ def _to_channels(image, num_channels):
     )
 
 
+def ensure_prepared(spec, data_dir=None, download=False):
+    """For a tfds spec: the not-prepared error (or the download) before any split is read."""
+    kind, arg = parse_spec(spec)
+    if kind == "tfds":
+        prepared_tfds_builder(arg.partition(":")[0], data_dir, download, spec)
+
+
 def split_names(spec, data_dir=None):
     """The split names of a tfds or `imagefolder:` spec, None for digits/folders/synthetic."""
     kind, arg = parse_spec(spec)

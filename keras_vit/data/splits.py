@@ -9,7 +9,7 @@ out of the training split (`keras_vit.data.carve`), and `validation_fraction=0` 
 import dataclasses
 
 from keras_vit.data.carve import Carve, check_fraction
-from keras_vit.data.load import default_eval_split, load_source, split_names
+from keras_vit.data.load import default_eval_split, ensure_prepared, load_source, split_names
 
 VALIDATION_SPLIT = "validation"
 
@@ -63,6 +63,7 @@ def load_splits(
     """
     check_fraction(validation_fraction)
     common = dict(data_dir=data_dir, **load_kwargs)
+    ensure_prepared(spec, data_dir, load_kwargs.get("download", False))
     test_split = eval_split or default_eval_split(spec, data_dir)
     test = load_source(spec, test_split, **common)
     own = split_names(spec, data_dir) or set()
