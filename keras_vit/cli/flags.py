@@ -414,6 +414,14 @@ def quickstart_flags(parser):
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"])
     parser.add_argument("--lr", type=positive_float, default=DEFAULTS["learning_rate"])
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    parser.add_argument(
+        "--validation-fraction",
+        type=probability,
+        default=DEFAULTS["validation_fraction"],
+        metavar="F",
+        help="share of the training digits held out (stratified, seed 0) and validated on after "
+        "every epoch; 0: none (the test split is evaluated once, after training)",
+    )
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2, help="fit verbosity")
 
