@@ -9,6 +9,9 @@ The paper's Sec. 4.6 / Appendix B.1.2 experiment, small enough for a CPU. For ea
      - `mpp-<target>`: masked patch prediction (`keras_vit.models.mpp`, 50% corruption, 80/10/10) on
        all 1,257 training images, labels unused, for each of `--targets` (`color`: 3-bit mean
        colour; `downsampled`: 4x4 cells x 3 bits; `pixels`: L2 on the patch pixels);
+     - `mae` (with `--mae`): a masked autoencoder (`keras_vit.models.mae`: 75% of the patches
+       dropped before the encoder, a 64-wide 2-block decoder, per-patch normalised pixel
+       targets) on all 1,257 training images, with the MPP arms' optimizer, steps and batches;
      - `supervised` (with `--supervised`): a classifier trained on the labels of the *other*
        training images (the 90% outside the labelled subset; the analogue of the paper's
        supervised pre-training on a bigger labelled set);
@@ -67,7 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 
 from keras_vit.layers.patch_targets import TARGETS  # noqa: E402
-from keras_vit.models import mpp  # noqa: E402
+from keras_vit.models import mae, mpp  # noqa: E402
 from keras_vit.models.vit import ViT  # noqa: E402
 from keras_vit.runner.finetune import transfer_weights  # noqa: E402
 from keras_vit.training.fewshot import fewshot_accuracy  # noqa: E402
@@ -374,6 +377,25 @@ def pretrain_mpp(x_train, target, args, seed):
     return encoder_state(mpp.extract_encoder(model)), float(history.history["loss"][-1])
 
 
+def pretrain_mae(x_train, args, seed):
+    """A masked autoencoder (`keras_vit.models.mae`) on all training images, labels unused, with
+    the same optimizer, steps and batches as the MPP arms; returns (encoder state, final loss).
+
+    The recipe's digits decoder (width 64, 2 blocks, 4 heads, MLP 128), mask ratio 0.75 and
+    per-patch normalised targets (`norm_pix_loss`, the paper's choice) unless `--mae-*` say
+    otherwise."""
+    keras.utils.set_random_seed(seed)
+    model = mae.build_mae_model(
+        "Ti/4", image_size=IMAGE_SIZE, num_channels=1, seed=seed, mask_ratio=args.mae_mask_ratio,
+        norm_pix_loss=not args.mae_raw_pixels, decoder_hidden_dim=64, decoder_num_layers=2,
+        decoder_num_heads=4, decoder_mlp_dim=128, **MODEL,
+    )  # fmt: skip
+    model.compile(optimizer=adam(args.pretrain_lr, args.pretrain_steps, args.pretrain_steps // 20))
+    data = Batches(x_train, None, args.batch_size, args.pretrain_steps, seed, augment=True)
+    history = model.fit(data, epochs=1, verbose=0)
+    return encoder_state(mae.extract_mae_encoder(model)), float(history.history["loss"][-1])
+
+
 def pretrain_supervised(x, y, args, seed):
     """A classifier on the labels outside the labelled subset; returns (state, final loss)."""
     model = classifier(seed)
@@ -448,6 +470,15 @@ def build_parser():
         "--supervised", action="store_true",
         help="Add the supervised pre-training arm (labels of the images outside the subset).",
     )
+    parser.add_argument(
+        "--mae", action="store_true",
+        help="Add the masked autoencoder arm (keras_vit.models.mae, same steps and optimizer).",
+    )
+    parser.add_argument("--mae-mask-ratio", dest="mae_mask_ratio", type=float, default=0.75)
+    parser.add_argument(
+        "--mae-raw-pixels", dest="mae_raw_pixels", action="store_true",
+        help="MAE targets the raw pixels (default: per-patch normalised, norm_pix_loss).",
+    )
     parser.add_argument("--label-fraction", dest="label_fraction", type=float, default=0.1)
     parser.add_argument(
         "--val-fraction", dest="val_fraction", type=float, default=0.3,
@@ -514,8 +545,9 @@ def check_args(args):
     return seeds, targets, lrs, lengths, parse_shots(args.shots)
 
 
-def arm_names(targets, supervised):
-    return ["scratch"] + [f"mpp-{t}" for t in targets] + (["supervised"] if supervised else [])
+def arm_names(targets, supervised, mae=False):
+    return (["scratch"] + [f"mpp-{t}" for t in targets] + (["mae"] if mae else [])
+            + (["supervised"] if supervised else []))  # fmt: skip
 
 
 class _Clock:
@@ -547,6 +579,12 @@ def run_seed(seed, data, args, plan, shared, log):
         pretraining[arm] = dict(final_loss=round(loss, 4), seconds=clock.seconds())
         log(f"seed {seed}  pre-train {arm:<16} loss {loss:.4f}  "
             f"{pretraining[arm]['seconds']['wall']} s")
+    if args.mae:
+        clock = _Clock()
+        states["mae"], loss = pretrain_mae(x_train, args, seed)
+        pretraining["mae"] = dict(final_loss=round(loss, 4), seconds=clock.seconds())
+        log(f"seed {seed}  pre-train {'mae':<16} loss {loss:.4f}  "
+            f"{pretraining['mae']['seconds']['wall']} s")
     if args.supervised:
         clock = _Clock()
         states["supervised"], loss = pretrain_supervised(x_train[other], y_train[other], args, seed)
@@ -634,7 +672,7 @@ def summarise(runs, arm_list, shots):
         summary["supervised_minus_mpp"] = {
             arm: paired_stats(test["supervised"], test[arm])
             for arm in arm_list
-            if arm.startswith("mpp-")
+            if arm.startswith("mpp-") or arm == "mae"
         }
     summary["selected"] = {
         arm: dict(
@@ -788,7 +826,7 @@ def main(argv=None):
                 json.dump(result, f, indent=1)
         return result
     seeds, targets, lrs, lengths, shots = check_args(args)
-    arm_list = arm_names(targets, args.supervised)
+    arm_list = arm_names(targets, args.supervised, args.mae)
     clock = _Clock()
 
     def log(message):

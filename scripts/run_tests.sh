@@ -2,23 +2,35 @@
 # Runs the whole test suite once per Keras backend (tensorflow, jax, torch).
 # Usage: scripts/run_tests.sh [extra pytest args]   e.g. -m "not slow"   or   tests/layers
 # KERAS_VIT_BACKENDS="jax torch" limits the backends.
-# KERAS_VIT_TEST_JOBS: how many backends' suites run at once, 1 or 2 (default 2 where the
-# machine has at least 2 CPUs). With 2, JAX's suite (the longest) runs beside the others, which
-# run one after another; its output is kept in a file and printed when both are done.
+# KERAS_VIT_TEST_JOBS: how many pytest worker processes each backend's suite uses (default: the
+# CPUs this process may run on, at most 2). With more than one, the backends run one after
+# another, each spread over that many workers by pytest-xdist (`--dist loadfile`: a test file's
+# tests stay in one worker, so its module fixtures are built once), and each worker gets an equal
+# share of the CPUs for its math libraries' threads (OMP_NUM_THREADS, unless already set), so the
+# workers do not oversubscribe the cores. Without pytest-xdist, one process per backend.
 set -u
 backends=${KERAS_VIT_BACKENDS:-"tensorflow jax torch"}
-cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+cpus=$(python -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)" 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 if [ "$cpus" -ge 2 ]; then default_jobs=2; else default_jobs=1; fi
 jobs=${KERAS_VIT_TEST_JOBS:-$default_jobs}
 case "$jobs" in
-  1|2) ;;
-  *) echo "KERAS_VIT_TEST_JOBS must be 1 or 2, got '$jobs'" >&2; exit 2 ;;
+  ''|*[!0-9]*|0) echo "KERAS_VIT_TEST_JOBS must be a whole number >= 1, got '$jobs'" >&2; exit 2 ;;
 esac
+parallel=()
+if [ "$jobs" -gt 1 ]; then
+  if python -c "import xdist" 2>/dev/null; then
+    parallel=(-n "$jobs" --dist loadfile)
+    threads=$(( cpus / jobs )); [ "$threads" -ge 1 ] || threads=1
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
+  else
+    echo "pytest-xdist is not installed (the dev extra): each backend runs in one process" >&2
+  fi
+fi
 
 run_backend() {  # run_backend BACKEND [pytest args]: one backend's suite; 0 when none collected
   local backend=$1; shift
   echo "=== KERAS_BACKEND=$backend ==="
-  KERAS_BACKEND=$backend TF_CPP_MIN_LOG_LEVEL=3 python -m pytest -q -p no:cacheprovider "$@"
+  KERAS_BACKEND=$backend TF_CPP_MIN_LOG_LEVEL=3 python -m pytest -q -p no:cacheprovider "${parallel[@]}" "$@"
   local rc=$?
   if [ "$rc" -eq 5 ]; then
     echo "no tests collected for $backend (pytest exit code 5)"; rc=0
@@ -28,30 +40,7 @@ run_backend() {  # run_backend BACKEND [pytest args]: one backend's suite; 0 whe
 
 status=0
 read -r -a names <<< "$backends"
-beside=""
-if [ "$jobs" -eq 2 ] && [ "${#names[@]}" -ge 2 ]; then
-  # The backend run beside the others: JAX when asked for, else the first one.
-  beside=${names[0]}
-  for name in "${names[@]}"; do [ "$name" = "jax" ] && beside=jax; done
-fi
-
-if [ -n "$beside" ]; then
-  log_dir=$(mktemp -d)
-  trap 'rm -rf "$log_dir"' EXIT
-  # Interrupted: stop every process of this run (the one beside too: it ignores SIGINT).
-  trap 'trap - INT TERM; kill 0' INT TERM
-  ( run_backend "$beside" "$@" > "$log_dir/$beside.log" 2>&1; echo $? > "$log_dir/$beside.rc" ) &
-  beside_pid=$!
-  echo "=== KERAS_BACKEND=$beside runs beside the others; its output follows theirs ==="
-fi
 for name in "${names[@]}"; do
-  [ "$name" = "$beside" ] && continue
   run_backend "$name" "$@" || status=$?
 done
-if [ -n "$beside" ]; then
-  wait "$beside_pid"
-  cat "$log_dir/$beside.log"
-  rc=$(cat "$log_dir/$beside.rc" 2>/dev/null || echo 1)
-  [ "$rc" -ne 0 ] && status=$rc
-fi
 exit $status

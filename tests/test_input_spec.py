@@ -302,3 +302,40 @@ def test_a_crop_mode_the_preprocessor_lacks_warns_and_builds():
     with pytest.warns(UserWarning, match="crop_mode='border' has no form"):
         spec = timm_input_spec("deepseek_vit_412m.deepseek_v4_1_flash")
     assert spec.crop_mode == "center"
+
+
+def test_a_flexivit_carries_its_backbones_spec(tmp_path):
+    """FlexiViT (and `--patch-sizes` fine-tuning) feeds the backbone's spec, not [-1, 1]."""
+    pytest.importorskip("tensorflow")
+    from keras_vit.models.flexi import FlexiViT
+    from keras_vit.runner import finetune
+    from keras_vit.runner.output import release_out
+    from keras_vit.runner.setup import prepare_run
+
+    spec = PreprocessingConfig.from_timm(DINOV2)
+    flexi = FlexiViT(tiny(preprocessing=spec), patch_sizes=(4, 8), seed=0)
+    assert flexi.preprocessing == spec
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(
+        to_numpy(keras_vit.preprocess_input(pixels, model=flexi)),
+        to_numpy(keras_vit.preprocess_input(pixels, model=flexi.backbone)),
+    )
+    assert tuple(flexi.preprocessor(pixels.astype("uint8")).shape) == (2, 32, 32, 3)
+    path = str(tmp_path / "flexi.keras")
+    flexi.save(path)
+    assert keras_vit.load_model(path).preprocessing == spec
+    assert keras_vit.with_patch_size(flexi, 4).preprocessing == spec
+    source_path = str(tmp_path / "dinov2.keras")
+    tiny(preprocessing=spec).save(source_path)
+    config = finetune.get_config(smoke=True)
+    config.update(init=source_path, image_size=32, dataset="synthetic:3:48:40", patch_sizes=[4, 8],
+                  out=str(tmp_path / "run"), model_overrides=dict(num_layers=1))  # fmt: skip
+    setup = prepare_run(config)
+    try:
+        model, _ = finetune.build_lora_model(3, config)  # the recipe's builder
+        assert isinstance(model, FlexiViT)
+        assert setup.use_preprocessing(config, model) == spec
+        train = next(setup.train_ds.as_numpy_iterator())[0]
+        assert train.min() < -1.5  # ImageNet-normalised, not [-1, 1]
+    finally:
+        release_out(setup.out)

@@ -2,7 +2,9 @@
 
 The way back of `convert --from`: the `.keras` model is written as a timm state dict
 (`keras_vit.export_timm`; the timm model to create it in is printed) or a transformers
-`save_pretrained` folder (`keras_vit.export_huggingface`).
+`save_pretrained` folder (`keras_vit.export_huggingface`). A masked autoencoder
+(`keras-vit pretrain-mae`'s model) becomes a `ViTMAEForPreTraining` folder (encoder and
+decoder), or for timm its encoder alone, as timm's `*.mae` checkpoints are (said when written).
 """
 
 TARGETS = ("timm", "huggingface")
@@ -56,6 +58,7 @@ def convert_to_arguments(args):
 
 def run_convert_to(args):
     """Writes the `.keras` model for timm or transformers and prints how to load it."""
+    from keras_vit.models.mae import MaskedAutoencoder, extract_mae_encoder
     from keras_vit.saving import check_folder_name, check_suffix, load_model
     from keras_vit.weights.export_huggingface import export_huggingface
     from keras_vit.weights.export_timm import export_timm
@@ -67,13 +70,27 @@ def run_convert_to(args):
     else:
         check_folder_name(output, "config.json and model.safetensors", "OUTPUT")
     model = load_model(paths["MODEL"])
+    mae = isinstance(model, MaskedAutoencoder)
     if args.target == "timm":
-        exported = export_timm(model, output, overwrite=args.overwrite)
-        print(f"Wrote {output}: the timm state dict of {model.name}. In PyTorch:")
+        source = extract_mae_encoder(model) if mae else model
+        exported = export_timm(source, output, overwrite=args.overwrite)
+        if mae:
+            print(
+                f"{model.name} is a masked autoencoder: its encoder is written (timm's *.mae "
+                "checkpoints are the encoder alone; timm has no MAE decoder)."
+            )
+        print(f"Wrote {output}: the timm state dict of {source.name}. In PyTorch:")
         print(f"  model = {exported.create_model_call()}")
         print(f"  model.load_state_dict(safetensors.torch.load_file({output!r}))")
         return 0
     folder = export_huggingface(model, output, overwrite=args.overwrite)
+    if mae:
+        print(
+            f"Wrote {folder}: config.json and model.safetensors of transformers' ViTMAE. In "
+            "PyTorch:"
+        )
+        print(f"  model = transformers.ViTMAEForPreTraining.from_pretrained({folder!r})")
+        return 0
     if _has_head(model):
         load = "AutoModelForImageClassification.from_pretrained({!r})"
     else:

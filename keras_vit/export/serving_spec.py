@@ -195,6 +195,9 @@ def serving_spec(model, class_names=None, top_k=None, max_patches=None):
 
 
 def model_input_spec(model):
-    """The model's `PreprocessingConfig` (`config.preprocessing`), or None (not a keras_vit
-    model: the official `[-1, 1]`)."""
-    return getattr(getattr(model, "config", None), "preprocessing", None)
+    """The model's `PreprocessingConfig` (`model.preprocessing`: its `config.preprocessing`, a
+    FlexiViT's backbone's), or None (not a keras_vit model: the official `[-1, 1]`)."""
+    spec = getattr(model, "preprocessing", None)
+    if spec is None:
+        spec = getattr(getattr(model, "config", None), "preprocessing", None)
+    return spec

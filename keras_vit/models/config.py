@@ -500,10 +500,20 @@ class ViTConfig:
         """
         config = getattr(model, "config", None)
         if not isinstance(config, cls):
+            extract = {
+                "MaskedAutoencoder": "extract_mae_encoder",
+                "MaskedPatchPredictor": "extract_encoder",
+            }.get(type(model).__name__)
+            hint = (
+                f" A {type(model).__name__} is a pre-training model: its encoder "
+                f"(keras_vit.models.{extract}(model)) is a VisionTransformer."
+                if extract
+                else ""
+            )
             raise ValueError(
                 "ViTConfig.from_model needs a model built by keras_vit (a VisionTransformer; "
                 ".keras files of earlier versions load as one through keras_vit.load_model). "
-                f"Received: {type(model).__name__} {getattr(model, 'name', '')!r}"
+                f"Received: {type(model).__name__} {getattr(model, 'name', '')!r}.{hint}"
             )
         return config
 

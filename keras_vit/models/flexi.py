@@ -143,6 +143,22 @@ class FlexiViT(keras.Model):
     def build(self, input_shape):
         self.built = True  # the backbone is built
 
+    @property
+    def preprocessing(self):
+        """The backbone's input spec (`backbone.preprocessing`): one spec at every patch size."""
+        return self.backbone.preprocessing
+
+    def set_preprocessing(self, preprocessing=None, **changes):
+        """Replaces the backbone's input spec (see `VisionTransformer.set_preprocessing`);
+        returns this model."""
+        self.backbone.set_preprocessing(preprocessing, **changes)
+        return self
+
+    @property
+    def preprocessor(self):
+        """The backbone's `ImagePreprocessor`: uint8 images of any size -> this model's inputs."""
+        return self.backbone.preprocessor
+
     def _forward(self, patch_size, images, training=None):
         x = images if self.stem is None else self.stem(images, training=training)
         x = self.patch_encoder(x, patch_size=patch_size, training=training)

@@ -110,7 +110,7 @@ class RunSetup:
         """
         from keras_vit.models.preprocessing_config import PreprocessingConfig
 
-        spec = getattr(getattr(model, "config", None), "preprocessing", None)
+        spec = getattr(model, "preprocessing", None)  # a FlexiViT's is its backbone's
         if not isinstance(spec, PreprocessingConfig) or spec == PreprocessingConfig():
             return None
         self.preprocessing = spec

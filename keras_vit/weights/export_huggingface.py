@@ -37,6 +37,7 @@ from keras_vit.saving import (
 from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
 from keras_vit.weights.huggingface import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
+from keras_vit.weights.registry import huggingface_writer
 from keras_vit.weights.writing import (
     check_everything_exported,
     check_float_variables,
@@ -253,9 +254,14 @@ def export_huggingface(model, folder, *, overwrite=False):
     `ViTModel.from_pretrained(folder, add_pooling_layer=False)`) loads it, and its outputs
     equal ours (on NCHW images); `from_huggingface(folder)` reads it back.
 
+    A model of a class a family registered a writer for (`ModelFamily.huggingface_writers`) is
+    written by that family: a `keras_vit.models.MaskedAutoencoder` becomes a
+    `ViTMAEForPreTraining` folder (encoder and decoder). Every other model class is refused.
+
     Args:
         model: a keras_vit model with the original ViT architecture (e.g.
-            `keras_vit.ViT("B/16")`, `from_huggingface`, or a `from_timm` ViT / DeiT).
+            `keras_vit.ViT("B/16")`, `from_huggingface`, or a `from_timm` ViT / DeiT), or a
+            `MaskedAutoencoder` whose encoder is one.
         folder: str or path-like. The folder to write (created).
         overwrite: bool. Replace the files of an existing folder. Defaults to False.
 
@@ -279,13 +285,25 @@ def export_huggingface(model, folder, *, overwrite=False):
     >>> sorted(os.listdir(folder))
     ['config.json', 'model.safetensors']
     """
+    writer = huggingface_writer(model)  # a family's own model class (keras_vit.families)
+    if writer is not None:
+        return writer(model, folder, overwrite=overwrite)
     folder = check_export_folder(folder, overwrite)
     config = model_config(model)
     arrays = huggingface_state_dict(model, config)
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
     )
-    files = {CONFIG_FILE: hf}
+    return write_export_folder(folder, arrays, hf, config)
+
+
+def write_export_folder(folder, arrays, hf_config, config):
+    """Writes `model.safetensors` (`arrays`), `config.json` (`hf_config`) and, where the
+    model's input spec (`config.preprocessing`) is not the default or an earlier export left
+    one, `preprocessor_config.json` into the checked `folder`, all or nothing: each file is
+    staged beside its target, given the mode a new file gets there (the umask), then moved
+    over it. Returns `folder`."""
+    files = {CONFIG_FILE: hf_config}
     processor = os.path.join(folder, PROCESSOR_FILE)
     if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):
         # The model's own input spec as transformers' image processor config (issue 42); an
@@ -308,4 +326,10 @@ def export_huggingface(model, folder, *, overwrite=False):
     return folder
 
 
-__all__ = ["export_huggingface", "huggingface_config", "huggingface_state_dict"]
+__all__ = [
+    "check_export_folder",
+    "export_huggingface",
+    "huggingface_config",
+    "huggingface_state_dict",
+    "write_export_folder",
+]

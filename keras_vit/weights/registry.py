@@ -31,6 +31,7 @@ __all__ = [
     "family_of_timm_name",
     "huggingface_reader",
     "huggingface_types",
+    "huggingface_writer",
     "load_callable",
     "mark_complete",
     "register",
@@ -98,6 +99,10 @@ class ModelFamily:
             checkpoints differ from timm's `VisionTransformer`.
         huggingface_readers: dict `{model_type: "module:function"}`; the function is called
             as `function(folder, hf_config, **from_huggingface_arguments)`.
+        huggingface_writers: dict `{Keras registered class name: "module:function"}`: the
+            family's own `export_huggingface` for models of that class (not a
+            `VisionTransformer`), called as `function(model, folder, overwrite=...)`. A model
+            class no family registers a writer for is written as transformers' ViT or refused.
     """
 
     name: str
@@ -110,6 +115,7 @@ class ModelFamily:
     timm_patterns: tuple = ()
     timm_layout: str = None
     huggingface_readers: dict = dataclasses.field(default_factory=dict)
+    huggingface_writers: dict = dataclasses.field(default_factory=dict)
 
 
 _FAMILIES = {}
@@ -189,6 +195,17 @@ def huggingface_reader(model_type):
     for record in registered():
         if model_type in record.huggingface_readers:
             return load_callable(record.huggingface_readers[model_type])
+    return None
+
+
+def huggingface_writer(model):
+    """The `export_huggingface` function a family registered for `model`'s class, or None."""
+    import keras
+
+    name = keras.saving.get_registered_name(type(model))
+    for record in registered():
+        if name in record.huggingface_writers:
+            return load_callable(record.huggingface_writers[name])
     return None
 
 

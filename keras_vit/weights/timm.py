@@ -121,29 +121,40 @@ def from_timm(
     a dict of arrays or tensors. Loading is strict: one `ValueError` lists every missing,
     unexpected or mis-shaped array, and nothing is assigned.
 
-    Families (timm's numerics; outputs equal timm's within 1e-5 in the tests): `vit_*_patch*_*`
-    (original and AugReg, tiny to gigantic, `vit_base_patch16_224_miil`, `vit_base_*_plus_*`,
-    `vit_small_patch16_36x1_224`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval
-    output: the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
-    `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
-    giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`,
-    `*_clip_quickgelu_*`), SigLIP towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`) and
-    the hybrids
-    `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`, `vit_base_r26_s32_*`, `vit_base_r50_s16_*`,
-    `vit_large_r50_s32_*`, FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other
-    patch sizes), and timm's NaFlex ViTs `naflexvit_*` (C-RADIO's included) as NaFlex
-    models (`naflex=True`: a dict input of `patches`, `patch_coord`, `patch_valid`, made by
-    `keras_vit.data.naflex_batch`); timm's `eva.py` EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA
-    (`eva_giant_*`), rotary register ViTs (`vit_*_rope_reg*_gap_256`) and DINOv3
-    (`vit_*_patch16_dinov3*`, DINOv3's RoPE: `rotary_embedding="dinov3"`); EVA-01
-    `eva_large_patch14_*`; BEiT and relpos ViTs; AIMv2 (`aimv2_*`: RMSNorm, `patch_norm`,
-    SwiGLU, no biases); Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for
-    lang / spatial, the core towers' attention pool); C-RADIO (`vit_*_patch16_radio_v*`,
-    its 128 x 128 table resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
-    `vit_intern300m_patch14_448`, timm's `test_vit*` models, and the VLM vision towers of
-    Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`; `_merge` / `_align` / `_enc`
-    keep the projector: `model.merger`, its width from the name's tag). Other timm names (SAM,
-    Gemma 4's towers, ...) raise a `ValueError` saying what they need.
+    Families (timm's numerics; outputs equal timm's within 1e-5 in the tests; one folder each
+    under `keras_vit/families/`, and tests/families checks this list against the registry):
+    - vit: `vit_*_patch*_*` (original and AugReg, tiny to gigantic, `vit_base_patch16_224_miil`,
+      `vit_base_*_plus_*`, `vit_small_patch16_36x1_224`, `vit_*_patch16_18x2_*`,
+      `vit_*_patch16_rpn_*`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval output:
+      the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
+      `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
+      giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`,
+      `*_clip_quickgelu_*`), SigLIP towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`),
+      BEiT (`beit_*`, `beitv2_*`) and relpos ViTs (`vit_relpos_*`), EVA-01
+      `eva_large_patch14_*`, and the hybrids `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`,
+      `vit_base_r26_s32_*`, `vit_base_r50_s16_*`, `vit_large_r50_s32_*`;
+    - naflex: FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other patch sizes)
+      and timm's NaFlex ViTs `naflexvit_*` as NaFlex models (`naflex=True`: a dict input of
+      `patches`, `patch_coord`, `patch_valid`, made by `keras_vit.data.naflex_batch`);
+    - stems: ResNet-D stems (`vit_*_resnet26d_*`, `vit_*_resnet50d_*`) and MobileCLIP's
+      `vit_*_mci_*`;
+    - eva: timm's `eva.py`: EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA (`eva_giant_*`), rotary
+      register ViTs (`vit_*_rope_reg*_gap_256`), RoPE-ViT
+      (`vit_*_patch16_rope*_224`), DINOv3 (`vit_*_patch16_dinov3*`, DINOv3's RoPE:
+      `rotary_embedding="dinov3"`), LingBot (`vit_*_lingbot`), Sapiens2 (`vit_*_sapiens2*`);
+    - aimv2: `aimv2_*` (RMSNorm, `patch_norm`, SwiGLU, no biases);
+    - parallel: parallel-block ViTs (`vit_*_xp_*`, `vit_pwee_*`, differential attention
+      `vit_dpwee_*`);
+    - pe: Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for lang / spatial,
+      the core towers' attention pool);
+    - beit: BEiT-3 (`beit3_*`);
+    - radio: C-RADIO (`vit_*_patch16_radio_v*`, `naflexvit_*_radio_v*`; its 128 x 128 table
+      resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
+      `vit_intern300m_patch14_448`, timm's `test_vit*` models;
+    - vlm: the vision towers of Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`;
+      `_merge` / `_align` / `_enc` keep the projector: `model.merger`, its width from the
+      name's tag).
+    Other timm names (SAM, Gemma 4's towers, ...) raise a `ValueError` saying what they need.
 
     By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
     tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's

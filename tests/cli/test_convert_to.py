@@ -88,3 +88,27 @@ def test_what_timm_cannot_express_exits_2_and_writes_nothing(tmp_path, capsys):
     assert main(["convert", path, str(output), "--to", "timm"]) == 2
     assert "export_timm cannot write representation_size=16" in error_of(capsys)
     assert not output.exists()
+
+
+def test_a_masked_autoencoder_converts_to_both(tmp_path, capsys):
+    """`pretrain-mae`'s model: a ViTMAEForPreTraining folder, or its encoder for timm."""
+    from safetensors.numpy import load_file
+
+    from keras_vit.models.mae import build_mae_model
+
+    mae = build_mae_model("mu/4", image_size=16, num_layers=1, decoder_hidden_dim=16,
+                          decoder_num_layers=1, decoder_num_heads=2, decoder_mlp_dim=32)
+    path = str(tmp_path / "mae.keras")
+    mae.save(path)
+    folder = str(tmp_path / "hf")
+    assert main(["convert", path, folder, "--to", "huggingface"]) == 0
+    out = capsys.readouterr().out
+    assert f"transformers.ViTMAEForPreTraining.from_pretrained({folder!r})" in out
+    names = set(load_file(f"{folder}/model.safetensors"))
+    assert "decoder.decoder_pred.weight" in names and "vit.embeddings.cls_token" in names
+    output = str(tmp_path / "encoder.safetensors")
+    assert main(["convert", path, output, "--to", "timm"]) == 0
+    out = capsys.readouterr().out
+    assert "its encoder is written" in out and "timm.create_model(" in out
+    names = set(load_file(output))
+    assert "cls_token" in names and not any("decoder" in n for n in names)

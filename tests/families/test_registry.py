@@ -43,7 +43,29 @@ def test_every_registered_reader_and_layout_resolves():
         if record.timm_reader:
             assert callable(R.load_callable(record.timm_reader)), record.name
             assert record.timm_patterns, f"{record.name}: a timm reader needs its name patterns"
+        for class_name, path in record.huggingface_writers.items():
+            assert callable(R.load_callable(path)), (record.name, class_name, path)
     assert R.huggingface_reader("not_a_model_type") is None
+
+
+def test_from_timm_docstring_names_every_family():
+    """Each family's timm names are listed in `from_timm`'s docstring under the family's name,
+    by a name glob more specific than the plain ViT's (`vit_*_patch*_*` documents only `vit`)."""
+    import fnmatch
+
+    from keras_vit.weights.timm import from_timm
+
+    doc = from_timm.__doc__
+    sections = dict(re.findall(r"\n    - (\w+): (.*?)(?=\n    - \w+:|\n    Other timm names)", doc,
+                               re.S))  # fmt: skip
+    assert list(sections) == [r.name for r in R.registered() if r.timm_specs or r.timm_reader]
+    for record in R.registered():
+        globs = re.findall(r"`([a-z0-9_*{},]+)`", sections.get(record.name, ""))
+        specific = [g for g in globs if not fnmatch.fnmatchcase("vit_base_patch16_224", g)]
+        for spec in record.timm_specs:
+            arch = spec[2].split(".")[0]
+            usable = globs if spec[0] == "vit" else specific
+            assert any(fnmatch.fnmatchcase(arch, g) for g in usable), (record.name, spec[0], arch)
 
 
 def test_each_family_example_parses_to_its_own_family():

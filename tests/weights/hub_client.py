@@ -10,7 +10,8 @@ STEPS.json: a list of `{"id", "loader": "timm" | "huggingface" | "init", "source
 `from_huggingface(source, **kwargs)`, or `keras-vit finetune --init source`'s
 `load_init_model`) and, where `local` is given (a file for timm, a folder
 for transformers), the same model from that local copy, and records the largest difference
-of their outputs on one image batch, or the error (type and message) and the seconds taken.
+of their outputs on one image batch, and the input spec the model carries (timm's
+`pretrained_cfg` terms), or the error (type and message) and the seconds taken.
 """
 
 import json
@@ -26,7 +27,6 @@ def _run(step):
     import keras_vit
 
     kwargs = dict(step.get("kwargs") or {})
-    images = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
     if step["loader"] == "timm":
         model = keras_vit.from_timm(step["source"], pretrained=True, **kwargs)
     elif step["loader"] == "init":  # keras-vit finetune --init NAME
@@ -39,7 +39,11 @@ def _run(step):
         step["loader"] = "timm" if kind == "timm" else "huggingface"
     else:
         model = keras_vit.from_huggingface(step["source"], **kwargs)
+    height, width = model.config.image_size
+    images = np.random.default_rng(0).uniform(-1, 1, (2, height, width, 3)).astype("float32")
     result = {"output": keras.ops.convert_to_numpy(model(images)).tolist()}
+    # the input spec the model carries (timm's pretrained_cfg terms), as fine-tuning uses it
+    result["preprocessing"] = model.preprocessing.to_timm(model.config.image_size)
     if step.get("local"):
         if step["loader"] == "timm":
             kwargs.pop("cache_dir", None)

@@ -30,18 +30,28 @@ TIMM_REPO = f"timm/{ARCH}.{TAG}"
 HF_REPO = "google-stand-in/vit-tiny"
 
 
-def _timm_repo_files(tmp_path, label, seed):
+# A DINOv2-normalised repo: `finetune --init NAME` must carry its pretrained_cfg (issue 42's
+# target; tests/test_input_spec.py shows the carried spec gives timm's eval pixels).
+DINO_ARCH, DINO_TAG = "vit_small_patch14_dinov2", "lvd142m"
+DINO_SIZES = dict(image_size=28, num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=64)
+DINO_CFG = {"tag": DINO_TAG, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225],
+            "crop_pct": 1.0, "interpolation": "bicubic", "input_size": [3, 28, 28]}  # fmt: skip
+
+
+def _timm_repo_files(tmp_path, label, seed, arch=ARCH, sizes=SIZES, num_classes=5,
+                     pretrained_cfg=None):  # fmt: skip
     """A timm Hub repo's files: model.safetensors of a tiny model, config.json as timm writes."""
-    model = keras_vit.from_timm(ARCH, num_classes=5, **SIZES)
+    model = keras_vit.from_timm(arch, num_classes=num_classes, **sizes)
     randomize_weights(model, seed=seed)
     path = tmp_path / f"{label}.safetensors"
     keras_vit.export_timm(model, str(path))
     config = {
-        "architecture": ARCH,
-        "num_classes": 5,
-        "num_features": SIZES["hidden_dim"],
-        "pretrained_cfg": {"tag": TAG, "mean": [0.5] * 3, "std": [0.5] * 3, "crop_pct": 0.9,
-                           "interpolation": "bicubic", "input_size": [3, 32, 32]},
+        "architecture": arch,
+        "num_classes": num_classes,
+        "num_features": sizes["hidden_dim"],
+        "pretrained_cfg": pretrained_cfg
+        or {"tag": TAG, "mean": [0.5] * 3, "std": [0.5] * 3, "crop_pct": 0.9,
+            "interpolation": "bicubic", "input_size": [3, 32, 32]},
     }  # fmt: skip
     return path, {
         "model.safetensors": path.read_bytes(),
@@ -100,6 +110,10 @@ def hub(tmp_path_factory):
     server.add_commit(pickles, {"pytorch_model.bin": b"pickle", "config.json": b"{}"})
     hf_old, hf_old_files = _huggingface_repo_files(tmp_path, "hf_v1", seed=3)
     hf_new, hf_new_files = _huggingface_repo_files(tmp_path, "hf_main", seed=4)
+    dino_file, dino_files = _timm_repo_files(tmp_path, "dino", seed=5, arch=DINO_ARCH,
+                                             sizes=DINO_SIZES, num_classes=0,
+                                             pretrained_cfg=DINO_CFG)  # fmt: skip
+    server.add_commit(f"timm/{DINO_ARCH}.{DINO_TAG}", dino_files)
     server.add_commit(HF_REPO, hf_old_files, refs=("v1",))
     hf_sha = server.add_commit(HF_REPO, hf_new_files, refs=("main",))
     home = tmp_path / "hf_home"
@@ -115,6 +129,8 @@ def hub(tmp_path_factory):
         {"id": "hf", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
         {**timm_step, "id": "init_timm", "loader": "init", "source": f"{ARCH}.{TAG}",
          "local": str(new_file)},
+        {"id": "init_dino", "loader": "init", "source": f"{DINO_ARCH}.{DINO_TAG}",
+         "kwargs": {**DINO_SIZES}, "local_name": DINO_ARCH, "local": str(dino_file)},
         {"id": "init_hf", "loader": "init", "source": f"hf://{HF_REPO}",
          "kwargs": {"image_size": 32}, "local": str(hf_new)},
         {"id": "hf_pinned", "loader": "huggingface", "source": f"hf://{HF_REPO}@v1",
@@ -203,6 +219,13 @@ def test_finetune_init_takes_the_same_names(hub):
     online = hub["results"]["online"]
     assert _ok(online["init_timm"])["max_diff"] == 0.0
     assert _ok(online["init_hf"])["max_diff"] == 0.0
+    dino = _ok(online["init_dino"])  # the downloaded DINOv2-normalised weights and their spec
+    assert dino["max_diff"] == 0.0
+    spec = dino["preprocessing"]
+    for key in ("mean", "std", "crop_pct", "input_size"):
+        np.testing.assert_allclose(spec[key], DINO_CFG[key], err_msg=key)
+    assert spec["interpolation"] == "bicubic"
+    assert online["init_timm"]["preprocessing"]["mean"] == [0.5] * 3
 
 
 @pytest.mark.slow

@@ -12,11 +12,8 @@ are `decoder.decoder_embed`, `decoder.mask_token`, `decoder.decoder_pos_embed`,
 through the same table.
 """
 
-import json
 import logging
 import os
-import shutil
-import tempfile
 
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
@@ -151,17 +148,23 @@ def mae_huggingface_config(model):
 def export_huggingface_mae(model, folder, *, overwrite=False):
     """Writes a `MaskedAutoencoder` as a transformers `ViTMAEForPreTraining` folder.
 
-    The encoder must be one transformers' ViT expresses (a learned or sincos position table
-    with a class token; refused naming the option otherwise), nothing is written before every
-    check passes, and an existing `config.json` / `model.safetensors` is replaced only with
-    `overwrite=True`. Returns the folder as a str.
+    `keras_vit.export_huggingface(model, folder)` calls this for a `MaskedAutoencoder` (the
+    family registers it). The encoder must be one transformers' ViT expresses (a learned or
+    sincos position table with a class token; refused naming the option otherwise); the folder
+    is checked as `export_huggingface` checks it (its name, folders or existing files where the
+    files go, permissions) and nothing is written before every check passes; an existing
+    `config.json` / `model.safetensors` is replaced only with `overwrite=True`, the files get
+    the mode the umask gives. Returns the folder as a str.
     """
-    from keras_vit.weights.export_huggingface import check_huggingface_expressible
+    from keras_vit.weights.export_huggingface import (
+        check_export_folder,
+        check_huggingface_expressible,
+        write_export_folder,
+    )
     from keras_vit.weights.writing import (
         check_everything_exported,
         check_float_variables,
         state_dict_from_table,
-        write_state_dict,
     )
 
     if not isinstance(model, MaskedAutoencoder):
@@ -179,27 +182,10 @@ def export_huggingface_mae(model, folder, *, overwrite=False):
     if not config.class_token:
         raise ValueError("transformers' ViTMAE has a class token. Received: class_token=False")
     check_float_variables(model, "Hugging Face transformers")
-    folder = os.fspath(folder)
-    existing = [
-        n for n in ("config.json", "model.safetensors") if os.path.exists(os.path.join(folder, n))
-    ]
-    if existing and not overwrite:
-        raise FileExistsError(
-            f"{folder!r} already holds {', '.join(existing)}. Pass overwrite=True to replace them."
-        )
+    folder = check_export_folder(folder, overwrite)
     table = mae_name_table(model)
     arrays, used = state_dict_from_table(model, table)
     used.update(v.path for v in model.weights if "seed_generator" in v.path)
     check_everything_exported(model, used, "Hugging Face transformers")
     arrays = {k if k.startswith("decoder.") else f"vit.{k}": v for k, v in arrays.items()}
-    os.makedirs(folder, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=folder, prefix=".export.")
-    try:
-        write_state_dict(arrays, os.path.join(staging, "model.safetensors"))
-        with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(mae_huggingface_config(model), f, indent=2, sort_keys=True)
-        for name in ("model.safetensors", "config.json"):
-            os.replace(os.path.join(staging, name), os.path.join(folder, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    return write_export_folder(folder, arrays, mae_huggingface_config(model), config)

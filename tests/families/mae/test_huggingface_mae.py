@@ -6,11 +6,13 @@ A tiny perturbed `ViTMAEForPreTraining` (raw and `norm_pix_loss` targets) saved 
 """
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
 
-from keras_vit import from_huggingface
+from keras_vit import export_huggingface, from_huggingface
 from keras_vit.families.mae.huggingface import export_huggingface_mae
 from keras_vit.models.mae import MaskedAutoencoder, mae_sincos_table
 from tests.helpers import to_numpy
@@ -83,7 +85,14 @@ def test_encoder_folder_is_a_plain_vit(references, tmp_path):
 def test_export_loads_in_transformers(references, tmp_path):
     ref = references[True]
     model = from_huggingface(ref["folder"])
-    folder = export_huggingface_mae(model, tmp_path / "export")
+    previous = os.umask(0o022)
+    try:  # keras_vit.export_huggingface hands a MaskedAutoencoder to the mae family's writer
+        folder = export_huggingface(model, tmp_path / "export")
+    finally:
+        os.umask(previous)
+    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]  # nothing staged
+    for name in os.listdir(folder):  # the mode the umask gives, as every export
+        assert stat.S_IMODE(os.stat(os.path.join(folder, name)).st_mode) == 0o644, name
     loaded = transformers.ViTMAEForPreTraining.from_pretrained(folder).eval()
     images = random_images(16, seed=6)
     noise = np.random.default_rng(7).uniform(size=(2, 16)).astype("float32")
@@ -93,6 +102,27 @@ def test_export_loads_in_transformers(references, tmp_path):
     np.testing.assert_allclose(float(to_numpy(ours["loss"])), float(out.loss), rtol=1e-5)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         export_huggingface_mae(model, folder)
+
+
+def test_export_checks_every_target_before_writing(references, tmp_path):
+    model = from_huggingface(references[False]["folder"])
+    (tmp_path / "export" / "config.json").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match="config.json"):
+        export_huggingface(model, tmp_path / "export", overwrite=True)
+    assert os.listdir(tmp_path / "export") == ["config.json"]  # no model.safetensors written
+    with pytest.raises(ValueError, match=r"'\.keras' names a Keras model archive"):
+        export_huggingface_mae(model, tmp_path / "mae.keras")
+    assert not os.path.lexists(tmp_path / "mae.keras")
+
+
+def test_pretraining_models_are_named_with_their_encoder(references, tmp_path):
+    from keras_vit.models.config import ViTConfig
+    from keras_vit.models.mae import extract_mae_encoder
+
+    model = from_huggingface(references[False]["folder"])
+    with pytest.raises(ValueError, match=r"extract_mae_encoder\(model\)"):
+        ViTConfig.from_model(model)
+    assert ViTConfig.from_model(extract_mae_encoder(model)) == model.encoder_config
 
 
 def test_sincos_tables_equal_transformers():
