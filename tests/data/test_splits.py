@@ -89,3 +89,13 @@ def test_a_datasets_own_validation_split_is_used(tmp_path):
 def test_a_carve_too_small_for_the_data_names_the_flag():
     with pytest.raises(ValueError, match=r"--validation-fraction\) 0.01 of the 40 training"):
         data.load_splits("synthetic:3:40:8", validation_fraction=0.01)
+
+
+def test_a_tfds_carve_is_a_sub_split_of_the_training_split():
+    from keras_vit.data.carve import Carve
+    from keras_vit.data.tfds_source import carved_split
+
+    assert carved_split("train", 100, Carve(0.1, "train"), "tfds:x") == "train[:90]"
+    assert carved_split("train", 100, Carve(0.1, "validation"), "tfds:x") == "train[90:]"
+    with pytest.raises(ValueError, match=r"sliced split 'train\[:10%\]'.*--validation-fraction 0"):
+        carved_split("train[:10%]", 100, Carve(0.1), "tfds:x")
