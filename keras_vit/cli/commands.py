@@ -87,7 +87,11 @@ def run_quickstart(args):
     from keras_vit.runner import quickstart
 
     overrides = dict(
-        epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        seed=args.seed,
+        validation_fraction=args.validation_fraction,
     )
     if args.overwrite:
         overrides["overwrite"] = True  # quickstart.train refuses settings it does not know

@@ -76,7 +76,12 @@ def data_flags(parser):
         "default synthetic:10:1024:224)",
     )
     group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
-    group.add_argument("--eval-split", dest="eval_split", help="evaluation split (default: test)")
+    group.add_argument(
+        "--eval-split",
+        dest="eval_split",
+        help="the test split, evaluated once after training (default: test; tfds datasets "
+        "without one: validation)",
+    )
     group.add_argument(
         "--download",
         action="store_true",
@@ -112,6 +117,16 @@ def training_flags(parser):
         "--steps", type=positive_int, help="total optimizer steps (give this or --epochs)"
     )
     group.add_argument("--epochs", type=positive_int, help="passes over the data")
+    group.add_argument(
+        "--validation-fraction",
+        dest="validation_fraction",
+        type=probability,
+        metavar="F",
+        help="share of the training split held out (seeded, stratified by class) for per-epoch "
+        "validation and checkpoints/best.keras when the dataset has no validation split of its "
+        "own; 0: no validation split (and no best.keras). The test split is evaluated once, "
+        "after training (default 0.1; runs without per-epoch validation hold out nothing)",
+    )
     group.add_argument(
         "--steps-per-epoch",
         dest="steps_per_epoch",
@@ -405,5 +420,13 @@ def quickstart_flags(parser):
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"])
     parser.add_argument("--lr", type=positive_float, default=DEFAULTS["learning_rate"])
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    parser.add_argument(
+        "--validation-fraction",
+        type=probability,
+        default=DEFAULTS["validation_fraction"],
+        metavar="F",
+        help="share of the training digits held out (stratified, seed 0) and validated on after "
+        "every epoch; 0: none (the test split is evaluated once, after training)",
+    )
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2, help="fit verbosity")

@@ -41,7 +41,14 @@ Labels are one-hot (so MixUp/CutMix and label smoothing share one loss). Every r
 stateless, keyed by (seed, epoch, example), so a resumed run sees exactly the batches the
 uninterrupted run would have seen. The `tf.data` datasets feed `model.fit` on every Keras backend.
 
-Modules: `specs` (spec parsing), `source` (`Source`), `load` (`load_source`), the sources
+Validation apart from test: `load_splits` gives a run's training, validation and test splits. A
+dataset's own `validation` split (tfds, `imagefolder:`) is used when it is not the test split;
+otherwise `validation_fraction` (default 0.1) of the training split is carved out (`Carve`): a
+fixed seed, stratified by class (digits, folders, synthetic, `imagefolder:`), or the last
+examples in tfds' order (tfds catalog datasets, whose labels are not read in advance).
+
+Modules: `specs` (spec parsing), `source` (`Source`), `load` (`load_source`), `carve` and
+`splits` (the validation split), the sources
 `digits`, `synthetic`, `folder` and `tfds_source` (`tfds:` and `imagefolder:`), `probe` (the
 offline check before a download), `corrupt` (corrupt-image scanning), `crop` (the training crop)
 and `pipelines` (training and evaluation pipelines); `naflex` (NumPy only: images of any sizes
@@ -50,6 +57,7 @@ inputs, `naflex_to_siglip2` / `naflex_from_siglip2`) and `naflex_tf` (the same b
 `naflex_dataset`, `naflex_example`).
 """
 
+from keras_vit.data.carve import Carve, carve_indices
 from keras_vit.data.corrupt import find_corrupt_images
 from keras_vit.data.crop import random_resized_crop, sample_crop_box
 from keras_vit.data.load import default_eval_split, load_source
@@ -70,19 +78,24 @@ from keras_vit.data.pipelines import (
 from keras_vit.data.probe import PROBE_TIMEOUT, download_hosts, unreachable_hosts
 from keras_vit.data.source import Source
 from keras_vit.data.specs import EXPECTED_SPECS, SCHEMES, parse_spec, parse_synthetic
+from keras_vit.data.splits import Splits, load_splits
 from keras_vit.data.tfds_source import tfds_builder_source
 
 __all__ = [
     "EXPECTED_SPECS",
     "PROBE_TIMEOUT",
     "SCHEMES",
+    "Carve",
     "Source",
+    "Splits",
+    "carve_indices",
     "default_eval_split",
     "download_hosts",
     "epochs_for_steps",
     "eval_pipeline",
     "find_corrupt_images",
     "load_source",
+    "load_splits",
     "naflex_batch",
     "naflex_dataset",
     "naflex_example",

@@ -5,7 +5,8 @@ from keras_vit.data._imports import import_tf
 from keras_vit.data.source import SPLIT_SEED, TEST_FRACTION, Source
 
 
-def digits_source(split):
+def digits_source(split, carve=None):
+    """The digits' `split`; for `"train"` with a `Carve`, its part (stratified by class)."""
     if split not in ("train", "test"):
         raise ValueError(f"digits has splits 'train' and 'test'. Received: split={split!r}")
     import numpy as np
@@ -20,6 +21,9 @@ def digits_source(split):
         images, labels, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=labels
     )
     x, y = (x_train, y_train) if split == "train" else (x_test, y_test)
+    if carve is not None:
+        keep = carve.indices(len(y), labels=y)
+        x, y = x[keep], y[keep]
     return Source(
         tf.data.Dataset.from_tensor_slices((x, y)),
         num_examples=len(y),

@@ -86,7 +86,9 @@ def check_classes(root, classes, labels, spec, split, extensions=IMAGE_EXTENSION
         warnings.warn(message, stacklevel=4)
 
 
-def folder_source(root, split, num_channels, on_corrupt):
+def folder_source(root, split, num_channels, on_corrupt, carve=None):
+    """The images of `split`; for `"train"` with a `Carve`, its part (stratified by class),
+    picked before the images are checked, so each image is read once."""
     import numpy as np
 
     tf = import_tf()
@@ -126,6 +128,10 @@ def folder_source(root, split, num_channels, on_corrupt):
             keep = np.sort(train_idx if split == "train" else test_idx)
             files = [files[i] for i in keep]
             labels = [labels[i] for i in keep]
+    if carve is not None and files:
+        keep = carve.indices(len(files), labels=np.asarray(labels))
+        files = [files[i] for i in keep]
+        labels = [labels[i] for i in keep]
     if not files:
         raise ValueError(
             f"No images ({', '.join(IMAGE_EXTENSIONS)}) found in the class sub-folders "

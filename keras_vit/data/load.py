@@ -8,6 +8,7 @@ from keras_vit.data.source import CORRUPT_MODES
 from keras_vit.data.specs import parse_spec
 from keras_vit.data.synthetic import synthetic_source
 from keras_vit.data.tfds_source import (
+    image_folder_builder,
     image_folder_source,
     prepared_tfds_builder,
     tfds_builder,
@@ -23,6 +24,7 @@ def load_source(
     num_channels=3,
     on_corrupt="error",
     download=False,
+    carve=None,
 ):
     """Loads one split of a dataset spec (see the module docstring).
 
@@ -37,6 +39,8 @@ def load_source(
         on_corrupt: `"error"` or `"skip"` (folders). Defaults to `"error"`.
         download: bool. Let tfds download and prepare a missing dataset (after a quick check
             that its download hosts answer). Defaults to False.
+        carve: optional `keras_vit.data.carve.Carve`: return its part (training or validation)
+            of `split` instead of the whole split. Defaults to None.
 
     Returns:
         A `Source`.
@@ -56,19 +60,19 @@ def load_source(
         )
     kind, arg = parse_spec(spec)
     if kind == "digits":
-        source = digits_source(split)
+        source = digits_source(split, carve)
     elif kind == "synthetic":
-        source = synthetic_source(arg, split, spec)
+        source = synthetic_source(arg, split, spec, carve)
     elif kind == "folder":
-        source = folder_source(arg, split, num_channels, on_corrupt)
+        source = folder_source(arg, split, num_channels, on_corrupt, carve)
     elif kind == "imagefolder":
-        source = image_folder_source(arg, split, on_corrupt, spec)
+        source = image_folder_source(arg, split, on_corrupt, spec, carve)
     else:
         name, _, train_split = arg.partition(":")
         if split == "train" and train_split:
             split = train_split
         source = tfds_builder_source(
-            prepared_tfds_builder(name, data_dir, download, spec), split, spec
+            prepared_tfds_builder(name, data_dir, download, spec), split, spec, carve
         )
     source.dataset = source.dataset.map(
         lambda image, label: (_to_channels(image, num_channels), label)
@@ -102,6 +106,22 @@ def _to_channels(image, num_channels):
         f"Cannot convert images with {channels} channels to {num_channels} channels."
     )
 
+
+def ensure_prepared(spec, data_dir=None, download=False):
+    """For a tfds spec: the not-prepared error (or the download) before any split is read."""
+    kind, arg = parse_spec(spec)
+    if kind == "tfds":
+        prepared_tfds_builder(arg.partition(":")[0], data_dir, download, spec)
+
+
+def split_names(spec, data_dir=None):
+    """The split names of a tfds or `imagefolder:` spec, None for digits/folders/synthetic."""
+    kind, arg = parse_spec(spec)
+    if kind == "tfds":
+        return set(tfds_builder(arg.partition(":")[0], data_dir, spec).info.splits)
+    if kind == "imagefolder":
+        return set(image_folder_builder(arg, spec).info.splits)
+    return None
 
 
 def default_eval_split(spec, data_dir=None):

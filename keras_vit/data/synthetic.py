@@ -8,8 +8,11 @@ from keras_vit.data.specs import parse_synthetic
 SYNTHETIC_SEED = 0
 
 
-def synthetic_source(arg, split, spec):
-    """Random class-patterned images, made inside the `tf.data` graph (see the module docstring)."""
+def synthetic_source(arg, split, spec, carve=None):
+    """Random class-patterned images, made inside the `tf.data` graph (see the module docstring).
+
+    For `"train"` with a `Carve`, its part of the training indices (stratified by class).
+    """
     if split not in ("train", "test"):
         raise ValueError(f"synthetic has splits 'train' and 'test'. Received: split={split!r}")
     tf = import_tf()
@@ -35,6 +38,16 @@ def synthetic_source(arg, split, spec):
         noise = tf.roll(tf.gather(bank, index % 16), shift, axis=[0, 1])
         image = tf.cast(tf.clip_by_value(pattern + noise, 0.0, 255.0), "uint8")
         return image, label
+
+    if carve is not None:
+        import numpy as np
+
+        indices = tf.constant(carve.indices(count, labels=np.arange(count) % classes), "int64")
+        count = int(indices.shape[0])
+        make_all = make
+
+        def make(index):
+            return make_all(tf.gather(indices, index))
 
     ds = tf.data.Dataset.range(count).map(make, num_parallel_calls=tf.data.AUTOTUNE)
     return Source(

@@ -4,6 +4,7 @@ not-prepared instructions, the (probed) download, and a `Source` from a prepared
 import os
 
 from keras_vit.data._imports import import_tf, import_tfds
+from keras_vit.data.carve import carve_sizes
 from keras_vit.data.corrupt import handle_corrupt
 from keras_vit.data.folder import check_classes, check_dir, list_class_folders, list_dir
 from keras_vit.data.probe import download_hosts, unreachable_hosts
@@ -29,14 +30,20 @@ def tfds_builder(name, data_dir, spec):
         ) from e
 
 
-def image_folder_source(root, split, on_corrupt, spec):
+def image_folder_builder(root, spec):
+    """The `tfds.folder_dataset.ImageFolder` of `root`, checked to be a readable folder."""
+    check_dir(root, spec)
+    return import_tfds().folder_dataset.ImageFolder(root)
+
+
+def image_folder_source(root, split, on_corrupt, spec, carve=None):
     """A `Source` from `tfds.folder_dataset.ImageFolder` (`root/SPLIT/CLASS/*.png`), checked.
 
     Labels index the class folders of all splits together (tfds' rule), so a class folder that
-    is empty, or missing in one split, keeps its index; it is warned about.
+    is empty, or missing in one split, keeps its index; it is warned about. With a `Carve`, its
+    part of the split (stratified by class), picked from the ImageFolder's fixed order.
     """
-    check_dir(root, spec)
-    builder = import_tfds().folder_dataset.ImageFolder(root)
+    builder = image_folder_builder(root, spec)
     splits = sorted(builder.info.splits)
     if split not in splits:
         found = [d for d in list_dir(root) if os.path.isdir(os.path.join(root, d))]
@@ -50,8 +57,24 @@ def image_folder_source(root, split, on_corrupt, spec):
     classes, files, labels = list_class_folders(folder, TFDS_IMAGE_EXTENSIONS, recursive=False)
     labels = [names.index(classes[label]) for label in labels]
     check_classes(folder, names, labels, spec, split, TFDS_IMAGE_EXTENSIONS)
-    bad = handle_corrupt(files, folder, split, on_corrupt)
+    bad = set(handle_corrupt(files, folder, split, on_corrupt))
     source = tfds_builder_source(builder, split, spec)
+    if carve is not None:  # ImageFolder has no sub-splits: keep this part's positions
+        import numpy as np
+
+        tf = import_tf()
+        listed = builder._split_examples[split]  # the dataset's order (tfds' fixed shuffle)
+        keep = carve.indices(len(listed), labels=[names.index(e.label) for e in listed])
+        mask = np.zeros(len(listed), bool)
+        mask[keep] = True
+        source.dataset = (
+            source.dataset.enumerate()
+            .filter(lambda i, example: tf.gather(mask, i))
+            .map(lambda i, example: example)
+        )
+        source.num_examples = len(keep)
+        kept = {os.path.normpath(listed[i].image_path) for i in keep}
+        bad = {path for path in bad if os.path.normpath(path) in kept}
     if bad:  # tfds decodes inside its dataset: drop exactly the elements that fail to decode
         source.dataset = source.dataset.ignore_errors()
         source.num_examples -= len(bad)
@@ -105,14 +128,21 @@ def raise_not_prepared(name, problem, download=False, cause=None):
 
 
 
-def tfds_builder_source(builder, split, name=None):
-    """A `Source` from a prepared tfds builder (a catalog dataset or a tfds `ImageFolder`)."""
+def tfds_builder_source(builder, split, name=None, carve=None):
+    """A `Source` from a prepared tfds builder (a catalog dataset or a tfds `ImageFolder`).
+
+    With a `Carve` (catalog datasets), its part of `split` as a tfds sub-split: the validation
+    part is the last examples in tfds' order (shuffled when the dataset was prepared), not
+    stratified (the labels are not read in advance).
+    """
     splits = builder.info.splits
     if split not in splits and split.split("[")[0] not in splits:
         raise ValueError(
             f"split must be one of {sorted(splits)} for dataset {name or builder.name!r}. "
             f"Received: split={split!r}"
         )
+    if carve is not None:
+        split = carved_split(split, int(splits[split].num_examples), carve, name)
     keys = builder.info.supervised_keys
     image_key, label_key = (keys[0], keys[1]) if keys else ("image", "label")
     ds = builder.as_dataset(split=split, shuffle_files=False)
@@ -128,3 +158,16 @@ def tfds_builder_source(builder, split, name=None):
         image_shape=tuple(fixed) if fixed else None,
     )
 
+
+
+def carved_split(split, count, carve, name):
+    """The tfds sub-split of `carve`'s part of `split` (`count` examples): `train[:-N]` or
+    `train[-N:]` with N held out for validation."""
+    if "[" in split:
+        raise ValueError(
+            f"Cannot carve a validation split out of the sliced split {split!r} of dataset "
+            f"{name!r}. Pass --validation-fraction 0, or a training split without [...]. "
+            f"Received: split={split!r}"
+        )
+    train, _ = carve_sizes(count, carve.fraction)
+    return f"{split}[:{train}]" if carve.part == "train" else f"{split}[{train}:]"

@@ -8,13 +8,16 @@ loss and encoder artefact). Artefacts in `out`:
     backup/            the resume state (`AtomicBackupAndRestore`: written atomically, the previous
                        good backup kept); rerunning the same command after a kill resumes at the
                        last finished epoch; removed once the run has finished
-    checkpoints/last.keras, checkpoints/best.keras (best validation accuracy); `checkpoints=False`
+    checkpoints/last.keras, checkpoints/best.keras (best accuracy on the validation split, never
+                       the test split; none without a validation split); `checkpoints=False`
                        turns them off
     logs/              TensorBoard (`tensorboard=False` turns it off)
     log.csv            per-epoch metrics (one row per epoch, across resumes)
     model.keras        the trained model
-    metrics.json       config, final test metrics, per-epoch history, throughput (written last:
-                       its presence marks a finished run)
+    metrics.json       config, the test split's metrics (evaluated once, after training),
+                       per-epoch history (`val_*`: the validation split), `splits` (each split's
+                       size, origin and figures), throughput (written last: its presence marks
+                       a finished run)
 
 Nothing is replaced unless asked: the `out` of a finished run raises `FileExistsError` unless
 `overwrite=True` (which first removes the old artefacts); an interrupted run resumes.

@@ -83,7 +83,8 @@ def compile_classifier(model, config, setup):
 
 
 def evaluate_classifier(model, setup):
-    """The default `evaluate` hook of `run_training`: final test loss and accuracy."""
+    """The default `evaluate` hook of `run_training`: loss and accuracy on the test split, once
+    after training (`setup.eval_ds`; per-epoch validation sees `setup.val_ds`)."""
     test_loss, test_accuracy = model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0)
     return {"test_loss": float(test_loss), "test_accuracy": float(test_accuracy)}
 

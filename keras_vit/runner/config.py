@@ -17,6 +17,9 @@ RUNTIME = dict(
     download=False,
     eval_batch_size=256,
     validation_freq=1,  # 0: no per-epoch validation (the test metrics are computed at the end)
+    # Share of the training split held out for per-epoch validation and best.keras when the
+    # dataset has no validation split of its own (keras_vit.data.load_splits); 0: none.
+    validation_fraction=0.1,
     steps_per_epoch=None,  # None: one pass over the training data
     warmup_epochs=None,  # set: warm-up for this many epochs (replaces warmup_steps)
     mixed_precision=None,
@@ -127,6 +130,9 @@ def check_config(config):
 
     check_repeats(config.get("repeated_augmentation", 1), config["batch_size"])
     check_finetune_options(config)
+    from keras_vit.data.carve import check_fraction
+
+    check_fraction(config.get("validation_fraction", 0.0))
     freq = config.get("validation_freq", 1)
     if isinstance(freq, bool) or not isinstance(freq, numbers.Integral) or freq < 0:
         raise ValueError(

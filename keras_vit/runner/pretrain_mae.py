@@ -17,7 +17,8 @@ Command (defaults: the offline `digits` preset: the 4-layer width-64 ViT of ever
 Artefacts in `out`: `model.keras` (the whole `MaskedAutoencoder`), `encoder.keras` (the plain
 `ViT(include_top=False, pooling=None)` encoder for `keras-vit finetune --init`),
 `reconstructions.png` (masked input / reconstruction / original of a few held-out images),
-`metrics.json` (config, per-epoch loss, the held-out loss before and after training),
+`metrics.json` (config, per-epoch loss, the test split's loss before and after training:
+`initial_test_loss`, `test_loss`),
 `log.csv`, `checkpoints/last.keras` and a `backup/` for resuming (as every run).
 """
 

@@ -24,9 +24,9 @@ benchmarks/RESULTS.md for what it measures here.
 
 Artefacts in `out`: `model.keras` (the whole pre-training model), `encoder.keras` (the plain
 `ViT(include_top=False, pooling=None)` encoder: mask embedding and prediction head dropped; give
-it to `keras-vit finetune --init`), `metrics.json` (config, per-epoch loss, the held-out
-masked-patch loss before and after training), `log.csv`, `checkpoints/last.keras` and a
-`backup/` for resuming.
+it to `keras-vit finetune --init`), `metrics.json` (config, per-epoch loss, the test split's
+masked-patch loss before and after training: `initial_test_loss`, `test_loss`), `log.csv`,
+`checkpoints/last.keras` and a `backup/` for resuming.
 """
 
 import os
@@ -107,18 +107,19 @@ def build_model(num_classes, config):
 
 
 def compile_mpp(model, config, setup):
-    """Compiles with the model's own masked-patch loss; returns the untrained held-out loss."""
+    """Compiles with the model's own masked-patch loss; returns the untrained test-split loss."""
     optimizer = optimizer_from_config(config, setup.total_steps, setup.warmup_steps, model)
     model.compile(optimizer=optimizer, **compile_kwargs(config))
-    # The untrained model's held-out loss: the reference the final loss must beat.
+    # The untrained model's test-split loss: the reference the final loss must beat.
     initial = None
     if not setup.start_epoch:
         initial = float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))
-    return {"initial_eval_loss": initial}
+    return {"initial_test_loss": initial}
 
 
 def evaluate_mpp(model, setup):
-    return {"eval_loss": float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))}
+    """The final loss on the test split (`setup.eval_ds`)."""
+    return {"test_loss": float(model.evaluate(setup.eval_ds, steps=setup.eval_steps, verbose=0))}
 
 
 def write_encoder(model, setup, extract):

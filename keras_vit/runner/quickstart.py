@@ -10,7 +10,8 @@ It goes through the same runner as every recipe (`keras_vit.runner.run.run_train
 path as `keras-vit pretrain`): 16 px digits cut into 4x4 patches, the tf.data pipeline's random
 resized crop and rotation (one resampling pass), AdamW with a linear warm-up and cosine decay,
 label smoothing, a resumable backup; checkpoints, TensorBoard and per-epoch validation are off
-(they cost time and the quickstart evaluates once at the end).
+(they cost time and the quickstart evaluates the test split once at the end; `--validation-fraction
+F` holds out that share of the training digits and validates on it after every epoch).
 """
 
 import functools
@@ -78,7 +79,8 @@ def run(config, callbacks=()):
 RESULT_FIELDS = dict(
     backend="backend",
     test_accuracy="test_accuracy",
-    test_examples="num_eval_examples",
+    test_examples="num_test_examples",
+    validation_examples="num_validation_examples",
     train_examples="num_train_examples",
     seconds="seconds",
     parameters="num_params",
@@ -106,6 +108,8 @@ def quickstart_config(out_dir=None, verbose=1, **overrides):
         out=default_out() if out_dir is None else out_dir,
         verbose=verbose,
     )
+    # A validation split (validation_fraction > 0) is validated on after every epoch.
+    cfg["validation_freq"] = 1 if cfg["validation_fraction"] else 0
     return cfg
 
 

@@ -9,4 +9,7 @@ DEFAULTS = dict(
     epochs=60, batch_size=64, learning_rate=2e-3, weight_decay=0.05, warmup_epochs=3,
     label_smoothing=0.1,
     seed=0,
+    # no validation split: the quickstart evaluates the test split once, after training; > 0
+    # holds out that share of the training digits and validates on it after every epoch
+    validation_fraction=0.0,
 )

@@ -70,7 +70,8 @@ def _run_training(config, build_model, recipe, callbacks, compile, evaluate, fin
 def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, setup, start):
     out = setup.out
     chief = multihost.is_chief()
-    validation = bool(config["validation_freq"])
+    # Per-epoch validation and best.keras: the validation split only, never the test split.
+    validation = bool(config["validation_freq"]) and setup.validation_source is not None
     with distribution_scope(config["distribution"]):
         devices = num_devices(config["distribution"])
         model, model_info = build_model(setup.train_source.num_classes, config)
@@ -84,8 +85,8 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
             setup.train_ds,
             epochs=setup.epochs,
             steps_per_epoch=setup.steps_per_epoch,
-            validation_data=setup.eval_ds if validation else None,
-            validation_steps=setup.eval_steps,
+            validation_data=setup.val_ds if validation else None,
+            validation_steps=setup.val_steps,
             validation_freq=config["validation_freq"] or 1,
             callbacks=[*training_callbacks(setup, config, validation), *callbacks],
             shuffle=False,  # the tf.data pipeline is already shuffled (per epoch, seeded)
@@ -126,7 +127,8 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
     if setup.num_processes > 1:
         where = f" ({setup.num_processes} processes, {devices} devices)"
     print(
-        f"{recipe}: {summary} on {setup.eval_source.num_examples} held-out examples{where}; "
+        f"{recipe}: {summary} on the {setup.eval_source.num_examples} examples of the test "
+        f"split{where}; "
         f"artefacts in {out}"
     )
     return metrics

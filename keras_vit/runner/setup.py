@@ -19,14 +19,18 @@ from keras_vit.training import augment as augment_lib
 from keras_vit.training import multihost
 
 
-def load_data(config):
-    """Loads the train and eval `Source`s of a config."""
-    common = dict(
+def _load_kwargs(config):
+    return dict(
         data_dir=config["data_dir"],
         num_channels=config["num_channels"],
         on_corrupt=config["on_corrupt"],
         download=config["download"],
     )
+
+
+def load_data(config):
+    """Loads the train and eval (test) `Source`s of a config (no validation split: few-shot)."""
+    common = _load_kwargs(config)
     train = data.load_source(config["dataset"], "train", **common)
     eval_split = config["eval_split"] or data.default_eval_split(
         config["dataset"], config["data_dir"]
@@ -35,13 +39,33 @@ def load_data(config):
     return train, evaluation
 
 
+def load_run_splits(config):
+    """The training, validation and test splits of a training config (`data.load_splits`)."""
+    return data.load_splits(
+        config["dataset"],
+        eval_split=config["eval_split"],
+        validation_fraction=config.get("validation_fraction", 0.0),
+        validation=bool(config["validation_freq"]),
+        **_load_kwargs(config),
+    )
+
+
+# The metrics.json figures computed on each split (`RunSetup.base_metrics`).
+FIGURES = {
+    "train": "history: loss, accuracy (running means over each epoch's batches)",
+    "validation": "history: val_* (each validated epoch); checkpoints/best.keras",
+    "test": "test_* (once, after training)",
+}
+
+
 @dataclasses.dataclass
 class RunSetup:
     """What a recipe run needs before building its model (see `prepare_run`).
 
     Attributes:
         out: str. The output folder.
-        train_source, eval_source: the data `Source`s.
+        train_source, eval_source: the data `Source`s (`eval_source`: the test split, evaluated
+            once after training).
         epochs, steps_per_epoch, total_steps, warmup_steps: the step plan (`plan_steps`).
         backup_dir: str. The backup folder.
         start_epoch: int. The epoch a backup resumes at (0 for a fresh run).
@@ -50,6 +74,9 @@ class RunSetup:
         eval_steps: batches of one pass over `eval_ds` when it repeats (several processes: the
             padded, weighted evaluation of `data.eval_pipeline(pad=True)`), else None (to its end).
         num_processes: int. Processes training together (1 unless several were joined).
+        validation_source: the validation `Source` (per-epoch validation, best.keras), or None.
+        val_ds, val_steps: its pipeline and steps, as `eval_ds` and `eval_steps`.
+        splits: dict. Per split, its size and origin (`data.Splits.info`), for metrics.json.
     """
 
     out: str
@@ -68,6 +95,10 @@ class RunSetup:
     num_processes: int = 1
     batch_parts: int = 1
     preprocessing: object = None
+    validation_source: object = None
+    val_ds: object = None
+    val_steps: int | None = None
+    splits: dict = None
 
     def use_preprocessing(self, config, model):
         """Rebuilds the square pipelines with `model`'s input spec when it is not `[-1, 1]`.
@@ -84,11 +115,17 @@ class RunSetup:
             return None
         self.preprocessing = spec
         if self.train_ds is not None:  # NaFlex pipelines are made by `use_naflex`
-            self.train_ds, self.eval_ds, self.eval_steps = _square_pipelines(
-                config, self.train_source, self.eval_source, self.epochs, self.steps_per_epoch,
-                self.start_epoch, self.num_processes, self.batch_parts, preprocessing=spec,
+            self._set_pipelines(
+                _square_pipelines(
+                    config, self.train_source, self.eval_source, self.epochs,
+                    self.steps_per_epoch, self.start_epoch, self.num_processes,
+                    self.batch_parts, preprocessing=spec, validation=self.validation_source,
+                )
             )
         return spec
+
+    def _set_pipelines(self, pipelines):
+        (self.train_ds, self.eval_ds, self.eval_steps, self.val_ds, self.val_steps) = pipelines
 
     def use_naflex(self, config, patch_size):
         """NaFlex pipelines (`--naflex`) at the model's `patch_size` replace the square ones."""
@@ -108,8 +145,11 @@ class RunSetup:
             flip=config["flip"],
             **common,
         )
-        self.eval_ds = naflex_eval_pipeline(
-            self.eval_source, batch_size=config["eval_batch_size"], **common
+        self.eval_ds, self.val_ds = (
+            naflex_eval_pipeline(source, batch_size=config["eval_batch_size"], **common)
+            if source is not None
+            else None
+            for source in (self.eval_source, self.validation_source)
         )
 
     def base_metrics(self, recipe, config):
@@ -119,7 +159,12 @@ class RunSetup:
             "backend": keras.backend.backend(),
             "dataset": config["dataset"],
             "num_train_examples": self.train_source.num_examples,
-            "num_eval_examples": self.eval_source.num_examples,
+            "num_validation_examples": getattr(self.validation_source, "num_examples", 0),
+            "num_test_examples": self.eval_source.num_examples,
+            "splits": {
+                name: dict(info, figures=FIGURES[name] if info["examples"] else "none")
+                for name, info in (self.splits or {}).items()
+            },
             "epochs": self.epochs,
             "steps_per_epoch": self.steps_per_epoch,
             "total_steps": self.total_steps,
@@ -160,9 +205,11 @@ def _prepare(config, out, num_processes, chief, parts):
     keras.utils.set_random_seed(config["seed"])
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
-    train_source, eval_source = load_data(config)
-    sizes = [train_source.num_examples, eval_source.num_examples, train_source.num_classes]
-    multihost.check_same("data (train examples, eval examples, classes)", sizes)
+    splits = load_run_splits(config)
+    train_source, validation_source, eval_source = splits.train, splits.validation, splits.test
+    sizes = [splits.info[name]["examples"] for name in ("train", "validation", "test")]
+    sizes.append(train_source.num_classes)
+    multihost.check_same("data (train, validation, test examples, classes)", sizes)
     epochs, per_epoch, total, warmup = plan_steps(config, train_source.num_examples)
     backup_dir = os.path.join(out, "backup")
     found = find_backup(backup_dir)
@@ -174,22 +221,25 @@ def _prepare(config, out, num_processes, chief, parts):
     )
     start_epoch = min(found[0] if found else 0, epochs)
     # Changes printed, impossible ones refused (in every process, decided by process 0).
-    multihost.run_on_chief(lambda: check_resume(config, backup_dir, start_epoch))
+    multihost.run_on_chief(lambda: check_resume(config, backup_dir, start_epoch, splits.info))
     if start_epoch and chief:
         print(resume_line(backup_dir, start_epoch, epochs))
+    if chief and config["validation_freq"] and validation_source is None:
+        print(f"No validation split ({splits.info['validation']['source']}); the test split is "
+              "evaluated once, after training.")
     if chief:
         trim_csv_log(os.path.join(out, "log.csv"), start_epoch)
     naflex = config.get("naflex")
     if naflex and num_processes > 1:
         raise ValueError("--naflex runs in one process. Received: num_processes="
                          f"{num_processes}")
-    if naflex:  # made once the model gives the patch size (`RunSetup.use_naflex`)
-        train_ds = eval_ds = eval_steps = None
-    else:
-        train_ds, eval_ds, eval_steps = _square_pipelines(
-            config, train_source, eval_source, epochs, per_epoch, start_epoch, num_processes, parts
+    pipelines = (None,) * 5  # NaFlex: made once the model gives the patch size (`use_naflex`)
+    if not naflex:
+        pipelines = _square_pipelines(
+            config, train_source, eval_source, epochs, per_epoch, start_epoch, num_processes,
+            parts, validation=validation_source,
         )
-    return RunSetup(
+    setup = RunSetup(
         out=out,
         train_source=train_source,
         eval_source=eval_source,
@@ -199,20 +249,24 @@ def _prepare(config, out, num_processes, chief, parts):
         warmup_steps=warmup,
         backup_dir=backup_dir,
         start_epoch=start_epoch,
-        train_ds=train_ds,
-        eval_ds=eval_ds,
+        train_ds=None,
+        eval_ds=None,
         throughput=ThroughputLogger(config["batch_size"], per_epoch),
-        eval_steps=eval_steps,
         num_processes=num_processes,
         batch_parts=parts,
+        validation_source=validation_source,
+        splits=splits.info,
     )
+    setup._set_pipelines(pipelines)
+    return setup
 
 
 def _square_pipelines(
     config, train_source, eval_source, epochs, per_epoch, start_epoch, num_processes, parts,
-    preprocessing=None,
+    preprocessing=None, validation=None,
 ):
-    """`(train_ds, eval_ds, eval_steps)`: the square pipelines, scaled by `preprocessing`."""
+    """`(train_ds, eval_ds, eval_steps, val_ds, val_steps)`: the square pipelines, scaled by
+    `preprocessing` (`val_ds` None without a `validation` source)."""
     train_ds = data.train_pipeline(
         train_source,
         image_size=config["image_size"],
@@ -231,17 +285,24 @@ def _square_pipelines(
         ),
         preprocessing=preprocessing,
     )
-    eval_steps = None
+    eval_ds, eval_steps = _eval_pipeline(config, eval_source, num_processes, parts, preprocessing)
+    val_ds = val_steps = None
+    if validation is not None:
+        val_ds, val_steps = _eval_pipeline(config, validation, num_processes, parts, preprocessing)
+    return train_ds, eval_ds, eval_steps, val_ds, val_steps
+
+
+def _eval_pipeline(config, source, num_processes, parts, preprocessing):
+    """`(ds, steps)`: an evaluation pipeline of `source` (`steps` None: to its end)."""
     if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
         eval_batch = math.ceil(config["eval_batch_size"] / parts) * parts
-        eval_ds = data.eval_pipeline(
-            eval_source, image_size=config["image_size"], batch_size=eval_batch, pad=True,
+        ds = data.eval_pipeline(
+            source, image_size=config["image_size"], batch_size=eval_batch, pad=True,
             preprocessing=preprocessing,
-        ).repeat()  # Keras' sharded dataset has no known length: evaluate `eval_steps` batches
-        eval_steps = math.ceil(eval_source.num_examples / eval_batch)
-    else:
-        eval_ds = data.eval_pipeline(
-            eval_source, image_size=config["image_size"], batch_size=config["eval_batch_size"],
-            preprocessing=preprocessing,
-        )
-    return train_ds, eval_ds, eval_steps
+        ).repeat()  # Keras' sharded dataset has no known length: evaluate `steps` batches
+        return ds, math.ceil(source.num_examples / eval_batch)
+    ds = data.eval_pipeline(
+        source, image_size=config["image_size"], batch_size=config["eval_batch_size"],
+        preprocessing=preprocessing,
+    )
+    return ds, None

@@ -165,8 +165,8 @@ def test_pretrain_mpp_recipe_smoke_then_finetune_init(tmp_path):
         metrics = json.load(f)
     assert metrics["config"]["optimizer"] == "adam"
     assert np.isfinite(metrics["history"]["loss"]).all()
-    assert np.isfinite(metrics["eval_loss"])
-    assert metrics["eval_loss"] < metrics["initial_eval_loss"]
+    assert np.isfinite(metrics["test_loss"])
+    assert metrics["test_loss"] < metrics["initial_test_loss"]
     encoder = keras.saving.load_model(os.path.join(out, "encoder.keras"))
     assert encoder.output_shape == (None, 17, 32)
     # The fine-tuning recipe starts from the encoder with one flag.

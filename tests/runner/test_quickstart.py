@@ -41,3 +41,15 @@ def test_quickstart_refuses_a_finished_out_and_rejects_unknown_settings(tmp_path
         train(out_dir=str(tmp_path), verbose=0, epochs=1)
     with pytest.raises(ValueError, match="test_fraction"):
         train(out_dir=str(tmp_path / "new"), verbose=0, test_fraction=0.2)
+
+
+def test_quickstart_validates_on_a_carved_split_only_when_asked(tmp_path):
+    from keras_vit.runner.quickstart import quickstart_config
+
+    assert quickstart_config(str(tmp_path))["validation_freq"] == 0
+    metrics = train(out_dir=str(tmp_path), verbose=0, epochs=2, warmup_epochs=1, num_layers=1,
+                    validation_fraction=0.1)
+    assert (metrics["validation_examples"], metrics["test_examples"]) == (126, 540)
+    with open(tmp_path / "metrics.json") as f:
+        saved = json.load(f)
+    assert "val_accuracy" in saved["history"] and saved["num_train_examples"] == 1131

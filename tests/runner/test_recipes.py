@@ -187,8 +187,11 @@ def test_finetune_on_synthetic_data_with_steps_per_execution(tmp_path, capsys):
     code = cli("finetune", *argv, "--steps-per-execution", str(steps_per_execution))
     assert code == 0
     metrics = check_training_artefacts(out, zero_head=True)
-    assert (metrics["num_train_examples"], metrics["num_eval_examples"]) == (256, 64)
-    assert metrics["num_classes"] == 4 and metrics["steps_per_epoch"] == 8
+    # 10% of the 256 training images held out for validation (--validation-fraction 0.1).
+    sizes = ("num_train_examples", "num_validation_examples", "num_test_examples")
+    assert [metrics[key] for key in sizes] == [230, 26, 64]
+    # One pass over the 230 training images in whole batches of 32 (under the smoke's cap of 8).
+    assert metrics["num_classes"] == 4 and metrics["steps_per_epoch"] == 7
     assert metrics["config"]["steps_per_execution"] == steps_per_execution
     assert metrics["throughput"]["images_per_second"] > 0
 
@@ -269,8 +272,8 @@ def test_pretrain_mae_then_finetune_init(tmp_path):
     with open(os.path.join(out, "metrics.json")) as f:
         metrics = json.load(f)
     assert metrics["config"]["mask_ratio"] == 0.5
-    assert math.isfinite(metrics["eval_loss"])
-    assert metrics["eval_loss"] < metrics["initial_eval_loss"]
+    assert math.isfinite(metrics["test_loss"])
+    assert metrics["test_loss"] < metrics["initial_test_loss"]
     with open(os.path.join(out, pretrain_mae.GRID_FILE), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     fine = str(tmp_path / "fine")
