@@ -257,6 +257,30 @@ def test_naflex_pipeline_batches_are_the_numpy_batching(mixed_folder):
     assert len(batches) == 2 and batches[0][0]["patches"].shape == (2, 16, 48)
 
 
+@backend_independent  # tf.data and NumPy only
+def test_naflex_pipelines_normalise_with_the_models_spec(mixed_folder):
+    """A NaFlex model with its own input spec (ImageNet mean and std) gets its pixels that way
+    in the eval and the training pipeline, not the default [-1, 1]."""
+    from keras_vit.data import load_source, naflex_batch
+    from keras_vit.data.naflex_pipelines import naflex_eval_pipeline, naflex_train_pipeline
+    from keras_vit.models import PreprocessingConfig
+    from keras_vit.models.preprocessing_config import IMAGENET_MEAN, IMAGENET_STD
+
+    spec = PreprocessingConfig(mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    source = load_source(f"folder:{mixed_folder}", "test")
+    batch, _ = next(iter(naflex_eval_pipeline(source, patch_size=4, max_patches=16, batch_size=64,
+                                              preprocessing=spec).as_numpy_iterator()))  # fmt: skip
+    mean, std = np.array(IMAGENET_MEAN), np.array(IMAGENET_STD)
+    images = [(image / 255.0 - mean) / std for image, _ in source.dataset.as_numpy_iterator()]
+    expected = naflex_batch(images, 4, 16)
+    for key, value in expected.items():
+        np.testing.assert_allclose(batch[key], value, rtol=1e-4, atol=1e-4, err_msg=key)
+    train = naflex_train_pipeline(source, patch_size=4, max_patches=16, batch_size=2, epochs=1,
+                                  steps_per_epoch=1, flip=False, preprocessing=spec)  # fmt: skip
+    patches = next(train.as_numpy_iterator())[0]["patches"]
+    assert np.abs(patches).max() > 1.2  # ImageNet-normalised values leave [-1, 1]
+
+
 def test_naflex_finetune_on_mixed_sizes_from_a_timm_file(tmp_path, mixed_folder, timm_files,
                                                           capsys):
     """A recipe file: `naflexvit` from its timm file, `--naflex` batches of a folder of
