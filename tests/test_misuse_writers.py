@@ -215,7 +215,7 @@ def test_finetune_from_init_records_the_init_architecture(small, tmp_path, capsy
     """Without --model the run records the --init model's sizes, not a preset's variant code;
     off a terminal its log is one line per epoch, without progress-bar escapes."""
     out = tmp_path / "run"
-    argv = ["finetune", "--smoke", "--dataset", "synthetic:4:64:16", "--init", small[1],
+    argv = ["finetune", "--smoke", "--dataset", "synthetic:4:96:16", "--init", small[1],
             "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2"]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
