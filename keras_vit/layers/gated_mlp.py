@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
+from keras_vit.layers._same_shape import SameShape
 from keras_vit.layers.clipped_dense import ClippedDense
 
 __all__ = ["GatedMLP"]
@@ -21,7 +22,7 @@ ACTIVATIONS = {
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class GatedMLP(keras.layers.Layer):
+class GatedMLP(SameShape, keras.layers.Layer):
     """Gated MLP without biases: `down_dense(act(gate_dense(x)) * up_dense(x))`.
 
     Args:
@@ -32,11 +33,11 @@ class GatedMLP(keras.layers.Layer):
         dropout_rate: float in [0, 1). Dropout on the output. Defaults to 0.
 
     Call arguments:
-        inputs: `(..., D)`.
+        inputs: tokens `(..., D)`.
         training: bool, whether dropout is active.
 
     Returns:
-        `(..., D)`.
+        The MLP's output, `(..., D)` as the inputs.
 
     Example:
 
@@ -47,6 +48,13 @@ class GatedMLP(keras.layers.Layer):
     Reference:
         Shazeer, 2020 (GLU Variants Improve Transformer), Eq. 5 (GEGLU).
     """
+
+    CONFIG_KEYS = (
+        "hidden_units",
+        "activation",
+        "clip",
+        "dropout_rate",
+    )
 
     def __init__(
         self, hidden_units, activation="gelu_tanh", clip=False, dropout_rate=0.0, **kwargs
@@ -82,18 +90,3 @@ class GatedMLP(keras.layers.Layer):
     def call(self, inputs, training=None):
         x = ACTIVATIONS[self.activation](self.gate_dense(inputs)) * self.up_dense(inputs)
         return self.dropout(self.down_dense(x), training=training)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "hidden_units": self.hidden_units,
-                "activation": self.activation,
-                "clip": self.clip,
-                "dropout_rate": self.dropout_rate,
-            }
-        )
-        return config

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
+from keras_vit.layers._same_shape import SameShape
 from keras_vit.layers.attention import check_epsilon, softmax_weights
 from keras_vit.layers.clipped_dense import ClippedDense
 from keras_vit.layers.rms_norm import RMSNorm
@@ -21,7 +22,7 @@ __all__ = ["NormedSelfAttention"]
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class NormedSelfAttention(keras.layers.Layer):
+class NormedSelfAttention(SameShape, keras.layers.Layer):
     """Multi-head self-attention with query / key / value RMSNorms and a fixed scale.
 
     Args:
@@ -49,6 +50,16 @@ class NormedSelfAttention(keras.layers.Layer):
     >>> tuple(attention(np.zeros((1, 4, 16), "float32")).shape)
     (1, 4, 16)
     """
+
+    CONFIG_KEYS = (
+        "num_heads",
+        "head_dim",
+        "num_key_value_heads",
+        "epsilon",
+        "scale",
+        "clip",
+        "dropout_rate",
+    )
 
     def __init__(
         self,
@@ -129,21 +140,3 @@ class NormedSelfAttention(keras.layers.Layer):
         x = ops.einsum("bhqk,bkhd->bqhd", weights, v)
         x = ops.reshape(x, (-1, tokens, self.num_heads * self.head_dim))
         return self.dropout(self.out(x), training=training)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "head_dim": self.head_dim,
-                "num_key_value_heads": self.num_key_value_heads,
-                "epsilon": self.epsilon,
-                "scale": self.scale,
-                "clip": self.clip,
-                "dropout_rate": self.dropout_rate,
-            }
-        )
-        return config

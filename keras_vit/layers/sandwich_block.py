@@ -8,6 +8,7 @@ post-feedforward layernorms), `NormedSelfAttention` and a `GatedMLP`.
 import keras
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
+from keras_vit.layers._same_shape import SameShape
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.gated_mlp import GatedMLP
@@ -18,7 +19,7 @@ __all__ = ["SandwichNormBlock"]
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class SandwichNormBlock(keras.layers.Layer):
+class SandwichNormBlock(SameShape, keras.layers.Layer):
     """Sandwich-norm encoder block (pre- and post-norms around attention and MLP).
 
     Args:
@@ -48,6 +49,19 @@ class SandwichNormBlock(keras.layers.Layer):
     >>> tuple(block(np.zeros((1, 4, 16), "float32")).shape)
     (1, 4, 16)
     """
+
+    CONFIG_KEYS = (
+        "num_heads",
+        "head_dim",
+        "mlp_dim",
+        "num_key_value_heads",
+        "epsilon",
+        "attention_scale",
+        "activation",
+        "clip",
+        "dropout_rate",
+        "drop_path_rate",
+    )
 
     def __init__(
         self,
@@ -112,24 +126,3 @@ class SandwichNormBlock(keras.layers.Layer):
         x = inputs + self.drop_path(post_attention(x), training=training)
         y = post_mlp(self.mlp(pre_mlp(x), training=training))
         return x + self.drop_path(y, training=training)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "head_dim": self.head_dim,
-                "mlp_dim": self.mlp_dim,
-                "num_key_value_heads": self.num_key_value_heads,
-                "epsilon": self.epsilon,
-                "attention_scale": self.attention_scale,
-                "activation": self.activation,
-                "clip": self.clip,
-                "dropout_rate": self.dropout_rate,
-                "drop_path_rate": self.drop_path_rate,
-            }
-        )
-        return config

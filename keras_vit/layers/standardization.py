@@ -15,10 +15,10 @@ class FeatureStandardization(keras.layers.Layer):
     """`(x - bias) * scale` over the last axis, with non-trainable `bias` and `scale`.
 
     Call arguments:
-        inputs: `(..., D)`.
+        inputs: features `(..., D)`, `D` the size of `bias` and `scale`.
 
     Returns:
-        `(..., D)`.
+        The standardized features, `(..., D)`.
 
     Example:
 
