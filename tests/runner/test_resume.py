@@ -31,11 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # A SIGKILL cannot be caught: the process dies there as under an outside kill (no cleanup runs).
 SCRIPT = textwrap.dedent(
     """
-    import os, signal, sys
+    import importlib, os, signal, sys
     import keras
-    from keras_vit.runner import pretrain
 
     out, (kind, when, where) = sys.argv[1], (sys.argv[2].split(":") + ["", ""])[:3]
+    recipe = sys.argv[3] if len(sys.argv) > 3 else "pretrain"
+    pretrain = importlib.import_module("keras_vit.runner." + recipe)
     epoch = [None]
 
     def die():
@@ -59,6 +60,8 @@ SCRIPT = textwrap.dedent(
     os.replace = replace_then_die
     config = pretrain.get_config(smoke=True)
     config.update(out=out, verbose=0, validation_freq=100, jit_compile=False)
+    if recipe == "pretrain_mae":  # 3 epochs of 4 steps, as `mae_config`
+        config.update(epochs=3, steps=None, steps_per_epoch=4)
     pretrain.run(config, callbacks=[KillAt()])
     """
 )
@@ -71,11 +74,21 @@ def config(out):
     return config
 
 
-def run(out, kill):
+def mae_config(out):
+    """The masked-autoencoder recipe's smoke config over 3 epochs (the MAE resume test)."""
+    from keras_vit.runner import pretrain_mae
+
+    config = pretrain_mae.get_config(smoke=True)
+    config.update(out=out, verbose=0, validation_freq=100, jit_compile=False)
+    config.update(epochs=3, steps=None, steps_per_epoch=4)
+    return config
+
+
+def run(out, kill, recipe="pretrain"):
     env = {**os.environ, "PYTHONPATH": ROOT, "KERAS_BACKEND": "torch", "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, out, kill], env=env, capture_output=True, text=True,
-        timeout=400,
+        [sys.executable, "-c", SCRIPT, out, kill, recipe], env=env, capture_output=True,
+        text=True, timeout=400,
     )
 
 
@@ -131,3 +144,32 @@ def test_kills_at_every_kind_of_moment_resume_to_the_weights_of_an_uninterrupted
             keras.ops.convert_to_numpy(wa), keras.ops.convert_to_numpy(wb), rtol=0, atol=1e-6,
             err_msg=wa.path,
         )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="runs once, on the torch backend")
+def test_a_killed_masked_autoencoder_run_resumes_to_the_uninterrupted_weights(tmp_path):
+    """`keras-vit pretrain-mae` (issue 44) resumes like every run: killed mid-epoch after a
+    backup, rerun, it ends with the weights of a run never killed (the masks are drawn from the
+    model's seed generator, whose state the backup restores)."""
+    from keras_vit.runner import pretrain_mae
+
+    killed = str(tmp_path / "killed")
+    proc = run(killed, "batch:1:2", "pretrain_mae")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert not os.path.exists(os.path.join(killed, "metrics.json"))
+    proc = run(killed, "never", "pretrain_mae")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"Resuming from the backup in {os.path.join(killed, 'backup')} at epoch 2/3." \
+        in proc.stdout, proc.stdout
+    straight = str(tmp_path / "straight")
+    pretrain_mae.run(mae_config(straight))
+    for name in ("model.keras", "encoder.keras"):
+        a = keras.saving.load_model(os.path.join(killed, name), compile=False)
+        b = keras.saving.load_model(os.path.join(straight, name), compile=False)
+        assert len(a.weights) == len(b.weights) > 0
+        for wa, wb in zip(a.weights, b.weights, strict=True):
+            np.testing.assert_allclose(
+                keras.ops.convert_to_numpy(wa), keras.ops.convert_to_numpy(wb), rtol=0,
+                atol=1e-6, err_msg=f"{name}: {wa.path}",
+            )

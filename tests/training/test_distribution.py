@@ -132,3 +132,53 @@ def test_batch_shards_devices_and_leaving_the_distribution():
             assert keras.distribution.distribution() is None
         assert keras.distribution.distribution() is not None
     assert keras.distribution.distribution() is None
+
+
+MAE = textwrap.dedent(
+    """
+    import numpy as np
+    import keras
+    from keras_vit.models.mae import build_mae_model
+    from keras_vit.training.distribution import distribution_scope
+
+    x = np.random.default_rng(0).uniform(-1, 1, (16, 16, 16, 3)).astype("float32")
+    options = dict(image_size=16, mask_ratio=0.75, decoder_hidden_dim=16, decoder_num_layers=1,
+                   decoder_num_heads=2, decoder_mlp_dim=32, num_layers=2, seed=3)
+    keras.utils.set_random_seed(0)
+    init = [np.asarray(w) for w in build_mae_model("mu/4", **options).get_weights()]
+
+    def train(mode):
+        # Same initial weights (and masking seed state) everywhere; the masks are drawn per
+        # step from the model's seed generator over the global batch.
+        with distribution_scope(mode):
+            model = build_mae_model("mu/4", **options)
+            model.set_weights(init)
+            model.compile(keras.optimizers.SGD(0.5))
+            history = model.fit(x, batch_size=8, epochs=3, shuffle=False, verbose=0)
+            return history.history["loss"], [np.asarray(w) for w in model.get_weights()]
+
+    single_loss, single_weights = train(None)
+    assert single_loss[-1] < single_loss[0], single_loss  # it trained
+    for mode in ("data_parallel", "model_parallel"):
+        loss, weights = train(mode)
+        np.testing.assert_allclose(loss, single_loss, rtol=1e-4, err_msg=mode)
+        for a, b in zip(weights, single_weights, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=mode)
+    print("OK", single_loss)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution is JAX-only")
+def test_jax_masked_autoencoder_over_two_devices_matches_one_device():
+    """MAE pre-training (issue 44) over keras.distribution: the random masks, the loss per
+    epoch and the trained weights of data- and model-parallel runs equal one device's."""
+    env = {"PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", MAE], env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK" in proc.stdout
