@@ -16,6 +16,7 @@ import os
 import warnings
 
 import keras
+import numpy as np
 
 from keras_vit.saving import atomic_write
 from keras_vit.training import multihost
@@ -51,6 +52,12 @@ def find_backup(backup_dir):
     one before) whose recorded SHA-256 matches one of the weights files: a truncated or
     half-written file never matches. Damaged or unmatched files are named in a warning.
     """
+    found = _find_backup(backup_dir)
+    return found[:2] if found else None
+
+
+def _find_backup(backup_dir):
+    """`find_backup`'s `(epoch, weights_path, metadata dict)`, or `None`."""
     candidates, damaged = [], []
     for name in BACKUP_METADATA:
         path = os.path.join(backup_dir, name)
@@ -59,7 +66,7 @@ def find_backup(backup_dir):
         try:
             with open(path) as f:
                 meta = json.load(f)
-            candidates.append((int(meta["epoch"]), meta.get("weights_sha256"), path))
+            candidates.append((int(meta["epoch"]), meta.get("weights_sha256"), path, meta))
         except (OSError, ValueError, KeyError, TypeError):
             damaged.append(path)
     hashes = {}
@@ -68,13 +75,13 @@ def find_backup(backup_dir):
         if os.path.exists(path) and os.path.getsize(path) > 0:
             hashes.setdefault(_sha256(path), path)
     found = None
-    for epoch, sha, path in sorted(candidates, reverse=True):
+    for epoch, sha, path, meta in sorted(candidates, key=lambda c: c[:3], reverse=True):
         weights = hashes.get(sha)
         latest = os.path.join(backup_dir, BACKUP_WEIGHTS[0])
         if sha is None and latest in hashes.values():  # a plain Keras backup (no hash recorded)
             weights = latest
         if weights is not None:
-            found = (epoch, weights)
+            found = (epoch, weights, meta)
             break
         damaged.append(path)
     if damaged:
@@ -85,6 +92,38 @@ def find_backup(backup_dir):
             stacklevel=2,
         )
     return found
+
+
+def random_states(model):
+    """The model's random-number states: the `keras.random.SeedGenerator` states of its layers
+    (dropout, drop path, MAE's masking, MPP's corruption), which `save_weights` leaves out, in
+    `model.variables` order."""
+    weights = {id(v) for v in model.weights}
+    return [
+        v for v in model.variables
+        if id(v) not in weights and v.path.endswith("seed_generator_state")
+    ]  # fmt: skip
+
+
+def _restore_random_states(model, saved):
+    """Sets `random_states(model)` to `saved` (lists from a backup's metadata); a backup written
+    before they were recorded (None) or for another model (a different count or shape) leaves
+    them as they are, with a warning in the second case."""
+    if saved is None:
+        return
+    states = random_states(model)
+    shapes = [tuple(v.shape) for v in states]
+    values = [np.asarray(value) for value in saved]
+    if [value.shape for value in values] != shapes:
+        warnings.warn(
+            f"The backup's random-number states (shapes {[v.shape for v in values]}) do not fit "
+            f"this model's ({shapes}): the random draws (dropout, masking) restart from the "
+            "model's seed instead of continuing.",
+            stacklevel=2,
+        )
+        return
+    for variable, value in zip(states, values, strict=True):
+        variable.assign(value.astype(keras.backend.standardize_dtype(variable.dtype)))
 
 
 def backup_epoch(backup_dir):
@@ -123,14 +162,17 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             self._save_model()
 
     def on_train_begin(self, logs=None):
-        found = find_backup(self.backup_dir)
+        found = _find_backup(self.backup_dir)
         if found is None:
             return
-        epoch, weights = found
+        epoch, weights, meta = found
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
         with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as they are
             self.model.load_weights(weights)
+        # The random draws continue where the backed-up run was (an uninterrupted run's masks
+        # and dropout), which the weights file does not hold.
+        _restore_random_states(self.model, meta.get("random_states"))
         self.model._initial_epoch = epoch
 
     def _save_model(self):
@@ -152,7 +194,12 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if os.path.exists(meta):
             os.replace(meta, previous_meta)
         os.replace(tmp, latest)
-        write_json(meta, {"epoch": self._current_epoch, "batch": 0, "weights_sha256": sha})
+        states = [keras.ops.convert_to_numpy(v).tolist() for v in random_states(self.model)]
+        write_json(
+            meta,
+            {"epoch": self._current_epoch, "batch": 0, "weights_sha256": sha,
+             "random_states": states},
+        )  # fmt: skip
 
 
 class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):

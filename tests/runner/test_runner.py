@@ -231,6 +231,44 @@ def test_backup_every_k_epochs_and_after_the_last(tmp_path, monkeypatch):
     assert saved == [3, 6, 7]
 
 
+def test_a_backup_carries_the_random_states_and_restores_only_matching_ones(tmp_path):
+    """The seed generators' states (dropout, MAE masking), which `save_weights` leaves out, go
+    into the backup's metadata and come back on resume; an older backup without them, or one
+    of another model, leaves them alone (the second with a warning)."""
+    from keras_vit.models.vit import ViT
+
+    model = ViT("mu/4", image_size=16, num_classes=3, num_layers=1, dropout_rate=0.1)
+    model.compile("sgd", "categorical_crossentropy")
+    states = backup_lib.random_states(model)
+    assert states and all(v.path.endswith("seed_generator_state") for v in states)
+    assert not {id(v) for v in states} & {id(v) for v in model.weights}
+    for i, v in enumerate(states):
+        v.assign(np.full(v.shape, 10 + i, "int32"))
+    backup = backup_lib.AtomicBackupAndRestore(str(tmp_path / "backup"))
+    backup.set_model(model)
+    backup._current_epoch = 1
+    backup._write_backup()
+    with open(tmp_path / "backup" / "training_metadata.json") as f:
+        recorded = json.load(f)["random_states"]
+    assert recorded == [[10 + i] * v.shape[0] for i, v in enumerate(states)]
+
+    def values():
+        return [keras.ops.convert_to_numpy(v).tolist() for v in states]
+
+    for v in states:
+        v.assign(np.zeros(v.shape, "int32"))
+    backup.on_train_begin()
+    assert values() == recorded and model._initial_epoch == 1
+    zeros = [[0] * v.shape[0] for v in states]
+    for v in states:
+        v.assign(np.zeros(v.shape, "int32"))
+    backup_lib._restore_random_states(model, None)  # a backup from before they were recorded
+    assert values() == zeros
+    with pytest.warns(UserWarning, match="random-number states"):
+        backup_lib._restore_random_states(model, recorded[:-1] + [[1, 2, 3]])
+    assert values() == zeros
+
+
 @pytest.mark.slow
 def test_a_recipe_run_prints_no_spurious_warning(tmp_path):
     """A smoke run through the CLI, in a fresh process: no Python warning, no autograph notice."""
