@@ -147,6 +147,27 @@ def training_flags(parser):
     group.add_argument("--label-smoothing", dest="label_smoothing", type=probability)
     group.add_argument(flag_name("dropout_rate"), dest="dropout_rate", type=probability)
     group.add_argument(
+        flag_name("drop_path_rate"),
+        dest="drop_path_rate",
+        type=probability,
+        help="stochastic depth: the last block's rate, rising linearly from 0 over the blocks "
+        "(DeiT, BEiT, MAE fine-tuning; default 0)",
+    )
+    group.add_argument(
+        "--pooling",
+        choices=("token", "gap"),
+        help="pretrain / finetune: the head's pooling (finetune default: the --init model's, "
+        "else token; MAE's fine-tuning: gap with --fc-norm)",
+    )
+    group.add_argument(
+        "--fc-norm",
+        dest="fc_norm",
+        action="store_true",
+        default=None,
+        help="pretrain / finetune: a LayerNorm on the pooled vector instead of the final norm "
+        "(MAE's and BEiT's fine-tuning heads)",
+    )
+    group.add_argument(
         flag_name("patch_dropout_rate"),
         dest="patch_dropout_rate",
         type=fraction,

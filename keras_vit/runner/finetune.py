@@ -74,6 +74,10 @@ PAPER = dict(
     decay="cosine",
     dropout_rate=0.0,
     representation_size=None,
+    # The head's pooling ("token", "gap") and fc_norm: None keeps the --init model's (from
+    # scratch: "token", no fc_norm); MAE's fine-tuning protocol is "gap" with fc_norm.
+    pooling=None,
+    fc_norm=None,
     # --init: a .keras model, a Hugging Face folder, or a timm checkpoint file with its
     # timm model name (timm_name); keras_vit.runner.init_checkpoint.
     init=None,
@@ -127,14 +131,16 @@ def init_kwargs(source, config):
     """Builder arguments of a fine-tuning model that keeps `source`'s architecture.
 
     Every field of `ViTConfig.from_model(source)` (sizes, encoder options, stem, `fc_norm`,
-    channels) but the input size and the head: `pre_logits` is dropped, the pooling kept, and
-    a tokens-only encoder (e.g. masked patch prediction's `encoder.keras`) fine-tunes with the
-    class token if it has one, else with global average pooling. The regularisation rates are
-    the fine-tuning run's: `dropout_rate` and `remat` come from `config`, the other rates stay
-    at the builder defaults. The source's input spec (`preprocessing`) is kept, so the recipe's
-    pipelines feed the pixels the checkpoint was trained on. With `config["naflex"]` the model
-    is the source's NaFlex twin (`naflex=True`, position table over the patches only, at the
-    source's grid).
+    channels) but the input size and the head: `pre_logits` is dropped, the pooling and
+    `fc_norm` kept unless `config` sets them (`--pooling`, `--fc-norm`: MAE's protocol is
+    `"gap"` with `fc_norm`), and a tokens-only encoder (e.g. masked patch prediction's or
+    MAE's `encoder.keras`) fine-tunes with the class token if it has one, else with global
+    average pooling. The regularisation rates are the fine-tuning run's: `dropout_rate`,
+    `drop_path_rate`, `patch_dropout_rate` and `remat` come from `config`, the attention
+    dropout stays at the builder default. The source's input spec (`preprocessing`) is kept,
+    so the recipe's pipelines feed the pixels the checkpoint was trained on. With
+    `config["naflex"]` the model is the source's NaFlex twin (`naflex=True`, position table
+    over the patches only, at the source's grid).
     """
     arch = ViTConfig.from_model(source)
     if arch.backbone is not None:
@@ -149,9 +155,10 @@ def init_kwargs(source, config):
     kwargs.pop("backbone")
     kwargs.update(
         num_channels=arch.num_channels,
-        fc_norm=arch.fc_norm,
-        pooling=arch.pooling or ("token" if arch.class_token else "gap"),
+        fc_norm=arch.fc_norm if config.get("fc_norm") is None else bool(config["fc_norm"]),
+        pooling=config.get("pooling") or arch.pooling or ("token" if arch.class_token else "gap"),
         dropout_rate=config["dropout_rate"],
+        drop_path_rate=config.get("drop_path_rate") or 0.0,
         patch_dropout_rate=config.get("patch_dropout_rate") or 0.0,
         remat=config["remat"],
         preprocessing=arch.preprocessing,  # the source's input spec (issue 42)
@@ -161,6 +168,10 @@ def init_kwargs(source, config):
         kwargs.update(naflex=True, prefix_position_embedding=False, image_size=arch.image_size)
     return kwargs
 
+
+# Norms of a fine-tuning head that may be new to the --init model (its `fc_norm`, or the final
+# norm when a source with fc_norm is fine-tuned without): they start as built.
+NEW_HEAD_NORMS = ("fc_norm", "encoder_norm")
 
 # The PatchEncoder weights copied as they are (the position embedding is resampled).
 PATCH_ENCODER_WEIGHTS = (
@@ -225,7 +236,9 @@ def transfer_weights(source, target):
     The position embedding and relative position bias tables are resampled to `target`'s
     grid; `head` (new, zero-initialised) and `pre_logits` (dropped for fine-tuning) are not
     copied, nor `head_dist`; a distillation token `source` lacks starts as built, its
-    position as the class token's. Returns the copied layer names.
+    position as the class token's, and so does a norm of the head `source` lacks (`fc_norm`
+    when fine-tuning adds it, as MAE's protocol does: ones and zeros). Returns the copied
+    layer names.
     """
     quantized = sorted(
         {
@@ -242,9 +255,12 @@ def transfer_weights(source, target):
             f"quantize the result. Received: {len(quantized)} quantized layer(s)"
         )
     copied = []
+    source_names = {layer.name for layer in source.layers}
     for layer in target.layers:
         if not layer.weights or layer.name in ("head", "head_dist", "pre_logits"):
             continue
+        if layer.name in NEW_HEAD_NORMS and layer.name not in source_names:
+            continue  # a head norm the --init model lacks (fc_norm added): starts as built
         try:
             src = source.get_layer(layer.name)
         except ValueError:
@@ -333,7 +349,8 @@ def build_model(num_classes, config):
         if config.get("timm_name"):
             info["timm_name"] = config["timm_name"]
         return model, info
-    model, info = pretrain.build_model(num_classes, config)
+    head = dict(pooling=config.get("pooling") or "token", fc_norm=bool(config.get("fc_norm")))
+    model, info = pretrain.build_model(num_classes, dict(config, **head))
     if config["weights"]:
         from keras_vit.weights.npz import load_npz
 

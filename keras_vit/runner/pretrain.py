@@ -42,11 +42,13 @@ PAPER = dict(
     label_smoothing=0.0,
     dropout_rate=0.1,
     patch_dropout_rate=0.0,  # patch dropout (FLIP, timm's patch_drop_rate): in training only
+    drop_path_rate=0.0,  # stochastic depth (DeiT, BEiT, MAE fine-tuning): in training only
     remat=False,  # gradient checkpointing of every transformer block (memory for compute)
     # "auto" is Keras' choice: XLA on JAX, and on TensorFlow only with a GPU/TPU; True also
     # compiles TensorFlow on CPU (faster: benchmarks/RESULTS.md), on PyTorch torch.compile.
     jit_compile="auto",
     pooling="token",
+    fc_norm=False,  # a LayerNorm on the pooled vector instead of the final norm (MAE, BEiT)
     representation_size=768,
     crop_scale=(0.08, 1.0),
     crop_ratio=(3 / 4, 4 / 3),

@@ -83,11 +83,12 @@ MPP_KEYS = ("target", "corruption_rate", "mask_fraction", "random_fraction", "se
 
 
 def builder_overrides(config):
-    """Builder arguments of a config's `model_overrides`, `dropout_rate` and `remat` (shared
-    with `pretrain_mae`)."""
+    """Builder arguments of a config's `model_overrides`, `dropout_rate`, `drop_path_rate`
+    and `remat` (shared with `pretrain_mae`)."""
     overrides = dict(config["model_overrides"] or {})
-    if config["dropout_rate"]:
-        overrides["dropout_rate"] = config["dropout_rate"]
+    for rate in ("dropout_rate", "drop_path_rate"):
+        if config.get(rate):
+            overrides[rate] = config[rate]
     if config["remat"]:
         overrides["remat"] = True
     return overrides
@@ -156,6 +157,12 @@ def check_self_supervised(config):
         raise ValueError("--patch-sizes (FlexiViT) is an option of pretrain and finetune only.")
     if config.get("patch_dropout_rate"):
         raise ValueError("--patch-dropout-rate is an option of pretrain and finetune only.")
+    if config.get("pooling") not in (None, "token") or config.get("fc_norm"):
+        raise ValueError(
+            "--pooling and --fc-norm shape a classifier head: options of pretrain and finetune "
+            "only (self-supervised pre-training trains an encoder without one). Received: "
+            f"pooling={config.get('pooling')!r}, fc_norm={config.get('fc_norm')!r}"
+        )
 
 
 def run(config, callbacks=()):

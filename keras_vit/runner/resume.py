@@ -19,6 +19,7 @@ SPLITS_LABEL = "data splits (--validation-fraction, --eval-split, validation_fre
 # Settings that shape the weights in the backup: a resume cannot change them.
 ARCHITECTURE = (
     "model", "model_overrides", "image_size", "num_channels", "representation_size", "pooling",
+    "fc_norm",
     "dataset", "init", "timm_name", "weights", "naflex", "max_patches", "lora_rank",
     "lora_targets", "lora_alpha", "patch_sizes", "target", "mixed_precision", SPLITS,
 )  # fmt: skip

@@ -108,6 +108,39 @@ def test_naflex_twin_of_a_plain_checkpoint_gives_its_outputs(tmp_path):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_mae_encoder_fine_tunes_with_gap_fc_norm_and_drop_path(tmp_path):
+    """MAE's fine-tuning protocol from its `encoder.keras` (issue 44): `--pooling gap --fc-norm
+    --drop-path-rate`: global average pooling, a new fc_norm (ones / zeros) instead of the final
+    norm, drop path rising to the rate; every encoder weight copied. Without the options the
+    source's head is kept (the class token, the final norm)."""
+    from keras_vit.models.mae import build_mae_model, extract_mae_encoder
+    from tests.helpers import randomize_weights
+
+    mae = build_mae_model("mu/4", image_size=16, decoder_hidden_dim=16, decoder_num_layers=1,
+                          decoder_num_heads=2, decoder_mlp_dim=32, seed=0)
+    randomize_weights(mae, scale=0.2)
+    encoder = extract_mae_encoder(mae)
+    encoder.save(str(tmp_path / "encoder.keras"))
+    init = str(tmp_path / "encoder.keras")
+    model, info = finetune.build_model(
+        3, _config(init=init, pooling="gap", fc_norm=True, drop_path_rate=0.1)
+    )
+    assert (model.config.pooling, model.config.fc_norm, model.final_norm) == ("gap", True, None)
+    assert model.config.drop_path_rate == 0.1
+    rates = [block.drop_path_rate for block in model.blocks]
+    assert rates[0] == 0.0 and rates[-1] == pytest.approx(0.1)
+    width = model.config.hidden_dim
+    np.testing.assert_array_equal(to_numpy(model.fc_norm.gamma), np.ones(width, "float32"))
+    np.testing.assert_array_equal(to_numpy(model.fc_norm.beta), np.zeros(width, "float32"))
+    for block, source in zip(model.blocks, encoder.blocks, strict=True):
+        for a, b in zip(block.weights, source.weights, strict=True):
+            np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=a.path)
+    assert info["architecture"]["pooling"] == "gap" and info["architecture"]["fc_norm"] is True
+    kept, _ = finetune.build_model(3, _config(init=init))
+    assert (kept.config.pooling, kept.config.fc_norm) == ("token", False)
+    assert kept.final_norm is not None and kept.config.drop_path_rate == 0.0
+
+
 def ViTConfig_of(model):  # noqa: N802
     from keras_vit.models.config import ViTConfig
 

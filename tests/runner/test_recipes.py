@@ -115,6 +115,7 @@ def test_init_kwargs_pool_a_tokens_only_encoder():
     [("pretrain", "recipes/pretrain_i21k_b16.py"), ("finetune", "recipes/finetune_cifar10_b16.py"),
      ("pretrain-mpp", "recipes/pretrain_mpp_imagenet_b16.py"),
      ("pretrain-mae", "recipes/pretrain_mae_imagenet_b16.py"),
+     ("finetune", "recipes/finetune_mae_imagenet_b16.py"),
      ("finetune", "recipes/finetune_digits.py")],
 )
 def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monkeypatch):
@@ -134,7 +135,12 @@ def test_print_config_shows_the_paper_numbers(name, path, capsys, tmp_path, monk
                              mask_ratio=0.75, norm_pix_loss=True, decoder_hidden_dim=512,
                              decoder_num_layers=8, decoder_num_heads=16, batch_size=4096),
     }
-    if "cifar10" in path:
+    if "mae" in path and name == "finetune":
+        expected["finetune"] = dict(batch_size=1024, epochs=100, learning_rate=2e-3,
+                                    weight_decay=0.05, layer_decay=0.65, warmup_epochs=5,
+                                    drop_path_rate=0.1, pooling="gap", fc_norm=True,
+                                    label_smoothing=0.1, global_clipnorm=None)
+    elif "cifar10" in path:
         expected["finetune"] = dict(image_size=384, batch_size=512, steps=10_000,
                                     learning_rate=0.01, warmup_steps=500, optimizer="sgd")
     else:
@@ -277,10 +283,15 @@ def test_pretrain_mae_then_finetune_init(tmp_path):
     with open(os.path.join(out, pretrain_mae.GRID_FILE), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     fine = str(tmp_path / "fine")
+    # MAE's fine-tuning protocol: GAP + fc_norm, drop path, layer decay, mixup / cutmix.
     code = cli("finetune", "--smoke", "--init", os.path.join(out, "encoder.keras"), "--out",
-               fine, "--verbose", "0", "--steps-per-epoch", "2")
+               fine, "--verbose", "0", "--steps-per-epoch", "2", "--pooling", "gap",
+               "--fc-norm", "--drop-path-rate", "0.1", "--layer-decay", "0.65",
+               "--augment", "mixup,cutmix")
     assert code == 0
-    assert os.path.exists(os.path.join(fine, "model.keras"))
+    saved = keras.saving.load_model(os.path.join(fine, "model.keras"), compile=False)
+    assert (saved.config.pooling, saved.config.fc_norm) == ("gap", True)
+    assert saved.config.drop_path_rate == 0.1 and saved.final_norm is None
 
 
 def test_patch_dropout_flag_reaches_pretrain_and_finetune_models(capsys, tmp_path, monkeypatch):
@@ -296,3 +307,36 @@ def test_patch_dropout_flag_reaches_pretrain_and_finetune_models(capsys, tmp_pat
     assert finetune.init_kwargs(source, config)["patch_dropout_rate"] == 0.5
     with pytest.raises(ValueError, match="pretrain and finetune only"):
         pretrain_mae.run(dict(pretrain_mae.get_config(smoke=True), patch_dropout_rate=0.5))
+
+
+def test_drop_path_pooling_and_fc_norm_flags_reach_the_models(capsys, tmp_path, monkeypatch):
+    """`--drop-path-rate`, `--pooling`, `--fc-norm` (issue 44: MAE's fine-tuning head): from
+    scratch through pretrain and finetune, from `--init` over the checkpoint's own head; the
+    self-supervised recipes refuse the head options and pass drop path to the encoder."""
+    from keras_vit.runner import pretrain, pretrain_mae, pretrain_mpp
+
+    monkeypatch.chdir(tmp_path)
+    flags = ("--drop-path-rate", "0.2", "--pooling", "gap", "--fc-norm", "--print-config")
+    for command, module in (("pretrain", pretrain), ("finetune", finetune)):
+        assert cli(command, "--smoke", *flags) == 0
+        config = json.loads(capsys.readouterr().out)
+        settings = (config["drop_path_rate"], config["pooling"], config["fc_norm"])
+        assert settings == (0.2, "gap", True)
+        model, _ = module.build_model(10, config)
+        assert (model.config.drop_path_rate, model.config.pooling) == (0.2, "gap")
+        assert model.config.fc_norm and model.final_norm is None
+    # finetune from scratch without the flags: the class token and the final norm, as before
+    model, _ = finetune.build_model(10, finetune.get_config(smoke=True))
+    assert (model.config.pooling, model.config.fc_norm, model.config.drop_path_rate) == (
+        "token", False, 0.0)
+    source = ViT("mu/4", image_size=16, num_classes=3, pooling="gap", fc_norm=True)
+    kept = finetune.init_kwargs(source, finetune.get_config(smoke=True))
+    assert (kept["pooling"], kept["fc_norm"]) == ("gap", True)
+    for module in (pretrain_mae, pretrain_mpp):
+        for option in (dict(pooling="gap"), dict(fc_norm=True)):
+            with pytest.raises(ValueError, match="--pooling and --fc-norm"):
+                module.run(dict(module.get_config(smoke=True), **option))
+        overrides = pretrain_mpp.builder_overrides(
+            dict(module.get_config(smoke=True), drop_path_rate=0.1)
+        )
+        assert overrides["drop_path_rate"] == 0.1
