@@ -191,7 +191,12 @@ def download_file(repo_id, filename, *, revision=None, cache_dir=None, force_dow
 
 
 def download_snapshot(
-    repo_id, *, revision=None, cache_dir=None, allow_patterns=SNAPSHOT_PATTERNS, force_download=False
+    repo_id,
+    *,
+    revision=None,
+    cache_dir=None,
+    allow_patterns=SNAPSHOT_PATTERNS,
+    force_download=False,
 ):
     """`huggingface_hub.snapshot_download` of a repo's config and safetensors files.
 

@@ -240,8 +240,12 @@ def _at_other_size(processor, image_size):
     if processor.get("do_center_crop") and short and crop:
         crop = crop["height"] if isinstance(crop, dict) else crop
         return PreprocessingConfig(
-            **{**spec.layer_arguments(), "resize": None, "crop_mode": "center",
-               "crop_pct": min(1.0, crop / short)}
+            **{
+                **spec.layer_arguments(),
+                "resize": None,
+                "crop_mode": "center",
+                "crop_pct": min(1.0, crop / short),
+            }
         )
     return PreprocessingConfig(**{**spec.layer_arguments(), "resize": None, "crop_mode": "squash"})
 
@@ -250,7 +254,5 @@ def attach_huggingface_spec(model, folder, hf_config, given):
     """Sets the folder's spec (unless the user gave one) and its `id2label` class names on a
     model `from_huggingface` built."""
     if not given and hasattr(model, "set_preprocessing"):
-        model.set_preprocessing(
-            huggingface_input_spec(folder, hf_config, model.config.image_size)
-        )
+        model.set_preprocessing(huggingface_input_spec(folder, hf_config, model.config.image_size))
     return attach_class_names(model, huggingface_class_names(hf_config))
