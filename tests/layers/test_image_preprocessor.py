@@ -254,3 +254,36 @@ def test_bad_arguments_name_the_argument():
         PreprocessingConfig.from_huggingface(
             {"do_center_crop": True, "crop_size": {"height": 24, "width": 24}}, (32, 32)
         )
+
+
+def _table_specs():
+    """One name per distinct input spec of keras_vit's table of timm's pretrained configs (every
+    tag of every family: mean, std, crop_pct, crop_mode, interpolation), 'border' left out
+    (the preprocessor lacks it; from_timm warns)."""
+    from keras_vit.weights import timm_pretrained
+
+    names = {}
+    for name in timm_pretrained.pretrained_names():
+        cfg = timm_pretrained.pretrained_cfg(name)
+        key = (tuple(cfg["mean"]), tuple(cfg["std"]), cfg["crop_pct"], cfg["crop_mode"],
+               cfg["interpolation"])  # fmt: skip
+        if cfg["crop_mode"] != "border":
+            names.setdefault(key, name)
+    return sorted(names.values())
+
+
+@pytest.mark.parametrize("name", _table_specs())
+def test_every_table_spec_matches_timms_eval_transform(name):
+    """Each distinct spec timm's pretrained configs hold (at a 32 px input size): the
+    preprocessor of `from_timm(name)`'s spec against timm's eval transform of that config."""
+    from keras_vit.weights.timm_pretrained import pretrained_cfg
+
+    cfg = {k: v for k, v in pretrained_cfg(name).items() if k in
+           ("mean", "std", "crop_pct", "crop_mode", "interpolation")}  # fmt: skip
+    image = photo(45, 61, seed=7)
+    expected = timm_eval(cfg, 32, image)
+    spec = PreprocessingConfig.from_timm(cfg)
+    got = keras.ops.convert_to_numpy(ImagePreprocessor(32, **spec.layer_arguments())(image[None]))
+    diff = np.abs(unnormalise(got[0], spec) - unnormalise(expected, spec))
+    assert diff.max() <= PIXEL_TOLERANCE, (name, diff.max())
+    assert diff.mean() < 0.1, (name, diff.mean())
