@@ -160,10 +160,15 @@ HF_CASES = [
     # BEiT (BeitImageProcessor): squash, bicubic, [-1, 1].
     dict(image_processor_type="BeitImageProcessor", size={"height": 32, "width": 32},
          do_center_crop=False, resample=3, image_mean=[0.5] * 3, image_std=[0.5] * 3),
-    # DINOv3 (DINOv3ViTImageProcessor, torchvision only): squash, bilinear, ImageNet.
+    # DINOv3 (DINOv3ViTImageProcessor, torchvision only): squash, bilinear, ImageNet. It rescales
+    # to [0, 1] before resizing, so its resized pixels are not rounded to uint8 levels as PIL's
+    # and keras_vit's are: half a level of rounding on top (mean tolerance MEAN_UNROUNDED).
     dict(image_processor_type="DINOv3ViTImageProcessor", size={"height": 32, "width": 32},
          resample=2, image_mean=list(IMAGENET_MEAN), image_std=list(IMAGENET_STD)),
 ]  # fmt: skip
+# The mean difference (levels) against a processor that resizes without rounding to uint8.
+MEAN_UNROUNDED = 0.35
+UNROUNDED = ("DINOv3ViTImageProcessor",)
 # The processors with a PIL ("slow", `use_fast=False`; transformers 5: `backend="pil"`)
 # implementation beside the torchvision ("fast") one.
 HAS_SLOW = ("BitImageProcessor", "ViTImageProcessor", "CLIPImageProcessor", "BeitImageProcessor")
@@ -202,7 +207,8 @@ def test_preprocessor_matches_transformers_image_processor(config, shape, implem
     got = keras.ops.convert_to_numpy(ImagePreprocessor(32, **spec.layer_arguments())(image[None]))
     diff = np.abs(unnormalise(got[0], spec) - unnormalise(expected, spec))
     assert diff.max() <= PIXEL_TOLERANCE, diff.max()
-    assert diff.mean() < 0.1
+    unrounded = config["image_processor_type"] in UNROUNDED
+    assert diff.mean() < (MEAN_UNROUNDED if unrounded else 0.1), diff.mean()
 
 
 @pytest.mark.parametrize("cfg, size, shape", TIMM_CASES[:3])
