@@ -64,8 +64,13 @@ def test_set_preprocessing_is_validated_and_channels_checked():
     with pytest.raises(ValueError, match=r"crop_pct must be in \(0, 1\]"):
         model.set_preprocessing(crop_pct=0)
     with pytest.raises(ValueError, match=r"mean needs 1 or num_channels \(1\) values"):
-        ViT("mu/8", image_size=32, num_layers=1, num_channels=1,
-            preprocessing=dict(mean=IMAGENET_MEAN, std=0.2))
+        ViT(
+            "mu/8",
+            image_size=32,
+            num_layers=1,
+            num_channels=1,
+            preprocessing=dict(mean=IMAGENET_MEAN, std=0.2),
+        )
     with pytest.raises(ValueError, match="Unknown preprocessing fields"):
         tiny(preprocessing={"means": 0.5})
     with pytest.raises(ValueError, match="class_names needs one name per class"):
@@ -87,12 +92,15 @@ def test_from_timm_reads_the_spec_beside_the_checkpoint_or_timms_table(tmp_path)
     keras_vit.export_timm(
         keras_vit.from_timm(arch, image_size=32, num_layers=1), folder / "model.safetensors"
     )
-    loaded = keras_vit.from_timm(arch, str(folder / "model.safetensors"), image_size=32,
-                                 num_layers=1)
+    loaded = keras_vit.from_timm(
+        arch, str(folder / "model.safetensors"), image_size=32, num_layers=1
+    )
     assert loaded.preprocessing == PreprocessingConfig.from_timm(cfg)
     given = PreprocessingConfig()
-    assert keras_vit.from_timm(arch, image_size=32, num_layers=1,
-                               preprocessing=given).preprocessing == given
+    assert (
+        keras_vit.from_timm(arch, image_size=32, num_layers=1, preprocessing=given).preprocessing
+        == given
+    )
 
 
 def test_timm_class_names_of_an_imagenet_tag():
@@ -114,9 +122,13 @@ def test_from_huggingface_reads_preprocessor_config_and_id2label(tmp_path):
     )
     assert default.config.class_names == ("cat", "dog", "eel")
     processor = {
-        "image_processor_type": "BitImageProcessor", "size": {"shortest_edge": 36},
-        "crop_size": {"height": 32, "width": 32}, "do_center_crop": True, "resample": 3,
-        "image_mean": list(IMAGENET_MEAN), "image_std": list(IMAGENET_STD),
+        "image_processor_type": "BitImageProcessor",
+        "size": {"shortest_edge": 36},
+        "crop_size": {"height": 32, "width": 32},
+        "do_center_crop": True,
+        "resample": 3,
+        "image_mean": list(IMAGENET_MEAN),
+        "image_std": list(IMAGENET_STD),
     }
     (tmp_path / "vit" / "preprocessor_config.json").write_text(json.dumps(processor))
     model = keras_vit.from_huggingface(folder)
@@ -136,14 +148,19 @@ def test_exports_write_the_spec_out_for_timm_and_transformers(tmp_path):
 
     timm = import_timm()
     spec = PreprocessingConfig.from_timm(DINOV2)
-    model = ViT("mu/8", image_size=32, num_layers=1, num_classes=3, approximate_gelu=False,
-                preprocessing=spec)
+    model = ViT(
+        "mu/8",
+        image_size=32,
+        num_layers=1,
+        num_classes=3,
+        approximate_gelu=False,
+        preprocessing=spec,
+    )
     (tmp_path / "config.json").write_text("{}")  # the user's: not replaced unasked
     with pytest.raises(FileExistsError, match="config.json"):
         keras_vit.export_timm(model, tmp_path / "model.safetensors", config_json=True)
     assert not (tmp_path / "model.safetensors").exists()
-    keras_vit.export_timm(model, tmp_path / "model.safetensors", config_json=True,
-                          overwrite=True)
+    keras_vit.export_timm(model, tmp_path / "model.safetensors", config_json=True, overwrite=True)
     hub = json.loads((tmp_path / "config.json").read_text())
     ours = timm.data.resolve_data_config({}, pretrained_cfg=hub["pretrained_cfg"])
     theirs = timm.data.resolve_data_config({}, pretrained_cfg=dict(DINOV2, input_size=(3, 32, 32)))
@@ -155,6 +172,53 @@ def test_exports_write_the_spec_out_for_timm_and_transformers(tmp_path):
     assert keras_vit.from_huggingface(folder).preprocessing.mean == IMAGENET_MEAN
 
 
+def test_class_names_round_trip_through_timms_config_json_and_id2label(tmp_path):
+    """export_timm(config_json=True) writes the head's class names as timm's top-level
+    `label_names`; timm reads them (`create_model("local-dir:...")`), and so does from_timm of
+    the folder. ImageNet-1k's go out as WordNet ids (timm's names for that set) with the
+    readable names as `label_descriptions`, and come back readable. export_huggingface writes
+    them as `id2label`."""
+    from tests.weights.references import import_timm
+
+    timm = import_timm()
+    sizes = dict(image_size=32, num_layers=1)
+    names = ("cat", "dog", "eel")
+    model = keras_vit.from_timm("vit_tiny_patch16_224", num_classes=3, class_names=names, **sizes)
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    name, _ = keras_vit.export_timm(model, folder / "model.safetensors", config_json=True)
+    written = json.loads((folder / "config.json").read_text())
+    assert written["label_names"] == list(names) and "label_descriptions" not in written
+    theirs = timm.create_model(f"local-dir:{folder}", pretrained=True)
+    assert tuple(theirs.pretrained_cfg["label_names"]) == names
+    again = keras_vit.from_timm(name, str(folder / "model.safetensors"), **sizes)
+    assert again.config.class_names == names
+    best = keras_vit.decode_predictions(np.float32([[0, 0, 9]]), top=1, model=again)[0][0]
+    assert best[:2] == ("2", "eel")
+    # ImageNet-1k: WordNet ids out, readable names back.
+    imagenet = keras_vit.from_timm("vit_tiny_patch16_224", num_classes=1000, **sizes)
+    from keras_vit.weights.imagenet import imagenet_classes
+
+    imagenet.set_class_names(tuple(label for _, label in imagenet_classes()))
+    folder = tmp_path / "in1k"
+    folder.mkdir()
+    keras_vit.export_timm(imagenet, folder / "model.safetensors", config_json=True)
+    written = json.loads((folder / "config.json").read_text())
+    assert written["label_names"][:2] == ["n01440764", "n01443537"]
+    assert written["label_descriptions"]["n01443537"] == "goldfish"
+    back = keras_vit.from_timm(name, str(folder / "model.safetensors"), **sizes)
+    assert back.config.class_names == imagenet.config.class_names
+    # Without label_names, 1000 classes are ImageNet-1k's, as timm infers them.
+    del written["label_names"], written["label_descriptions"]
+    (folder / "config.json").write_text(json.dumps(written))
+    inferred = keras_vit.from_timm(name, str(folder / "model.safetensors"), **sizes)
+    assert inferred.config.class_names == imagenet.config.class_names
+    # transformers: id2label.
+    hf = keras_vit.export_huggingface(tiny(class_names=names), tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["id2label"]["2"] == "eel"
+    assert keras_vit.from_huggingface(hf).config.class_names == names
+
+
 def _source(images):
     tf = pytest.importorskip("tensorflow")
     from keras_vit.data.source import Source
@@ -162,9 +226,7 @@ def _source(images):
     labels = np.arange(len(images)) % 3
     dataset = tf.data.Dataset.from_generator(
         lambda: zip(images, labels, strict=True),
-        output_signature=(
-            tf.TensorSpec((None, None, 3), tf.uint8), tf.TensorSpec((), tf.int64)
-        ),
+        output_signature=(tf.TensorSpec((None, None, 3), tf.uint8), tf.TensorSpec((), tf.int64)),
     )
     return Source(dataset=dataset, num_examples=len(images), num_classes=3, name="test")
 
@@ -193,8 +255,13 @@ def test_finetune_init_from_a_dinov2_model_feeds_timms_pixels(tmp_path):
     source_path = str(tmp_path / "dinov2.keras")
     tiny(preprocessing=spec).save(source_path)
     config = finetune.get_config(smoke=True)
-    config.update(init=source_path, image_size=32, dataset="synthetic:3:48:40",
-                  out=str(tmp_path / "run"), model_overrides=dict(num_layers=1))
+    config.update(
+        init=source_path,
+        image_size=32,
+        dataset="synthetic:3:48:40",
+        out=str(tmp_path / "run"),
+        model_overrides=dict(num_layers=1),
+    )
     setup = prepare_run(config)
     try:
         model, _ = finetune.build_model(3, config)
@@ -221,8 +288,7 @@ def test_litert_calibration_images_use_the_spec():
     spec = PreprocessingConfig.from_timm(DINOV2)
     pixels = np.zeros((1, 8, 8, 3), "uint8")
     images = representative_images(pixels, (8, 8, 3), preprocessing=spec)
-    np.testing.assert_allclose(images[0, 0, 0], -np.array(IMAGENET_MEAN) / IMAGENET_STD,
-                               atol=1e-6)
+    np.testing.assert_allclose(images[0, 0, 0], -np.array(IMAGENET_MEAN) / IMAGENET_STD, atol=1e-6)
     normalised = np.full((1, 8, 8, 3), -2.0, "float32")  # in the spec's range, not [-1, 1]
     assert representative_images(normalised, (8, 8, 3), preprocessing=spec).min() == -2.0
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
@@ -242,21 +308,21 @@ def test_saved_model_serve_bytes_of_a_deit_import_answers_a_jpeg_as_timm(tmp_pat
 
     torch, timm = import_torch(), import_timm()
     name = "deit_tiny_patch16_224"
-    reference = timm.create_model(name, pretrained=False, depth=1, embed_dim=32, num_heads=2,
-                                  num_classes=3, img_size=32).eval()
+    reference = timm.create_model(
+        name, pretrained=False, depth=1, embed_dim=32, num_heads=2, num_classes=3, img_size=32
+    ).eval()
     perturb(torch, reference, seed=1)
-    cfg = dict(timm.models.get_pretrained_cfg(name + ".fb_in1k").to_dict(),
-               input_size=(3, 32, 32))
+    cfg = dict(timm.models.get_pretrained_cfg(name + ".fb_in1k").to_dict(), input_size=(3, 32, 32))
     folder = tmp_path / "deit"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"architecture": name,
-                                                    "pretrained_cfg": cfg}))
+    (folder / "config.json").write_text(json.dumps({"architecture": name, "pretrained_cfg": cfg}))
     from keras_vit.weights.state_dict import write_safetensors
 
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     path = write_safetensors(state, str(folder / "model.safetensors"))
-    model = keras_vit.from_timm(name, path, image_size=32, num_layers=1, hidden_dim=32,
-                                num_heads=2, mlp_dim=128)
+    model = keras_vit.from_timm(
+        name, path, image_size=32, num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=128
+    )
     assert model.preprocessing == PreprocessingConfig.from_timm(cfg)
     keras_vit.export_saved_model(model, tmp_path / "served", version=1, verbose=False)
     jpeg = tf.io.encode_jpeg(photo(50, 70, seed=5), quality=95).numpy()
@@ -286,7 +352,8 @@ def test_serve_uint8_of_a_model_with_its_own_spec(tmp_path):
     keras_vit.export_saved_model(model, tmp_path / "served", version=1, verbose=False)
     pixels = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
     outputs, report = run_tf_only(
-        tmp_path, [call("u8", str(tmp_path / "served" / "1"), "serve_uint8", input="pixels")],
+        tmp_path,
+        [call("u8", str(tmp_path / "served" / "1"), "serve_uint8", input="pixels")],
         {"pixels": pixels},
     )
     assert report["errors"] == {}

@@ -141,6 +141,15 @@ def _convert_arguments(args):
                     f"{F.flag_name(flag)} applies to "
                     f"--from {source} only; received it with --from {args.source}"
                 )
+    if getattr(args, "force_download", False) and (
+        args.source == "npz" or (args.source == "timm" and "CHECKPOINT" in names)
+    ):
+        what = "an official .npz" if args.source == "npz" else "a timm CHECKPOINT file"
+        raise ValueError(
+            "--force-download downloads a name from the Hugging Face Hub again (--from timm "
+            f"NAME OUTPUT, --from huggingface REPO_ID OUTPUT); received {what}: "
+            f"{' '.join(args.paths)}"
+        )
     if args.source == "npz" and not args.model:
         raise ValueError(
             "convert --from npz needs --model (the variant code, e.g. --model B/16); received none"
@@ -224,6 +233,8 @@ def run_convert(args):
     else:
         if args.no_top:
             common["include_top"] = False
+        if args.force_download:
+            common["force_download"] = True
         if args.source == "timm":
             model = convert.convert_timm(
                 paths["NAME"], paths.get("CHECKPOINT"), paths["OUTPUT"], **common

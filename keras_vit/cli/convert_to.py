@@ -18,6 +18,7 @@ READING_FLAGS = {
     "no_top": "--no-top",
     "source_grid": "--source-grid",
     "no_strict": "--no-strict",
+    "force_download": "--force-download",
 }
 
 

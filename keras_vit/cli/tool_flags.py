@@ -76,6 +76,12 @@ def convert_flags(parser):
         action="store_true",
         help="load what matches instead of failing on missing, unexpected or mis-shaped arrays",
     )
+    parser.add_argument(
+        "--force-download",
+        action="store_true",
+        help="with --from timm NAME OUTPUT or --from huggingface REPO_ID OUTPUT: download the "
+        "name's files again even when they are in the Hugging Face cache (replacing them)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
 
 

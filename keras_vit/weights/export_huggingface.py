@@ -157,9 +157,12 @@ def huggingface_config(config, *, qkv_bias=True):
         "initializer_range": 0.02,
         "dtype": "float32",
     }
-    if config.include_top:
-        hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config.num_classes)}
-        hf["label2id"] = {f"LABEL_{i}": i for i in range(config.num_classes)}
+    if config.include_top:  # the head's class names (from_huggingface reads them back)
+        names = config.class_names
+        if not names or len(names) != config.num_classes:
+            names = [f"LABEL_{i}" for i in range(config.num_classes)]
+        hf["id2label"] = {str(i): name for i, name in enumerate(names)}
+        hf["label2id"] = {name: i for i, name in enumerate(names)}
     if isinstance(config.name, str) and config.name:
         hf["_name_or_path"] = config.name
     return hf

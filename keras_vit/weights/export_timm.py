@@ -38,6 +38,7 @@ import keras
 from keras_vit.models.encoder import BLOCK_NAME
 from keras_vit.weights import timm_names
 from keras_vit.weights.export_timm_checks import HYBRID_FIELDS, check_timm_expressible, refuse
+from keras_vit.weights.input_specs import timm_label_fields
 from keras_vit.weights.registry import family_of_timm_name
 from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
 from keras_vit.weights.timm_names import HYBRIDS, parse_timm_name
@@ -358,13 +359,19 @@ def _fold_patch_bias(model, config, arrays):
 def timm_hub_config(model, exported):
     """timm's Hub `config.json` (a dict) for an exported model: `architecture`, `num_classes`,
     `model_args` and the model's input spec as `pretrained_cfg` (`resolve_data_config` reads
-    it), plus `label_names` when the model carries class names."""
+    it), plus the class names of its head as timm's top-level `label_names` (ImageNet-1k's as
+    WordNet ids with `label_descriptions`: `keras_vit.weights.input_specs.timm_label_fields`),
+    which timm moves into the model's `pretrained_cfg` and `from_timm` reads back."""
     config = model_config(model)
     pretrained = config.preprocessing.to_timm(config.image_size, config.num_channels)
-    pretrained.update(num_classes=exported.kwargs["num_classes"], architecture=exported.name)
+    num_classes = exported.kwargs["num_classes"]
+    pretrained.update(num_classes=num_classes, architecture=exported.name)
+    names = config.class_names if config.include_top else None
+    labels = timm_label_fields(names if names and len(names) == num_classes else None)
     return {
         "architecture": exported.name,
-        "num_classes": exported.kwargs["num_classes"],
+        "num_classes": num_classes,
+        **labels,
         "model_args": exported.kwargs,
         "pretrained_cfg": pretrained,
     }
@@ -388,7 +395,8 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
         config_json: None, True or a path: also write timm's Hub `config.json`
             (`timm_hub_config`: `architecture`, `model_args` and the model's input spec as
             `pretrained_cfg`, so that `timm.data.resolve_data_config({},
-            pretrained_cfg=...)` gives the preprocessing keras_vit used); True writes it
+            pretrained_cfg=...)` gives the preprocessing keras_vit used, and the head's class
+            names as `label_names`, read back by `from_timm`); True writes it
             beside `path`. Refused, before anything is written, when it exists and `overwrite`
             is False, or when the spec has no timm equivalent. Defaults to None.
 

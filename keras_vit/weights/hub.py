@@ -155,8 +155,11 @@ def _safe_filename(filename, name):
     )
 
 
-def download_file(repo_id, filename, *, revision=None, cache_dir=None):
+def download_file(repo_id, filename, *, revision=None, cache_dir=None, force_download=False):
     """`huggingface_hub.hf_hub_download` of one file, with keras_vit's messages.
+
+    `force_download=True` downloads the file again even when it is cached, and replaces the
+    cached copy (huggingface_hub's own flag; refused by it with `HF_HUB_OFFLINE=1`).
 
     Returns:
         str: the file's path in the cache (`.../snapshots/{commit}/{filename}`).
@@ -172,8 +175,11 @@ def download_file(repo_id, filename, *, revision=None, cache_dir=None):
 
     if filename.endswith(_PICKLES):
         raise ValueError(_pickle_refusal(repo_id, revision, filename))
+    _check_force_download(force_download, repo_id, revision)
     try:
-        return hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir)
+        return hub.hf_hub_download(
+            repo_id, filename, revision=revision, cache_dir=cache_dir, force_download=force_download
+        )
     except errors.LocalEntryNotFoundError as error:
         raise FileNotFoundError(
             _offline_message(repo_id, revision, cache_dir, filename, error)
@@ -184,8 +190,17 @@ def download_file(repo_id, filename, *, revision=None, cache_dir=None):
         raise
 
 
-def download_snapshot(repo_id, *, revision=None, cache_dir=None, allow_patterns=SNAPSHOT_PATTERNS):
+def download_snapshot(
+    repo_id,
+    *,
+    revision=None,
+    cache_dir=None,
+    allow_patterns=SNAPSHOT_PATTERNS,
+    force_download=False,
+):
     """`huggingface_hub.snapshot_download` of a repo's config and safetensors files.
+
+    `force_download=True` downloads every file again, replacing the cached copies.
 
     Returns:
         str: the snapshot folder in the cache.
@@ -197,9 +212,14 @@ def download_snapshot(repo_id, *, revision=None, cache_dir=None, allow_patterns=
     hub = import_hub()
     from huggingface_hub import errors
 
+    _check_force_download(force_download, repo_id, revision)
     try:
         folder = hub.snapshot_download(
-            repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=list(allow_patterns)
+            repo_id,
+            revision=revision,
+            cache_dir=cache_dir,
+            allow_patterns=list(allow_patterns),
+            force_download=force_download,
         )
     except errors.LocalEntryNotFoundError as error:
         raise FileNotFoundError(
@@ -208,6 +228,18 @@ def download_snapshot(repo_id, *, revision=None, cache_dir=None, allow_patterns=
     if not any(name.endswith(".safetensors") for name in os.listdir(folder)):
         raise FileNotFoundError(_pickle_refusal(repo_id, revision, "*.safetensors"))
     return folder
+
+
+def _check_force_download(force_download, repo_id, revision):
+    """`force_download=True` needs the network: a ValueError with `HF_HUB_OFFLINE` set (where
+    `snapshot_download` would otherwise use the cached files silently)."""
+    from huggingface_hub import constants
+
+    if force_download and constants.HF_HUB_OFFLINE:
+        raise ValueError(
+            f"force_download=True downloads {_where(repo_id, revision)!r} again, but "
+            "HF_HUB_OFFLINE is set: unset it (or drop force_download to use the cached files)."
+        )
 
 
 def _where(repo_id, revision):

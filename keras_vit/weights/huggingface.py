@@ -108,12 +108,18 @@ def read_config(path):
     return config
 
 
-def _folder(path, revision=None, cache_dir=None):
+def _folder(path, revision=None, cache_dir=None, force_download=False):
     if is_repo_id(path):
         repo_id, revision = split_repo(path, revision)
-        return download_snapshot(repo_id, revision=revision, cache_dir=cache_dir)
+        return download_snapshot(
+            repo_id, revision=revision, cache_dir=cache_dir, force_download=force_download
+        )
     if revision is not None:
         raise ValueError(f"revision={revision!r} is for a Hub repo id; {path!r} is a folder.")
+    if force_download:
+        raise ValueError(
+            f"force_download=True is for a Hub repo id (downloaded again); {path!r} is a folder."
+        )
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
@@ -392,7 +398,14 @@ def _skips(arrays, config):
 
 
 def from_huggingface(
-    path, *, image_size=None, num_classes=None, revision=None, cache_dir=None, **kwargs
+    path,
+    *,
+    image_size=None,
+    num_classes=None,
+    revision=None,
+    cache_dir=None,
+    force_download=False,
+    **kwargs,
 ):
     """Builds a keras_vit model from a transformers ViT `save_pretrained` folder.
 
@@ -415,6 +428,9 @@ def from_huggingface(
         revision: optional str. The Hub branch, tag or commit of a repo id (as
             `@<revision>` in it).
         cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's.
+        force_download: bool. Download a repo id's files again even when they are cached,
+            replacing the cached copies (as transformers' `from_pretrained`). Defaults to
+            False.
         image_size: optional int or (height, width). Defaults to `config.json`'s; another
             one resamples the position embedding as `interpolate_pos_encoding=True` does.
         num_classes: optional int. Defaults to the classifier's class count
@@ -444,7 +460,7 @@ def from_huggingface(
     A.check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
-    folder = _folder(path, revision, cache_dir)
+    folder = _folder(path, revision, cache_dir, force_download)
     hf = read_config(folder)
     given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
     loader = huggingface_reader(hf.get("model_type"))  # a registered family's (keras_vit.families)

@@ -11,8 +11,9 @@
 A spec the user gave (`preprocessing=` to `from_timm` / `from_huggingface`) wins.
 
 Class names travel the same way (`ViTConfig.class_names`): transformers' `id2label`; timm's
-`pretrained_cfg` `label_names`, or the tag's label set where keras_vit ships it
-(`imagenet-1k`: `keras_vit.weights.imagenet`); none for other label sets (ImageNet-21k, ...).
+Hub `config.json` `label_names` (what `export_timm(config_json=True)` writes back,
+`timm_label_fields`), or the tag's label set where keras_vit ships it (`imagenet-1k`:
+`keras_vit.weights.imagenet`); none for other label sets (ImageNet-21k, ...).
 """
 
 import json
@@ -88,31 +89,91 @@ def _spec_of(cfg, name):
 def timm_class_names(name, checkpoint=None):
     """The class names of a timm name's head (or its checkpoint's `config.json`), or None.
 
+    A `config.json` beside the checkpoint file (timm's Hub layout) decides: its `label_names`
+    (top level, where timm's `save_for_hf` writes them; or inside `pretrained_cfg`), else the
+    label set timm infers from its class count (`infer_imagenet_subset`: 1000 classes are
+    ImageNet-1k's). Without one, timm's pretrained config for the name (its `label_set`).
+    ImageNet-1k's WordNet ids (timm's `label_names` for that set) become keras_vit's readable
+    ImageNet-1k names, as `decode_predictions` pairs them.
+
     Example:
 
     >>> timm_class_names("deit_tiny_patch16_224")[:2]
     ('tench', 'goldfish')
     """
-    cfg = None
     if isinstance(checkpoint, (str, os.PathLike)):
         config_path = os.path.join(os.path.dirname(os.fspath(checkpoint)), "config.json")
         if os.path.isfile(config_path):
-            cfg = _read_json(config_path).get("pretrained_cfg")
-    if not isinstance(cfg, dict):
-        from keras_vit.weights.timm_pretrained import pretrained_cfg
+            config = _read_json(config_path)
+            if isinstance(config, dict) and isinstance(config.get("pretrained_cfg"), dict):
+                return _hub_config_class_names(config)
+    from keras_vit.weights.timm_pretrained import pretrained_cfg
 
+    try:
+        cfg = pretrained_cfg(name)
+    except ValueError:
+        return None
+    return _imagenet_names() if cfg.get("label_set") == "imagenet-1k" else None
+
+
+def _hub_config_class_names(config):
+    """The class names a timm Hub `config.json` gives (see `timm_class_names`), or None."""
+    cfg = config["pretrained_cfg"]
+    labels = config.get("label_names", cfg.get("label_names"))
+    if labels:
+        names = _ordered_labels(labels)
+        if names is not None and names == tuple(wnid for wnid, _ in _imagenet_rows()):
+            return _imagenet_names()
+        return names
+    num_classes = config.get("num_classes", cfg.get("num_classes"))
+    return _imagenet_names() if num_classes == 1000 else None
+
+
+def _ordered_labels(labels):
+    """timm's `label_names` (a list, or a dict {class index: name} where ids have gaps) in
+    class order; None when they do not name every class from 0 or are not strings."""
+    if isinstance(labels, dict):
         try:
-            cfg = pretrained_cfg(name)
-        except ValueError:
+            indexed = sorted((int(k), v) for k, v in labels.items())
+        except (TypeError, ValueError):
             return None
-    names = cfg.get("label_names")
-    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
-        return tuple(names)
-    if cfg.get("label_set") == "imagenet-1k":
-        from keras_vit.weights.imagenet import imagenet_classes
-
-        return tuple(label for _, label in imagenet_classes())
+        if [i for i, _ in indexed] != list(range(len(indexed))):
+            return None
+        labels = [v for _, v in indexed]
+    if isinstance(labels, (list, tuple)) and labels and all(isinstance(n, str) for n in labels):
+        return tuple(labels)
     return None
+
+
+def timm_label_fields(class_names):
+    """The top-level `config.json` fields timm's `save_for_hf` writes for a head's class names:
+    `label_names` (ImageNet-1k's as their WordNet ids, timm's unique names for that set, with
+    the readable names as `label_descriptions`); {} without names.
+
+    Example:
+
+    >>> timm_label_fields(("cat", "dog"))
+    {'label_names': ['cat', 'dog']}
+    """
+    if not class_names:
+        return {}
+    if tuple(class_names) == _imagenet_names():
+        rows = _imagenet_rows()
+        return {
+            "label_names": [wnid for wnid, _ in rows],
+            "label_descriptions": {wnid: label for wnid, label in rows},
+        }
+    return {"label_names": list(class_names)}
+
+
+def _imagenet_rows():
+    from keras_vit.weights.imagenet import imagenet_classes
+
+    return imagenet_classes()
+
+
+def _imagenet_names():
+    return tuple(label for _, label in _imagenet_rows())
 
 
 def attach_class_names(model, names):
@@ -179,8 +240,12 @@ def _at_other_size(processor, image_size):
     if processor.get("do_center_crop") and short and crop:
         crop = crop["height"] if isinstance(crop, dict) else crop
         return PreprocessingConfig(
-            **{**spec.layer_arguments(), "resize": None, "crop_mode": "center",
-               "crop_pct": min(1.0, crop / short)}
+            **{
+                **spec.layer_arguments(),
+                "resize": None,
+                "crop_mode": "center",
+                "crop_pct": min(1.0, crop / short),
+            }
         )
     return PreprocessingConfig(**{**spec.layer_arguments(), "resize": None, "crop_mode": "squash"})
 
@@ -189,7 +254,5 @@ def attach_huggingface_spec(model, folder, hf_config, given):
     """Sets the folder's spec (unless the user gave one) and its `id2label` class names on a
     model `from_huggingface` built."""
     if not given and hasattr(model, "set_preprocessing"):
-        model.set_preprocessing(
-            huggingface_input_spec(folder, hf_config, model.config.image_size)
-        )
+        model.set_preprocessing(huggingface_input_spec(folder, hf_config, model.config.image_size))
     return attach_class_names(model, huggingface_class_names(hf_config))

@@ -113,6 +113,7 @@ def from_timm(
     pretrained=False,
     revision=None,
     cache_dir=None,
+    force_download=False,
     image_size=None,
     num_classes=None,
     dynamic_image_size=None,
@@ -184,6 +185,9 @@ def from_timm(
         revision: optional str. The Hub branch, tag or commit (as `@<revision>` in the name).
         cache_dir: optional path. The Hub cache folder; defaults to huggingface_hub's
             (`HF_HUB_CACHE`, or `$HF_HOME/hub`, or `~/.cache/huggingface/hub`).
+        force_download: bool. With `pretrained=True`: download the files again even when
+            they are cached, replacing the cached copies (huggingface_hub's flag, as in
+            transformers' `from_pretrained`). Defaults to False.
         image_size: optional int or (height, width). Defaults to the name's resolution;
             another one resamples the position embedding as timm's loader does (bicubic,
             antialiased; bilinear without antialiasing for FlexiViT and C-RADIO).
@@ -223,8 +227,15 @@ def from_timm(
     check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
+    if force_download and not pretrained:
+        raise ValueError(
+            "force_download=True downloads the name's weights again: it needs pretrained=True "
+            f"(without it nothing is downloaded). Received name={name!r}, pretrained=False."
+        )
     if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
-        name, checkpoint = hub_checkpoint(name, checkpoint, pretrained, revision, cache_dir)
+        name, checkpoint = hub_checkpoint(
+            name, checkpoint, pretrained, revision, cache_dir, force_download=force_download
+        )
     own = family_of_timm_name(_architecture(name))
     if own is not None:  # a family with a model of its own (keras_vit.weights.registry)
         if dynamic_image_size is not None:

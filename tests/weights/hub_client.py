@@ -5,17 +5,24 @@ so each environment gets its own process. Usage:
 
     python tests/weights/hub_client.py STEPS.json RESULTS.json
 
-STEPS.json: a list of `{"id", "loader": "timm" | "huggingface" | "init", "source", "kwargs",
-"local"}`; each step loads `source` by name (`from_timm(source, pretrained=True, **kwargs)`,
-`from_huggingface(source, **kwargs)`, or `keras-vit finetune --init source`'s
-`load_init_model`) and, where `local` is given (a file for timm, a folder
-for transformers), the same model from that local copy, and records the largest difference
-of their outputs on one image batch, and the input spec the model carries (timm's
-`pretrained_cfg` terms), or the error (type and message) and the seconds taken.
+STEPS.json: a list of `{"id", "loader": "timm" | "huggingface" | "init" | "convert_timm" |
+"cli", "source", "kwargs", "local"}`; each step loads `source` by name (`from_timm(source,
+pretrained=True, **kwargs)`, `from_huggingface(source, **kwargs)`, `keras-vit finetune --init
+source`'s `load_init_model`, `convert_timm(source, None, OUT, **kwargs)` (what `keras-vit
+convert --from timm NAME OUT` runs), or `keras-vit convert --from huggingface source OUT` with
+the step's `args`, the model read back from OUT) and, where `local` is given (a file for
+timm, a folder for transformers), the same model from that local copy, and records the
+largest difference of their outputs on one image batch, the input spec the model carries
+(timm's `pretrained_cfg` terms) and its class names, or the error (type and message) and the
+seconds taken. A `"spoil"` step copies each `[source, cached]` pair of its `files` over the
+cached file (through the cache's link, into the blob), as a stale or damaged cache would be.
 """
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -27,8 +34,28 @@ def _run(step):
     import keras_vit
 
     kwargs = dict(step.get("kwargs") or {})
+    if step["loader"] == "spoil":
+        for source, cached in step["files"]:
+            shutil.copyfile(source, os.path.realpath(cached))
+        return {}
     if step["loader"] == "timm":
         model = keras_vit.from_timm(step["source"], pretrained=True, **kwargs)
+    elif step["loader"] == "convert_timm":  # keras-vit convert --from timm NAME OUT
+        from keras_vit.weights.convert import convert_timm
+
+        out = os.path.join(tempfile.mkdtemp(), "model.keras")
+        convert_timm(step["source"], None, out, **kwargs)
+        model = keras_vit.load_model(out)
+        step["loader"] = "timm"
+    elif step["loader"] == "cli":  # keras-vit convert --from huggingface NAME OUT [args]
+        from keras_vit.cli import main as cli
+
+        out = os.path.join(tempfile.mkdtemp(), "model.keras")
+        code = cli(["convert", "--from", "huggingface", step["source"], out, *step["args"]])
+        if code != 0:
+            raise RuntimeError(f"keras-vit convert exited with {code}")
+        model = keras_vit.load_model(out)
+        step["loader"] = "huggingface"
     elif step["loader"] == "init":  # keras-vit finetune --init NAME
         from keras_vit.runner.init_checkpoint import load_init_model
 
@@ -44,10 +71,12 @@ def _run(step):
     result = {"output": keras.ops.convert_to_numpy(model(images)).tolist()}
     # the input spec the model carries (timm's pretrained_cfg terms), as fine-tuning uses it
     result["preprocessing"] = model.preprocessing.to_timm(model.config.image_size)
+    names = model.config.class_names
+    result["class_names"] = None if names is None else list(names)
     if step.get("local"):
         if step["loader"] == "timm":
-            kwargs.pop("cache_dir", None)
-            kwargs.pop("revision", None)
+            for key in ("cache_dir", "revision", "force_download"):
+                kwargs.pop(key, None)
             local = keras_vit.from_timm(step["local_name"], step["local"], **kwargs)
         else:
             local = keras_vit.from_huggingface(step["local"])

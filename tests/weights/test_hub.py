@@ -38,21 +38,24 @@ DINO_CFG = {"tag": DINO_TAG, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224
             "crop_pct": 1.0, "interpolation": "bicubic", "input_size": [3, 28, 28]}  # fmt: skip
 
 
+def _labels(label, count):
+    return [f"{label}_class_{i}" for i in range(count)]
+
+
 def _timm_repo_files(tmp_path, label, seed, arch=ARCH, sizes=SIZES, num_classes=5,
                      pretrained_cfg=None):  # fmt: skip
-    """A timm Hub repo's files: model.safetensors of a tiny model, config.json as timm writes."""
-    model = keras_vit.from_timm(arch, num_classes=num_classes, **sizes)
+    """A timm Hub repo's files: model.safetensors of a tiny model and the config.json that
+    `export_timm(config_json=)` writes (the model's class names as timm's `label_names`),
+    with the test's `pretrained_cfg`."""
+    names = {"class_names": _labels(label, num_classes)} if num_classes else {}
+    model = keras_vit.from_timm(arch, num_classes=num_classes, **names, **sizes)
     randomize_weights(model, seed=seed)
     path = tmp_path / f"{label}.safetensors"
-    keras_vit.export_timm(model, str(path))
-    config = {
-        "architecture": arch,
-        "num_classes": num_classes,
-        "num_features": sizes["hidden_dim"],
-        "pretrained_cfg": pretrained_cfg
-        or {"tag": TAG, "mean": [0.5] * 3, "std": [0.5] * 3, "crop_pct": 0.9,
-            "interpolation": "bicubic", "input_size": [3, 32, 32]},
-    }  # fmt: skip
+    keras_vit.export_timm(model, str(path), config_json=str(tmp_path / f"{label}.config.json"))
+    config = json.loads((tmp_path / f"{label}.config.json").read_text())
+    config["pretrained_cfg"] = pretrained_cfg or {
+        "tag": TAG, "mean": [0.5] * 3, "std": [0.5] * 3, "crop_pct": 0.9,
+        "interpolation": "bicubic", "input_size": [3, 32, 32]}  # fmt: skip
     return path, {
         "model.safetensors": path.read_bytes(),
         "config.json": json.dumps(config).encode(),
@@ -61,7 +64,7 @@ def _timm_repo_files(tmp_path, label, seed, arch=ARCH, sizes=SIZES, num_classes=
 
 def _huggingface_repo_files(tmp_path, label, seed):
     folder = tmp_path / label
-    model = keras_vit.ViT("mu/8", image_size=32, num_classes=3)
+    model = keras_vit.ViT("mu/8", image_size=32, num_classes=3, class_names=_labels(label, 3))
     randomize_weights(model, seed=seed)  # the head too (a new ViT's head is zero)
     keras_vit.export_huggingface(model, str(folder))
     preprocessor = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3, "resample": 2,
@@ -135,6 +138,19 @@ def hub(tmp_path_factory):
          "kwargs": {"image_size": 32}, "local": str(hf_new)},
         {"id": "hf_pinned", "loader": "huggingface", "source": f"hf://{HF_REPO}@v1",
          "local": str(hf_old)},
+        # force_download=: a stale cache (v1's files copied over main's cached ones) is used
+        # as it is, until force_download=True downloads main's files again into the cache.
+        {"id": "spoil", "loader": "spoil", "files": [
+            [str(old_file), str(_cached(home, TIMM_REPO, new_sha))],
+            [str(hf_old / "model.safetensors"), str(_cached(home, HF_REPO, hf_sha))]]},
+        {**timm_step, "id": "spoiled", "source": f"{ARCH}.{TAG}", "local": str(new_file)},
+        {**timm_step, "id": "forced", "source": f"{ARCH}.{TAG}", "local": str(new_file),
+         "kwargs": {**SIZES, "force_download": True}},
+        {"id": "hf_spoiled", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
+        {"id": "hf_forced", "loader": "cli", "source": HF_REPO, "args": ["--force-download"],
+         "local": str(hf_new)},  # keras-vit convert --from huggingface REPO OUT --force-download
+        {**timm_step, "id": "convert_timm", "loader": "convert_timm", "source": f"{ARCH}.{TAG}",
+         "local": str(new_file)},  # keras-vit convert --from timm NAME OUT, from the cache
     ]  # fmt: skip
     env = dict(HF_ENDPOINT=server.url, HF_HOME=str(home))
     results = {"online": _client(tmp_path, online, **env)}
@@ -145,6 +161,8 @@ def hub(tmp_path_factory):
          "local": str(old_file)},
         {"id": "hf_cached", "loader": "huggingface", "source": HF_REPO, "local": str(hf_new)},
         {**timm_step, "id": "missing", "source": "vit_tiny_patch16_384"},
+        {**timm_step, "id": "forced_offline", "source": f"{ARCH}.{TAG}",
+         "kwargs": {**SIZES, "force_download": True}},
     ]  # fmt: skip
     results["offline"] = _client(tmp_path, offline, HF_HUB_OFFLINE="1", **env)
     yield dict(
@@ -153,6 +171,11 @@ def hub(tmp_path_factory):
         requests_offline=server.requests[len(requests_online):],
     )  # fmt: skip
     server.stop()
+
+
+def _cached(home, repo_id, sha, filename="model.safetensors"):
+    """A file's path in the standard cache under `home` (`HF_HOME`)."""
+    return home / "hub" / f"models--{repo_id.replace('/', '--')}" / "snapshots" / sha / filename
 
 
 def _ok(result):
@@ -182,8 +205,9 @@ def test_a_download_cut_off_halfway_is_retried_whole(hub):
     equals the local file exactly)."""
     path = f"/{TIMM_REPO}/resolve/main/model.safetensors"
     gets = [r for r in hub["requests_online"] if r[0] == "GET" and r[1] == path]
-    # Two for the cut-off download, one for the `cache_dir=` step (another cache).
-    assert len(gets) == 3 and not hub["server"].drop_once
+    # Two for the cut-off download, one for the `cache_dir=` step (another cache), one for
+    # force_download=True.
+    assert len(gets) == 4 and not hub["server"].drop_once
     assert hub["results"]["online"]["tagged"]["max_diff"] == 0.0
 
 
@@ -239,3 +263,43 @@ def test_offline_loads_from_the_cache_and_a_missing_file_fails_at_once(hub):
     message = missing["message"]
     assert "HF_HUB_OFFLINE" in message and str(hub["home"] / "hub") in message
     assert "hf download timm/vit_tiny_patch16_384.augreg_in21k_ft_in1k model.safetensors" in message
+
+
+@pytest.mark.slow
+def test_force_download_downloads_a_cached_file_again(hub):
+    online, offline = hub["results"]["online"], hub["results"]["offline"]
+    # The cache is used as it is: main's cached file, overwritten with v1's, gives v1's model.
+    np.testing.assert_allclose(online["spoiled"]["output"], online["pinned"]["output"])
+    np.testing.assert_allclose(online["hf_spoiled"]["output"], online["hf_pinned"]["output"])
+    # force_download=True (and convert --force-download) fetch main's files again ...
+    assert _ok(online["forced"])["max_diff"] == 0.0
+    assert _ok(online["hf_forced"])["max_diff"] == 0.0
+    paths = [f"/{HF_REPO}/resolve/{rev}/model.safetensors" for rev in ("main", hub["hf_sha"])]
+    hf_gets = [r for r in hub["requests_online"] if r[0] == "GET" and r[1] in paths]
+    assert len(hf_gets) == 2  # the first download and the forced one
+    # ... into the cache: offline, the name loads main's weights again.
+    assert _ok(offline["cached"])["max_diff"] == 0.0 and _ok(offline["hf_cached"])["max_diff"] == 0
+    refusal = offline["forced_offline"]  # it needs the network: said at once
+    assert refusal["error"] == "ValueError" and "HF_HUB_OFFLINE" in refusal["message"]
+
+
+@pytest.mark.slow
+def test_convert_takes_names(hub):
+    online = hub["results"]["online"]
+    assert _ok(online["convert_timm"])["max_diff"] == 0.0  # convert --from timm NAME OUT
+    assert _ok(online["hf_forced"])["max_diff"] == 0.0  # convert --from huggingface REPO OUT
+
+
+@pytest.mark.slow
+def test_class_names_travel_through_the_hub(hub):
+    online, offline = hub["results"]["online"], hub["results"]["offline"]
+    # An hf-hub: repo's config.json label_names (export_timm(config_json=) wrote them), as
+    # timm's create_model("hf-hub:...") reads them; the pinned revision's own.
+    assert online["pinned"]["class_names"] == _labels("v1", 5)
+    assert offline["cached_pinned"]["class_names"] == _labels("v1", 5)
+    # A registered <arch>.<tag> name uses timm's table, as timm does: its ImageNet-1k label
+    # set does not fit this 5-class head.
+    assert online["tagged"]["class_names"] is None
+    # transformers' id2label (export_huggingface wrote the class names).
+    assert online["hf"]["class_names"] == _labels("hf_main", 3)
+    assert online["hf_pinned"]["class_names"] == _labels("hf_v1", 3)

@@ -115,3 +115,19 @@ def test_missing_huggingface_hub_names_the_extra(monkeypatch):
         keras_vit.from_huggingface("google/vit-base-patch16-224")
     with pytest.raises(ValueError, match="not both"):
         keras_vit.from_timm("vit_tiny_patch16_224", {}, pretrained=True)
+
+
+def test_force_download_is_for_names_only(tmp_path, capsys):
+    from keras_vit.cli import main
+
+    with pytest.raises(ValueError, match="force_download=True .* needs pretrained=True"):
+        keras_vit.from_timm("vit_tiny_patch16_224", force_download=True)
+    with pytest.raises(ValueError, match="force_download=True is for a Hub repo id"):
+        keras_vit.from_huggingface(str(tmp_path), force_download=True)  # an existing folder
+    npz = ["ViT-Ti_16.npz", "out.keras", "--model", "Ti/16"]
+    timm_file = ["--from", "timm", "vit_tiny_patch16_224", "w.safetensors", "out.keras"]
+    for args in (npz, timm_file):
+        assert main(["convert", *args, "--force-download"]) == 2
+        assert "--force-download downloads a name" in capsys.readouterr().err
+    assert main(["convert", "m.keras", "out.safetensors", "--to", "timm", "--force-download"]) == 2
+    assert "--force-download applies to --from only" in capsys.readouterr().err
