@@ -15,9 +15,9 @@ from keras_vit.layers._checks import (
     check_rate,
 )
 from keras_vit.layers.activations import check_activation
+from keras_vit.layers.block_base import BLOCK_NORMS, MLPS  # declared once, by the blocks
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
-from keras_vit.layers.transformer_block import BLOCK_NORMS, MLPS  # declared once, by the layer
 from keras_vit.models.arguments import check_num_classes
 
 # NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
@@ -470,4 +470,16 @@ def check_core(config, normalize):
             "num_parallel > 1 takes no per-block relative position bias (timm has none). "
             f"Received: num_parallel={config.num_parallel}, "
             f"relative_position_bias={config.relative_position_bias!r}"
+        )
+    inner = [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in (("mlp", "mlp"), ("mlp_inner_norm", False),
+                              ("attention_inner_norm", False))
+        if getattr(config, name) != default
+    ]  # fmt: skip
+    if config.num_parallel > 1 and inner:
+        raise ValueError(
+            "num_parallel > 1 (timm's ParallelThingsBlock, a ParallelBlock) needs mlp='mlp' "
+            f"and no MLP or attention inner norm. Received: num_parallel={config.num_parallel}, "
+            f"{', '.join(inner)}"
         )

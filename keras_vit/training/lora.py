@@ -76,7 +76,7 @@ def _target_layers(block, target):
         return [getattr(block, target)]
     if target in _SWIGLU_LAYERS:
         return [getattr(block.swiglu, _SWIGLU_LAYERS[target])]
-    branches = block._branches()
+    branches = block.branches()
     if target in _ATTENTION_LAYERS:
         return [getattr(b["attention"], _ATTENTION_LAYERS[target]) for b in branches]
     return [b[target] for b in branches]
