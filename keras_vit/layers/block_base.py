@@ -32,6 +32,7 @@ from keras_vit.layers._checks import (
     check_rate,
     check_token_shape,
 )
+from keras_vit.layers._legacy_layout import read_legacy_layout
 from keras_vit.layers._quantization import sublayer_dtype
 from keras_vit.layers._token_mixer import TokenMixer
 from keras_vit.layers.activations import check_activation, mlp_activation
@@ -274,6 +275,11 @@ class EncoderBlock(BlockRemat, TokenMixer):
             self.mlp_scale = self.add_weight(
                 name="mlp_scale", shape=(hidden_dim,), initializer=init
             )
+
+    def load_own_variables(self, store):
+        # `.keras` files of earlier versions hold post-norm and parallel blocks under the group
+        # name of a `TransformerBlock` (`_legacy_layout`).
+        super().load_own_variables(read_legacy_layout(store))
 
     # --- call ----------------------------------------------------------------------------------
 
