@@ -165,9 +165,9 @@ def _np_bias_of(layer, grid, prefix):
 def block_params(block, branch=None):
     """Reads a TransformerBlock's weights into the NumPy reference's names.
 
-    `branch`: one of `block._branches()` (a parallel block's branch); defaults to branch 0.
+    `branch`: one of `block.branches()` (a parallel block's branch); defaults to branch 0.
     """
-    branch = branch or block._branches()[0]
+    branch = branch or block.branches()[0]
     att = branch["attention"]
     n = to_numpy
     return {
@@ -226,7 +226,7 @@ def np_parallel_block(x, block, eps=1e-6, approximate_gelu=True, activation="gel
     """timm's ParallelThingsBlock: x + sum_j MSA_j(LN_j(x)); then + sum_j MLP_j(LN_j(x))."""
     branches = [
         {k: np.asarray(v, "float64") for k, v in block_params(block, b).items()}
-        for b in block._branches()
+        for b in block.branches()
     ]
     for p in branches:
         p["attention_bias"] = bias

@@ -1,6 +1,8 @@
-"""PyTorch fast path of the ViT block (backend-specific, imported only under the torch backend).
+"""PyTorch fast path of the ViT blocks (backend-specific, imported only under the torch backend).
 
-The one module for keras_vit's backend adapters. On PyTorch, `TransformerBlock` and
+The one module for keras_vit's backend adapters. On PyTorch, the encoder blocks (one adapter
+per block class: `transformer_block` for the pre-norm `TransformerBlock`, `post_norm_block`,
+`parallel_block`; each reads the block's sublayers through its public `branches()`) and
 `MultiHeadSelfAttention` compute through these functions: the layers' own variables, read
 once per call, into plain `torch.nn.functional` calls, with no Keras layer call or `keras.ops`
 dispatch inside the block. In a ViT-B/16-deep model at tiny width (benchmarks/bench_overhead.py)
