@@ -19,6 +19,7 @@ saved before the split load into each class unchanged.
 """
 
 import functools
+import inspect
 
 import keras
 from keras import ops
@@ -58,6 +59,23 @@ def check_mlp(mlp):
     return mlp
 
 
+# The arguments every kind takes after `num_heads` and `mlp_dim`, and their defaults: declared
+# once (`TransformerBlock` lists them in its signature in this order, the other kinds take them
+# by keyword).
+COMMON_ARGUMENTS = {
+    "dropout_rate": 0.0,
+    "attention_dropout_rate": 0.0,
+    "drop_path_rate": 0.0,
+    "layer_norm_epsilon": 1e-6,
+    "approximate_gelu": True,
+    "remat": False,
+    "qk_norm": False,
+    "activation": "gelu",
+    "key_bias": True,
+    "norm": "layernorm",
+}
+
+
 class EncoderBlock(BlockRemat, TokenMixer):
     """Base of the attention-and-MLP encoder blocks (see the module docstring).
 
@@ -82,41 +100,32 @@ class EncoderBlock(BlockRemat, TokenMixer):
     # The PyTorch fast path's adapter of this kind (a function of `_torch_kernels`), or None.
     torch_adapter = None
 
-    def __init__(
-        self,
-        num_heads,
-        mlp_dim,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        drop_path_rate=0.0,
-        layer_norm_epsilon=1e-6,
-        approximate_gelu=True,
-        remat=False,
-        qk_norm=False,
-        activation="gelu",
-        key_bias=True,
-        norm="layernorm",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.norm = check_norm(norm)
+    def __init__(self, num_heads, mlp_dim, **kwargs):
+        given = {name: kwargs.pop(name, value) for name, value in COMMON_ARGUMENTS.items()}
+        super().__init__(**kwargs)  # Keras names any argument left that the kind does not take
+        self.norm = check_norm(given["norm"])
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
-        self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
-        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
-        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        self.approximate_gelu = bool(approximate_gelu)
-        check_bool(remat, "remat")
+        for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
+            setattr(self, name, check_rate(given[name], name))
+        self.layer_norm_epsilon = check_epsilon(given["layer_norm_epsilon"])
+        self.approximate_gelu = bool(given["approximate_gelu"])
+        remat = check_bool(given["remat"], "remat")
         if remat and not hasattr(keras, "remat"):
             raise ValueError(
                 f"remat=True needs keras.remat (Keras >= 3.9). Received: Keras {keras.__version__}"
             )
         self.remat = remat
-        self.qk_norm = check_bool(qk_norm, "qk_norm")
-        self.activation = check_activation(activation)
-        self.key_bias = check_bool(key_bias, "key_bias")
+        self.qk_norm = check_bool(given["qk_norm"], "qk_norm")
+        self.activation = check_activation(given["activation"])
+        self.key_bias = check_bool(given["key_bias"], "key_bias")
         self.supports_masking = False
+
+    @classmethod
+    def arguments(cls):
+        """The names of the arguments this kind takes (besides the Keras layer's own)."""
+        own = inspect.signature(cls.__init__).parameters
+        return {name for name in own if name not in ("self", "kwargs")} | set(COMMON_ARGUMENTS)
 
     def _set_options(
         self,
@@ -313,7 +322,18 @@ class EncoderBlock(BlockRemat, TokenMixer):
         return self._forward(inputs, training, return_scores, context)
 
     def _forward(self, inputs, training, return_attention_scores, context=(None, None, None)):
-        """The block on `(B, T, D)` tokens in the compute dtype (each kind its own)."""
+        """The block on `(B, T, D)` tokens in the compute dtype: its PyTorch adapter, or the
+        kind's `_residuals` (the portable `keras.ops` path)."""
+        rotary, bias, mask = context
+        bias = self._attention_bias(inputs, bias)
+        adapter = self._torch_adapter(rotary, return_attention_scores)
+        if adapter is not None:
+            return adapter(self, inputs, training, bias, mask)
+        out, scores = self._residuals(inputs, training, return_attention_scores, rotary, bias, mask)
+        return (out, scores) if return_attention_scores else out
+
+    def _residuals(self, inputs, training, return_attention_scores, rotary, bias, mask):
+        """The kind's residual branches (portable path): `(out, attention scores or None)`."""
         raise NotImplementedError
 
     def _attention_bias(self, inputs, shared):

@@ -26,11 +26,14 @@ class ParallelBlock(EncoderBlock):
     (LayerNorm blocks), equal to the portable `keras.ops` path.
 
     Args:
-        num_heads, mlp_dim, dropout_rate, attention_dropout_rate, drop_path_rate,
-        layer_norm_epsilon, approximate_gelu, layer_scale_init_value, remat, qk_norm,
-        activation, key_bias, norm: as `keras_vit.layers.TransformerBlock`'s (every branch
-            alike).
+        num_heads, mlp_dim: as `keras_vit.layers.TransformerBlock`'s.
         num_parallel: int. The number of branches. Defaults to 2.
+        layer_scale_init_value: optional float. LayerScale of every branch's attention and MLP
+            (`attention_scale`, `mlp_scale`, `attention_scale_{j}`, ...). Defaults to None.
+        **kwargs: the arguments every block kind takes (`dropout_rate`,
+            `attention_dropout_rate`, `drop_path_rate`, `layer_norm_epsilon`,
+            `approximate_gelu`, `remat`, `qk_norm`, `activation`, `key_bias`, `norm`: as
+            `TransformerBlock`'s, every branch alike), and the Keras layer's (`name`, ...).
 
     Call arguments: as `keras_vit.layers.TransformerBlock`'s, without a rotary embedding or
     attention scores (timm's block has neither).
@@ -48,39 +51,8 @@ class ParallelBlock(EncoderBlock):
 
     torch_adapter = "parallel_block"
 
-    def __init__(
-        self,
-        num_heads,
-        mlp_dim,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        drop_path_rate=0.0,
-        layer_norm_epsilon=1e-6,
-        approximate_gelu=True,
-        layer_scale_init_value=None,
-        remat=False,
-        qk_norm=False,
-        activation="gelu",
-        key_bias=True,
-        num_parallel=2,
-        norm="layernorm",
-        **kwargs,
-    ):
-        super().__init__(
-            num_heads,
-            mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-            layer_norm_epsilon=layer_norm_epsilon,
-            approximate_gelu=approximate_gelu,
-            remat=remat,
-            qk_norm=qk_norm,
-            activation=activation,
-            key_bias=key_bias,
-            norm=norm,
-            **kwargs,
-        )
+    def __init__(self, num_heads, mlp_dim, num_parallel=2, layer_scale_init_value=None, **kwargs):
+        super().__init__(num_heads, mlp_dim, **kwargs)
         self.layer_scale_init_value = check_layer_scale(layer_scale_init_value)
         self.num_parallel = check_positive_int(num_parallel, "num_parallel")
 
@@ -116,16 +88,12 @@ class ParallelBlock(EncoderBlock):
         """Every branch's sublayers and LayerScale weights by role (branch 0: the block's own)."""
         return super().branches() + list(self.parallel_branches)
 
-    def _forward(self, inputs, training, return_attention_scores, context=(None, None, None)):
-        rotary, bias, mask = context
+    def _residuals(self, inputs, training, return_attention_scores, rotary, bias, mask):
         if return_attention_scores or rotary is not None:
             raise ValueError(
                 f"{self.name}: a parallel block (num_parallel={self.num_parallel}) returns "
                 "no attention scores and takes no rotary embedding."
             )
-        adapter = self._torch_adapter(rotary, return_attention_scores)
-        if adapter is not None:
-            return adapter(self, inputs, training, bias, mask)
         scaled = self.layer_scale_init_value is not None
         total = 0.0
         for branch in self.branches():
@@ -144,7 +112,7 @@ class ParallelBlock(EncoderBlock):
             if scaled:
                 y = y * branch["mlp_scale"]
             total = total + self.drop_path(y, training=training)
-        return x + total
+        return x + total, None
 
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies

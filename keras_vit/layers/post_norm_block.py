@@ -21,11 +21,13 @@ class PostNormBlock(EncoderBlock):
     portable `keras.ops` path), equal to the portable path.
 
     Args:
-        num_heads, mlp_dim, dropout_rate, attention_dropout_rate, drop_path_rate,
-        layer_norm_epsilon, approximate_gelu, remat, qk_norm, activation, mlp, mlp_inner_norm,
-        key_bias, attention_inner_norm, relative_position_grid, relative_position_mlp_dim,
-        norm, attention_type, block_index, num_key_value_heads: as
+        num_heads, mlp_dim, mlp, mlp_inner_norm, attention_inner_norm, relative_position_grid,
+        relative_position_mlp_dim, attention_type, block_index, num_key_value_heads: as
             `keras_vit.layers.TransformerBlock`'s.
+        **kwargs: the arguments every block kind takes (`dropout_rate`,
+            `attention_dropout_rate`, `drop_path_rate`, `layer_norm_epsilon`,
+            `approximate_gelu`, `remat`, `qk_norm`, `activation`, `key_bias`, `norm`: as
+            `TransformerBlock`'s), and the Keras layer's (`name`, `dtype`, ...).
 
     Call arguments and returns: as `keras_vit.layers.TransformerBlock`'s.
 
@@ -44,59 +46,27 @@ class PostNormBlock(EncoderBlock):
         self,
         num_heads,
         mlp_dim,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        drop_path_rate=0.0,
-        layer_norm_epsilon=1e-6,
-        approximate_gelu=True,
-        remat=False,
-        qk_norm=False,
-        activation="gelu",
         mlp="mlp",
         mlp_inner_norm=False,
-        key_bias=True,
         attention_inner_norm=False,
         relative_position_grid=None,
         relative_position_mlp_dim=None,
-        norm="layernorm",
         attention_type="standard",
         block_index=0,
         num_key_value_heads=None,
         **kwargs,
     ):
-        super().__init__(
-            num_heads,
-            mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-            layer_norm_epsilon=layer_norm_epsilon,
-            approximate_gelu=approximate_gelu,
-            remat=remat,
-            qk_norm=qk_norm,
-            activation=activation,
-            key_bias=key_bias,
-            norm=norm,
-            **kwargs,
-        )
+        super().__init__(num_heads, mlp_dim, **kwargs)
         self._set_options(
             mlp, mlp_inner_norm, attention_inner_norm, relative_position_grid,
             relative_position_mlp_dim, attention_type, block_index, num_key_value_heads,
         )  # fmt: skip
 
-    def _forward(self, inputs, training, return_attention_scores, context=(None, None, None)):
-        rotary, bias, mask = context
-        bias = self._attention_bias(inputs, bias)
-        adapter = self._torch_adapter(rotary, return_attention_scores)
-        if adapter is not None:
-            return adapter(self, inputs, training, bias, mask)
+    def _residuals(self, inputs, training, return_attention_scores, rotary, bias, mask):
         x, scores = self._attend(inputs, training, return_attention_scores, rotary, bias, mask)
         x = inputs + self.drop_path(self.attention_norm(x), training=training)
         y = self._mlp_branch(x, training, norm_after=self.mlp_norm)
-        out = x + self.drop_path(y, training=training)
-        if return_attention_scores:
-            return out, scores
-        return out
+        return x + self.drop_path(y, training=training), scores
 
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies

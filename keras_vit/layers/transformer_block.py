@@ -6,7 +6,7 @@ import keras
 
 from keras_vit.layers._checks import check_bool, check_layer_scale, check_positive_int
 from keras_vit.layers._token_mixer import BLOCK_CONFIG, config_values
-from keras_vit.layers.block_base import BLOCK_NORMS, EncoderBlock
+from keras_vit.layers.block_base import BLOCK_NORMS, COMMON_ARGUMENTS, EncoderBlock
 from keras_vit.layers.differential_attention import check_attention_type
 from keras_vit.layers.parallel_block import ParallelBlock
 from keras_vit.layers.post_norm_block import PostNormBlock
@@ -187,21 +187,9 @@ class TransformerBlock(EncoderBlock):
         attention_only_layer_scale=False,
         **kwargs,
     ):
-        super().__init__(
-            num_heads,
-            mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-            layer_norm_epsilon=layer_norm_epsilon,
-            approximate_gelu=approximate_gelu,
-            remat=remat,
-            qk_norm=qk_norm,
-            activation=activation,
-            key_bias=key_bias,
-            norm=norm,
-            **kwargs,
-        )
+        given = locals()
+        common = {name: given[name] for name in COMMON_ARGUMENTS}
+        super().__init__(num_heads, mlp_dim, **common, **kwargs)
         if num_parallel != 1 or block_norm != "pre":  # a subclass: `__new__` redirects ours
             raise ValueError(
                 f"{type(self).__name__} is the pre-norm block of one branch: num_parallel=1, "
@@ -222,12 +210,7 @@ class TransformerBlock(EncoderBlock):
             relative_position_mlp_dim, attention_type, block_index, num_key_value_heads,
         )  # fmt: skip
 
-    def _forward(self, inputs, training, return_attention_scores, context=(None, None, None)):
-        rotary, bias, mask = context
-        bias = self._attention_bias(inputs, bias)
-        adapter = self._torch_adapter(rotary, return_attention_scores)
-        if adapter is not None:
-            return adapter(self, inputs, training, bias, mask)
+    def _residuals(self, inputs, training, return_attention_scores, rotary, bias, mask):
         x, scores = self._attend(
             self.attention_norm(inputs), training, return_attention_scores, rotary, bias, mask
         )
@@ -237,10 +220,7 @@ class TransformerBlock(EncoderBlock):
         y = self._mlp_branch(x, training, norm_before=self.mlp_norm)
         if self.layer_scale_init_value is not None and not self.attention_only_layer_scale:
             y = y * self.mlp_scale
-        out = x + self.drop_path(y, training=training)
-        if return_attention_scores:
-            return out, scores
-        return out
+        return x + self.drop_path(y, training=training), scores
 
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
@@ -313,7 +293,7 @@ def _legacy_kind(args, kwargs):
     if num_parallel > 1:
         check_attention_type(arguments.get("attention_type", "standard"), num_parallel=num_parallel)
     kind = PostNormBlock if block_norm == "post" else ParallelBlock
-    takes = inspect.signature(kind.__init__).parameters
+    takes = kind.arguments()
     options = {}
     for name, value in arguments.items():
         if name in takes:

@@ -96,7 +96,7 @@ def _block_options(config, cls):
         options["relative_position_grid"] = config.grid_size
     if config.relative_position_bias == "mlp":
         options["relative_position_mlp_dim"] = config.relative_position_mlp_dim
-    takes = inspect.signature(cls).parameters
+    takes = cls.arguments()
     refused = [f"{name}={value!r}" for name, value in options.items() if name not in takes]
     if refused:
         raise ValueError(

@@ -4,7 +4,7 @@ Run on main at 5cfe72d, before the block kinds were classes of their own (post-n
 blocks were `TransformerBlock(block_norm="post")` / `TransformerBlock(num_parallel=2)`), under
 JAX (see README.md):
 
-    KERAS_BACKEND=jax PYTHONPATH=/path/to/main python tests/data/make_block_kinds_fixture.py OUT_DIR
+    cd /path/to/main && KERAS_BACKEND=jax PYTHONPATH=. python /path/to/this/script.py OUT_DIR
 """
 
 import os
@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 import keras_vit
+from tests.helpers import randomize_weights
 
 out = sys.argv[1]
 models = {
@@ -22,12 +23,8 @@ models = {
 }
 for name, options in models.items():
     model = keras_vit.ViT("mu/8", image_size=16, num_layers=2, num_classes=3, name=name, **options)
-    rng = np.random.default_rng(0)
-    for w in model.weights:
-        value = rng.normal(0.0, 0.2, size=tuple(w.shape)).astype("float32")
-        if w.path.endswith(("gamma", "scale")):
-            value += 1.0
-        w.assign(value)
+    randomize_weights(model, seed=0)
+    rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
     model.save(os.path.join(out, name + ".keras"))
     np.savez(
