@@ -24,6 +24,9 @@ class PostNormBlock(EncoderBlock):
         num_heads, mlp_dim, mlp, mlp_inner_norm, attention_inner_norm, relative_position_grid,
         relative_position_mlp_dim, attention_type, block_index, num_key_value_heads: as
             `keras_vit.layers.TransformerBlock`'s.
+        block_norm: `"post"`, the only value: the kind, written in the config (like a
+            `ParallelBlock`'s `num_parallel`) so that `TransformerBlock.from_config`, as in
+            earlier versions, makes this block from it. Defaults to `"post"`.
         **kwargs: the arguments every block kind takes (`dropout_rate`,
             `attention_dropout_rate`, `drop_path_rate`, `layer_norm_epsilon`,
             `approximate_gelu`, `remat`, `qk_norm`, `activation`, `key_bias`, `norm`: as
@@ -54,9 +57,16 @@ class PostNormBlock(EncoderBlock):
         attention_type="standard",
         block_index=0,
         num_key_value_heads=None,
+        block_norm="post",
         **kwargs,
     ):
         super().__init__(num_heads, mlp_dim, **kwargs)
+        if block_norm != "post":
+            raise ValueError(
+                "A PostNormBlock is the residual post-norm block: block_norm='post' (the kind, "
+                "in its config so that `TransformerBlock.from_config` reads it back). Received: "
+                f"block_norm={block_norm!r}"
+            )
         self._set_options(
             mlp, mlp_inner_norm, attention_inner_norm, relative_position_grid,
             relative_position_mlp_dim, attention_type, block_index, num_key_value_heads,
@@ -75,7 +85,7 @@ class PostNormBlock(EncoderBlock):
             "layer_norm_epsilon", "approximate_gelu", "remat", "qk_norm", "activation", "mlp",
             "mlp_inner_norm", "key_bias", "attention_inner_norm", "relative_position_grid",
             "relative_position_mlp_dim", "norm", "attention_type", "block_index",
-            "num_key_value_heads",
+            "num_key_value_heads", "block_norm",
         )  # fmt: skip
         config.update(config_values(self, names))
         return config

@@ -298,7 +298,7 @@ def _legacy_kind(args, kwargs):
     for name, value in arguments.items():
         if name in takes:
             options[name] = value
-        elif value != signature.parameters[name].default and name not in ("block_norm",):
+        elif value != signature.parameters[name].default:
             raise ValueError(
                 f"A {kind.__name__} (TransformerBlock with block_norm={block_norm!r}, "
                 f"num_parallel={num_parallel}) takes no {name}. Received: {name}={value!r}"

@@ -122,7 +122,8 @@ def test_new_classes_round_trip_with_their_own_configs(tmp_path):
             w.assign(np.random.default_rng(1).normal(0, 0.3, tuple(w.shape)).astype("float32"))
         roundtrip_layer(block, x, tmp_path)
         config = block.get_config()
-        assert "block_norm" not in config and type(block).from_config(config).get_config() == config
+        assert type(block).from_config(config).get_config() == config
+        assert type(TransformerBlock.from_config(config)) is type(block)  # as before the split
     assert "layer_scale_init_value" not in post.get_config()
     assert (
         "mlp" not in parallel.get_config() and "relative_position_grid" not in parallel.get_config()
