@@ -2,7 +2,8 @@
 
 The one module for keras_vit's backend adapters. On PyTorch, the encoder blocks (one adapter
 per block class: `transformer_block` for the pre-norm `TransformerBlock`, `post_norm_block`,
-`parallel_block`; each reads the block's sublayers through its public `branches()`) and
+`parallel_block`; each reads the block's public sublayers, a parallel block's through
+`branches()`) and
 `MultiHeadSelfAttention` compute through these functions: the layers' own variables, read
 once per call, into plain `torch.nn.functional` calls, with no Keras layer call or `keras.ops`
 dispatch inside the block. In a ViT-B/16-deep model at tiny width (benchmarks/bench_overhead.py)
@@ -166,7 +167,7 @@ def _dropout(layer, x, training):
     return x
 
 
-# --- the block adapters: one per block class, through its public sublayers (`branches()`) ------
+# --- the block adapters: one per block class, through its public sublayers ---------------------
 
 
 def _attention(attention, x, training, bias, mask, read):
@@ -202,15 +203,17 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     None or the attention's boolean 4-D mask (`attention.attention_mask_4d`).
     """
     read = variable_reader()
-    (branch,) = block.branches()
-    x = layer_norm(inputs, branch["attention_norm"], read)
-    x = _attention(branch["attention"], x, training, bias, mask, read)
+    scaled = block.layer_scale_init_value is not None
+    x = layer_norm(inputs, block.attention_norm, read)
+    x = _attention(block.attention, x, training, bias, mask, read)
     x = _dropout(block.attention_dropout, x, training)
-    x = _scaled(x, branch.get("attention_scale"), read)
+    x = _scaled(x, block.attention_scale if scaled else None, read)
     x = inputs + _dropout(block.drop_path, x, training)
-    y = layer_norm(x, branch["mlp_norm"], read)
-    y = _mlp(block, y, training, read, branch["mlp_dense_1"], branch["mlp_dense_2"])
-    y = _scaled(y, branch.get("mlp_scale"), read)
+    y = layer_norm(x, block.mlp_norm, read)
+    y = _mlp(block, y, training, read, block.mlp_dense_1, block.mlp_dense_2)
+    y = _scaled(
+        y, block.mlp_scale if scaled and not block.attention_only_layer_scale else None, read
+    )
     return x + _dropout(block.drop_path, y, training)
 
 
@@ -218,12 +221,11 @@ def post_norm_block(block, inputs, training, bias=None, mask=None):
     """`PostNormBlock._forward` (`x + LN(f(x))`) without attention scores (as
     `transformer_block`)."""
     read = variable_reader()
-    (branch,) = block.branches()
-    x = _attention(branch["attention"], inputs, training, bias, mask, read)
+    x = _attention(block.attention, inputs, training, bias, mask, read)
     x = _dropout(block.attention_dropout, x, training)
-    x = inputs + _dropout(block.drop_path, layer_norm(x, branch["attention_norm"], read), training)
-    y = _mlp(block, x, training, read, branch["mlp_dense_1"], branch["mlp_dense_2"])
-    return x + _dropout(block.drop_path, layer_norm(y, branch["mlp_norm"], read), training)
+    x = inputs + _dropout(block.drop_path, layer_norm(x, block.attention_norm, read), training)
+    y = _mlp(block, x, training, read, block.mlp_dense_1, block.mlp_dense_2)
+    return x + _dropout(block.drop_path, layer_norm(y, block.mlp_norm, read), training)
 
 
 def parallel_block(block, inputs, training, bias=None, mask=None):
