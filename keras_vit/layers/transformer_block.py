@@ -248,6 +248,12 @@ class TransformerBlock(EncoderBlock):
         return config
 
 
+# `__new__` takes `(*args, **kwargs)`: `inspect.signature(TransformerBlock)` (help(), tools reading
+# the arguments) shows `__init__`'s.
+_INIT = inspect.signature(TransformerBlock.__init__)
+TransformerBlock.__signature__ = _INIT.replace(parameters=list(_INIT.parameters.values())[1:])
+
+
 def _legacy_kind(args, kwargs):
     """The `PostNormBlock` or `ParallelBlock` that earlier versions' `TransformerBlock(...)`
     arguments (`block_norm="post"`, `num_parallel > 1`) describe, or None (a pre-norm block).

@@ -78,7 +78,7 @@ def _grouped_query(config, index):
 # signature: every kind taking one has the same default), so that the layer configs of models
 # without them stay as before.
 _DEFAULTS = {
-    name: inspect.signature(TransformerBlock).parameters[name].default
+    name: inspect.signature(TransformerBlock.__init__).parameters[name].default
     for name in ("qk_norm", "activation", "mlp", "mlp_inner_norm", "key_bias",
                  "attention_inner_norm", "norm")
 }  # fmt: skip

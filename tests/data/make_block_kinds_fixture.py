@@ -1,6 +1,6 @@
-"""Writes tests/data/vit_{post_norm,parallel}_5cfe72d.keras (+ .npz) with the code it runs on.
+"""Writes tests/data/vit_{post_norm,parallel}_d5404a7.keras (+ .npz) with the code it runs on.
 
-Run on main at 5cfe72d, before the block kinds were classes of their own (post-norm and parallel
+Run on main at d5404a7, before the block kinds were classes of their own (post-norm and parallel
 blocks were `TransformerBlock(block_norm="post")` / `TransformerBlock(num_parallel=2)`), under
 JAX (see README.md):
 
@@ -18,8 +18,8 @@ from tests.helpers import randomize_weights
 
 out = sys.argv[1]
 models = {
-    "vit_post_norm_5cfe72d": dict(block_norm="post", qk_norm=True, mlp_inner_norm=True),
-    "vit_parallel_5cfe72d": dict(num_parallel=3, layer_scale_init_value=0.5, key_bias=False),
+    "vit_post_norm_d5404a7": dict(block_norm="post", qk_norm=True, mlp_inner_norm=True),
+    "vit_parallel_d5404a7": dict(num_parallel=3, layer_scale_init_value=0.5, key_bias=False),
 }
 for name, options in models.items():
     model = keras_vit.ViT("mu/8", image_size=16, num_layers=2, num_classes=3, name=name, **options)

@@ -138,9 +138,9 @@ def test_legacy_group_names():
     assert legacy("layers/transformer_block_1/mlp_norm") == "layers/transformer_block_1/mlp_norm"
 
 
-@pytest.mark.parametrize("name", ["vit_post_norm_5cfe72d", "vit_parallel_5cfe72d"])
+@pytest.mark.parametrize("name", ["vit_post_norm_d5404a7", "vit_parallel_d5404a7"])
 def test_keras_files_saved_before_the_split_load_identically(name, tmp_path):
-    """ViTs saved by main at 5cfe72d (`TransformerBlock(block_norm="post" / num_parallel=3)`,
+    """ViTs saved by main at d5404a7 (`TransformerBlock(block_norm="post" / num_parallel=3)`,
     made by tests/data/make_block_kinds_fixture.py under JAX): same outputs, new classes, and
     the loaded model saves and loads again (under the new group names)."""
     path = os.path.join(DATA, f"{name}.keras")
