@@ -21,6 +21,7 @@ backend_independent = pytest.mark.skipif(
     reason="backend-independent (no Keras in what it runs): runs once, on the tensorflow backend",
 )
 
+
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
 
@@ -29,9 +30,7 @@ def check_config_complete(layer):
     """get_config() holds exactly the __init__ arguments (plus the base Layer ones)."""
     config = layer.get_config()
     params = [
-        p
-        for p in inspect.signature(type(layer).__init__).parameters
-        if p not in ("self", "kwargs")
+        p for p in inspect.signature(type(layer).__init__).parameters if p not in ("self", "kwargs")
     ]
     missing = [p for p in params if p not in config]
     assert not missing, f"{type(layer).__name__}.get_config() misses {missing}"

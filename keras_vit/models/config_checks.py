@@ -6,8 +6,6 @@ ValueError naming the expected and the received values. The option tables they c
 live here too, and config.py imports them.
 """
 
-
-
 from keras_vit.layers._checks import (
     check_non_negative_int,
     check_positive_int,
@@ -65,6 +63,8 @@ _ROTARY_DEFAULTS = {
     "rotary_grid_offset": 0.0,
     "rotary_normalize_coords": "separate",
 }
+
+
 def check_divisible(size, patch, message):
     for got, p, what in ((size[0], patch[0], "height"), (size[1], patch[1], "width")):
         if got % p:
@@ -160,8 +160,11 @@ def check_map_head(config):
     check_positive_int(config.map_mlp_dim, "map_mlp_dim", allow_none=True)
     changed = [
         f"{name}={getattr(config, name)!r}"
-        for name, default in (("map_num_heads", None), ("map_mlp_dim", None),
-                              ("map_prefix_tokens", False))  # fmt: skip
+        for name, default in (
+            ("map_num_heads", None),
+            ("map_mlp_dim", None),
+            ("map_prefix_tokens", False),
+        )  # fmt: skip
         if getattr(config, name) != default
     ]
     if changed and config.pooling != "map":
@@ -174,7 +177,6 @@ def check_map_head(config):
             "map_num_heads must divide hidden_dim. "
             f"Received: hidden_dim={config.hidden_dim}, map_num_heads={heads}"
         )
-
 
 
 def check_block_norm(config):
@@ -439,9 +441,7 @@ def check_core(config, normalize):
             f"Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads}"
         )
     if config.pooling not in POOLINGS:
-        raise ValueError(
-            f"pooling must be one of {POOLINGS}. Received: pooling={config.pooling!r}"
-        )
+        raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={config.pooling!r}")
     if config.pooling is None and config.include_top:
         raise ValueError(
             "pooling=None returns the token sequence and needs include_top=False. "

@@ -126,8 +126,7 @@ def _check_targets(targets):
         targets = tuple(targets)
     except TypeError:
         raise ValueError(
-            f"targets must be a sequence of names from {ALL_TARGETS}. "
-            f"Received: targets={targets!r}"
+            f"targets must be a sequence of names from {ALL_TARGETS}. Received: targets={targets!r}"
         ) from None
     unknown = [t for t in targets if t not in ALL_TARGETS]
     if not targets or unknown or len(set(targets)) != len(targets):
