@@ -21,6 +21,7 @@ backend_independent = pytest.mark.skipif(
     reason="backend-independent (no Keras in what it runs): runs once, on the tensorflow backend",
 )
 
+
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
 
@@ -29,9 +30,7 @@ def check_config_complete(layer):
     """get_config() holds exactly the __init__ arguments (plus the base Layer ones)."""
     config = layer.get_config()
     params = [
-        p
-        for p in inspect.signature(type(layer).__init__).parameters
-        if p not in ("self", "kwargs")
+        p for p in inspect.signature(type(layer).__init__).parameters if p not in ("self", "kwargs")
     ]
     missing = [p for p in params if p not in config]
     assert not missing, f"{type(layer).__name__}.get_config() misses {missing}"
@@ -165,9 +164,9 @@ def _np_bias_of(layer, grid, prefix):
 def block_params(block, branch=None):
     """Reads a TransformerBlock's weights into the NumPy reference's names.
 
-    `branch`: one of `block._branches()` (a parallel block's branch); defaults to branch 0.
+    `branch`: one of `block.branches()` (a parallel block's branch); defaults to branch 0.
     """
-    branch = branch or block._branches()[0]
+    branch = branch or block.branches()[0]
     att = branch["attention"]
     n = to_numpy
     return {
@@ -226,7 +225,7 @@ def np_parallel_block(x, block, eps=1e-6, approximate_gelu=True, activation="gel
     """timm's ParallelThingsBlock: x + sum_j MSA_j(LN_j(x)); then + sum_j MLP_j(LN_j(x))."""
     branches = [
         {k: np.asarray(v, "float64") for k, v in block_params(block, b).items()}
-        for b in block._branches()
+        for b in block.branches()
     ]
     for p in branches:
         p["attention_bias"] = bias

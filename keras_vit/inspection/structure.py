@@ -6,9 +6,8 @@ import collections
 import keras
 import numpy as np
 
-from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
+from keras_vit.layers.block_kinds import ENCODER_BLOCKS
 from keras_vit.layers.patch_encoder import PatchEncoder
-from keras_vit.layers.transformer_block import TransformerBlock
 
 
 class ModelGeometry(
@@ -57,17 +56,16 @@ def find_patch_encoder(model):
 def find_transformer_blocks(model):
     """Returns the model's `TransformerBlock` layers in depth order: its `blocks` role.
 
-    A functional model without the role gives its `TransformerBlock` (and
-    `ParallelScalingBlock`) layers in its own layer order, the order of its graph (each block
-    called once), which is depth order.
+    A functional model without the role gives its encoder blocks (the
+    `keras_vit.layers.BLOCK_KINDS` classes but the sandwich one) in its own layer order, the
+    order of its graph (each block called once), which is depth order.
 
     Raises:
         ValueError: when the model has no `TransformerBlock`.
     """
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        kinds = (TransformerBlock, ParallelScalingBlock)
-        blocks = [layer for layer in model.layers if isinstance(layer, kinds)]
+        blocks = [layer for layer in model.layers if isinstance(layer, ENCODER_BLOCKS)]
     blocks = list(blocks)
     if not blocks:
         raise ValueError(

@@ -2,6 +2,8 @@
 
 from keras_vit.layers.activations import quick_gelu
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.block_base import EncoderBlock
+from keras_vit.layers.block_kinds import BLOCK_KINDS
 from keras_vit.layers.cell_pooling import GridCellPooling
 from keras_vit.layers.clipped_dense import ClippedDense
 from keras_vit.layers.conv_stem import conv_stem
@@ -13,6 +15,7 @@ from keras_vit.layers.map_head import MAPHead
 from keras_vit.layers.naflex_encoder import NaFlexPatchEncoder
 from keras_vit.layers.naflex_rotary import NaFlexMixedRotaryEmbedding, NaFlexRotaryEmbedding
 from keras_vit.layers.normed_attention import NormedSelfAttention
+from keras_vit.layers.parallel_block import ParallelBlock
 from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
 from keras_vit.layers.patch_corruption import PatchCorruption
 from keras_vit.layers.patch_encoder import PatchEncoder
@@ -25,6 +28,7 @@ from keras_vit.layers.position_embedding import (
     resample_position_embedding,
     sincos_2d_position_embedding,
 )
+from keras_vit.layers.post_norm_block import PostNormBlock
 from keras_vit.layers.relative_position import (
     RelativePositionBias,
     RelativePositionMLP,
@@ -52,9 +56,11 @@ from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
+    "BLOCK_KINDS",
     "ClippedDense",
     "DifferentialAttention",
     "DropPath",
+    "EncoderBlock",
     "FeatureStandardization",
     "GatedMLP",
     "GridCellPooling",
@@ -66,12 +72,14 @@ __all__ = [
     "NaFlexPatchEncoder",
     "NaFlexRotaryEmbedding",
     "NormedSelfAttention",
+    "ParallelBlock",
     "ParallelScalingBlock",
     "PatchCorruption",
     "PatchEncoder",
     "PatchMerger",
     "PatchTargets",
     "Patches",
+    "PostNormBlock",
     "RMSNorm",
     "RelativePositionBias",
     "RelativePositionMLP",

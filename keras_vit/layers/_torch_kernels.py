@@ -1,6 +1,9 @@
-"""PyTorch fast path of the ViT block (backend-specific, imported only under the torch backend).
+"""PyTorch fast path of the ViT blocks (backend-specific, imported only under the torch backend).
 
-The one module for keras_vit's backend adapters. On PyTorch, `TransformerBlock` and
+The one module for keras_vit's backend adapters. On PyTorch, the encoder blocks (one adapter
+per block class: `transformer_block` for the pre-norm `TransformerBlock`, `post_norm_block`,
+`parallel_block`; each reads the block's public sublayers, a parallel block's through
+`branches()`) and
 `MultiHeadSelfAttention` compute through these functions: the layers' own variables, read
 once per call, into plain `torch.nn.functional` calls, with no Keras layer call or `keras.ops`
 dispatch inside the block. In a ViT-B/16-deep model at tiny width (benchmarks/bench_overhead.py)
@@ -164,26 +167,24 @@ def _dropout(layer, x, training):
     return x
 
 
-def transformer_block(block, inputs, training, bias=None, mask=None):
-    """`TransformerBlock._forward` without attention scores; `inputs` in the compute dtype.
+# --- the block adapters: one per block class, through its public sublayers ---------------------
 
-    `bias`: the block's additive attention bias (relative position bias), or None. `mask`:
-    None or the attention's boolean 4-D mask (`attention.attention_mask_4d`).
-    """
-    read = variable_reader()
-    x = layer_norm(inputs, block.attention_norm, read)
-    attention = block.attention
-    attention_dropout = training and attention.attention_dropout_rate > 0
-    if attention_dropout or not attention_is_plain(attention):
-        x = attention(x, training=training, attention_bias=bias, attention_mask=mask)
-    else:
-        x = self_attention(attention, x, read, bias, mask)
-    x = _dropout(block.attention_dropout, x, training)
-    if block.layer_scale_init_value is not None:
-        x = x * _cast(read(block.attention_scale), x.dtype)
-    x = inputs + _dropout(block.drop_path, x, training)
 
-    y = linear(block.mlp_dense_1, layer_norm(x, block.mlp_norm, read), read)
+def _attention(attention, x, training, bias, mask, read):
+    """A block's attention core on normed tokens: `self_attention`, or its own Keras call."""
+    if (training and attention.attention_dropout_rate > 0) or not attention_is_plain(attention):
+        return attention(x, training=training, attention_bias=bias, attention_mask=mask)
+    return self_attention(attention, x, read, bias, mask)
+
+
+def _scaled(x, scale, read):
+    """`x` times a LayerScale weight (None: no LayerScale)."""
+    return x if scale is None else x * _cast(read(scale), x.dtype)
+
+
+def _mlp(block, x, training, read, dense_1, dense_2):
+    """A block's plain MLP on `x`: `dense_1`, activation, dropout, inner norm, `dense_2`."""
+    y = linear(dense_1, x, read)
     if block.activation == "gelu":
         y = F.gelu(y, approximate="tanh" if block.approximate_gelu else "none")
     else:
@@ -191,10 +192,64 @@ def transformer_block(block, inputs, training, bias=None, mask=None):
     y = _dropout(block.mlp_dropout_1, y, training)
     if block.mlp_inner_norm:  # BEiT-3's norm of the hidden activations
         y = layer_norm(y, block.mlp_hidden_norm, read)
-    y = _dropout(block.mlp_dropout_2, linear(block.mlp_dense_2, y, read), training)
-    if block.layer_scale_init_value is not None and not block.attention_only_layer_scale:
-        y = y * _cast(read(block.mlp_scale), y.dtype)
+    return _dropout(block.mlp_dropout_2, linear(dense_2, y, read), training)
+
+
+def transformer_block(block, inputs, training, bias=None, mask=None):
+    """`TransformerBlock._forward` (pre-norm) without attention scores; `inputs` in the compute
+    dtype.
+
+    `bias`: the block's additive attention bias (relative position bias), or None. `mask`:
+    None or the attention's boolean 4-D mask (`attention.attention_mask_4d`).
+    """
+    read = variable_reader()
+    scaled = block.layer_scale_init_value is not None
+    x = layer_norm(inputs, block.attention_norm, read)
+    x = _attention(block.attention, x, training, bias, mask, read)
+    x = _dropout(block.attention_dropout, x, training)
+    x = _scaled(x, block.attention_scale if scaled else None, read)
+    x = inputs + _dropout(block.drop_path, x, training)
+    y = layer_norm(x, block.mlp_norm, read)
+    y = _mlp(block, y, training, read, block.mlp_dense_1, block.mlp_dense_2)
+    y = _scaled(
+        y, block.mlp_scale if scaled and not block.attention_only_layer_scale else None, read
+    )
     return x + _dropout(block.drop_path, y, training)
+
+
+def post_norm_block(block, inputs, training, bias=None, mask=None):
+    """`PostNormBlock._forward` (`x + LN(f(x))`) without attention scores (as
+    `transformer_block`)."""
+    read = variable_reader()
+    x = _attention(block.attention, inputs, training, bias, mask, read)
+    x = _dropout(block.attention_dropout, x, training)
+    x = inputs + _dropout(block.drop_path, layer_norm(x, block.attention_norm, read), training)
+    y = _mlp(block, x, training, read, block.mlp_dense_1, block.mlp_dense_2)
+    return x + _dropout(block.drop_path, layer_norm(y, block.mlp_norm, read), training)
+
+
+def parallel_block(block, inputs, training, bias=None, mask=None):
+    """`ParallelBlock._forward`: the attention branches summed, then the MLP branches (the
+    dropout and drop-path draws in the portable path's order)."""
+    read = variable_reader()
+    branches = block.branches()
+    total = 0.0
+    for branch in branches:
+        x = layer_norm(inputs, branch["attention_norm"], read)
+        x = _attention(branch["attention"], x, training, bias, mask, read)
+        x = _scaled(
+            _dropout(block.attention_dropout, x, training), branch.get("attention_scale"), read
+        )
+        total = total + _dropout(block.drop_path, x, training)
+    x = inputs + total
+    total = 0.0
+    for branch in branches:
+        y = layer_norm(x, branch["mlp_norm"], read)
+        y = _mlp(block, y, training, read, branch["mlp_dense_1"], branch["mlp_dense_2"])
+        total = total + _dropout(
+            block.drop_path, _scaled(y, branch.get("mlp_scale"), read), training
+        )
+    return x + total
 
 
 def patch_projection(encoder, images):

@@ -1,38 +1,19 @@
-"""`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3), or post-norm."""
+"""`TransformerBlock`: the pre-norm encoder block of ViT (the paper's Eq. 2-3)."""
 
-import functools
+import inspect
 
 import keras
-from keras import ops
 
-from keras_vit.layers import attention as attention_module
-from keras_vit.layers._checks import (
-    check_bool,
-    check_layer_scale,
-    check_non_negative_int,
-    check_positive_int,
-    check_positive_int_pair,
-    check_rate,
-    check_token_shape,
-)
-from keras_vit.layers._quantization import sublayer_dtype
-from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_values
-from keras_vit.layers.activations import check_activation, mlp_activation
-from keras_vit.layers.attention import MultiHeadSelfAttention, check_epsilon
-from keras_vit.layers.block_remat import BlockRemat
-from keras_vit.layers.differential_attention import DifferentialAttention, check_attention_type
-from keras_vit.layers.drop_path import DropPath
-from keras_vit.layers.norms import check_norm, make_norm
-from keras_vit.layers.parallel_branches import ParallelBranches
-from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
-from keras_vit.layers.swiglu import SwiGLU
-
-MLPS = ("mlp", "swiglu")
-BLOCK_NORMS = ("pre", "post")
+from keras_vit.layers._checks import check_bool, check_layer_scale, check_positive_int
+from keras_vit.layers._token_mixer import BLOCK_CONFIG, config_values
+from keras_vit.layers.block_base import BLOCK_NORMS, COMMON_ARGUMENTS, EncoderBlock
+from keras_vit.layers.differential_attention import check_attention_type
+from keras_vit.layers.parallel_block import ParallelBlock
+from keras_vit.layers.post_norm_block import PostNormBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
+class TransformerBlock(EncoderBlock):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.
 
     Weights are laid out as in the official checkpoints: the attention is a
@@ -112,23 +93,18 @@ class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
             `RelPosMlp` of this hidden width instead of BEiT's table (a
             `keras_vit.layers.RelativePositionMLP`, zero bias for the prefix tokens; the
             `vit_relpos_*` models). Defaults to None (BEiT's table).
-        num_parallel: int. Parallel branches (timm's `ParallelThingsBlock`, "Three things
-            everyone should know about ViTs"): `x + sum_j MSA_j(LN_j(x))`, then
-            `x + sum_j MLP_j(LN_j(x))`, each branch with its own norms, attention, MLP and
-            LayerScale. Branch 0 is the block's usual sublayers (`attention`, `mlp_dense_1`,
-            ...); branch j > 0 adds `attention_norm_{j}`, `attention_{j}`, `mlp_norm_{j}`,
-            `mlp_dense_1_{j}`, `mlp_dense_2_{j}` (and `attention_scale_{j}`, `mlp_scale_{j}`).
-            Computed by the portable path; no attention scores, RoPE or SwiGLU with it.
-            Defaults to 1.
+        num_parallel: int. Must be 1 (the default). Earlier versions took `num_parallel > 1`
+            for timm's `ParallelThingsBlock`, now `keras_vit.layers.ParallelBlock`:
+            `TransformerBlock(num_parallel=n)` (and a saved `TransformerBlock` config with it)
+            still makes that `ParallelBlock`, with the same sublayers and weights.
         norm: `"layernorm"` or `"rmsnorm"` (`keras.layers.RMSNormalization`, timm's
             `RmsNorm`: AIMv2): the kind of every norm of the block (`attention_norm`,
             `mlp_norm`, the QK, attention inner and SwiGLU inner norms). RMSNorm blocks take
             the portable path on PyTorch. Defaults to `"layernorm"`.
-        block_norm: `"pre"` (`x + f(LN(x))`) or `"post"`: residual post-norm,
-            `x + LN(f(x))` for the attention and the MLP (timm's `ResPostBlock`,
-            `ResPostRelPosBlock`, `EvaBlockPostNorm`; `attention_norm` and `mlp_norm` then
-            follow their branch). No LayerScale or parallel branches with it; computed by
-            the portable path. Defaults to `"pre"`.
+        block_norm: `"pre"` (the default, `x + f(LN(x))`). Earlier versions took `"post"`
+            for residual post-norm, now `keras_vit.layers.PostNormBlock`:
+            `TransformerBlock(block_norm="post")` (and a saved config with it) still makes
+            that `PostNormBlock`, with the same sublayers and weights.
         attention_type: `"standard"` or `"differential"` (`attention` is a
             `keras_vit.layers.DifferentialAttention`: timm's `attn_layer='diff'`; portable
             path; no rotary embedding, relative position bias, parallel branches, q/v-only
@@ -172,6 +148,17 @@ class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
         Dosovitskiy et al., 2021, Sec. 3.1 (Eq. 2-3); Vaswani et al., 2017.
     """
 
+    torch_adapter = "transformer_block"
+
+    def __new__(cls, *args, **kwargs):
+        # Earlier versions' `TransformerBlock(block_norm="post")` / `(num_parallel=n)` (and
+        # their saved configs, which `from_config` passes here): the block kind of today.
+        if cls is TransformerBlock:
+            kind = _legacy_kind(args, kwargs)
+            if kind is not None:
+                return kind
+        return super().__new__(cls, *args, **kwargs)
+
     def __init__(
         self,
         num_heads,
@@ -200,261 +187,40 @@ class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
         attention_only_layer_scale=False,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.norm = check_norm(norm)
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
-        self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
-        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
-        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        self.approximate_gelu = bool(approximate_gelu)
+        given = locals()
+        common = {name: given[name] for name in COMMON_ARGUMENTS}
+        super().__init__(num_heads, mlp_dim, **common, **kwargs)
+        if num_parallel != 1 or block_norm != "pre":  # a subclass: `__new__` redirects ours
+            raise ValueError(
+                f"{type(self).__name__} is the pre-norm block of one branch: num_parallel=1, "
+                f"block_norm='pre' (ParallelBlock, PostNormBlock for the others). Received: "
+                f"num_parallel={num_parallel!r}, block_norm={block_norm!r}"
+            )
         self.layer_scale_init_value = check_layer_scale(layer_scale_init_value)
-        check_bool(remat, "remat")
-        if remat and not hasattr(keras, "remat"):
-            raise ValueError(
-                f"remat=True needs keras.remat (Keras >= 3.9). Received: Keras {keras.__version__}"
-            )
-        self.remat = remat
-        self.qk_norm = check_bool(qk_norm, "qk_norm")
-        self.activation = check_activation(activation)
-        if mlp not in MLPS:
-            raise ValueError(f"mlp must be one of {MLPS}. Received: mlp={mlp!r}")
-        self.mlp = mlp
-        self.mlp_inner_norm = check_bool(mlp_inner_norm, "mlp_inner_norm")
-        self.key_bias = check_bool(key_bias, "key_bias")
-        self.attention_inner_norm = check_bool(attention_inner_norm, "attention_inner_norm")
-        if relative_position_grid is not None:
-            relative_position_grid = check_positive_int_pair(
-                relative_position_grid, "relative_position_grid"
-            )
-        self.relative_position_grid = relative_position_grid
-        check_positive_int(relative_position_mlp_dim, "relative_position_mlp_dim", allow_none=True)
-        if relative_position_mlp_dim is not None and relative_position_grid is None:
-            raise ValueError(
-                "relative_position_mlp_dim needs relative_position_grid. "
-                f"Received: relative_position_mlp_dim={relative_position_mlp_dim}"
-            )
-        self.relative_position_mlp_dim = relative_position_mlp_dim
-        self.num_parallel = check_positive_int(num_parallel, "num_parallel")
-        if num_parallel > 1 and (
-            mlp != "mlp" or relative_position_grid is not None or mlp_inner_norm
-        ):
-            raise ValueError(
-                "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp', no "
-                f"relative_position_grid or mlp_inner_norm. Received: mlp={mlp!r}, "
-                f"relative_position_grid={relative_position_grid!r}, "
-                f"mlp_inner_norm={mlp_inner_norm!r}"
-            )
-        if block_norm not in BLOCK_NORMS:
-            raise ValueError(
-                f"block_norm must be one of {BLOCK_NORMS}. Received: block_norm={block_norm!r}"
-            )
-        if block_norm == "post" and (layer_scale_init_value is not None or num_parallel > 1):
-            raise ValueError(
-                "block_norm='post' takes no LayerScale or parallel branches. Received: "
-                f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
-            )
-        self.block_norm = block_norm
-        self.attention_type = check_attention_type(
-            attention_type, num_parallel=num_parallel, key_bias=key_bias,
-            relative_position_grid=relative_position_grid, inner_norm=attention_inner_norm,
-        )  # fmt: skip
-        self.block_index = check_non_negative_int(block_index, "block_index")
-        self.num_key_value_heads = num_key_value_heads  # checked by the attention layer
         self.attention_only_layer_scale = check_bool(
             attention_only_layer_scale, "attention_only_layer_scale"
         )
-        if attention_only_layer_scale and (layer_scale_init_value is None or num_parallel > 1):
+        if attention_only_layer_scale and layer_scale_init_value is None:
             raise ValueError(
                 "attention_only_layer_scale needs layer_scale_init_value and one branch. Received: "
                 f"layer_scale_init_value={layer_scale_init_value!r}, num_parallel={num_parallel}"
             )
-        self.supports_masking = False
+        self._set_options(
+            mlp, mlp_inner_norm, attention_inner_norm, relative_position_grid,
+            relative_position_mlp_dim, attention_type, block_index, num_key_value_heads,
+        )  # fmt: skip
 
-    def build(self, input_shape):
-        hidden_dim = check_token_shape(input_shape, self.num_heads, self.name)
-        dtype = self.dtype_policy
-        eps = self.layer_norm_epsilon
-        self.attention_norm = make_norm(self.norm, eps, "attention_norm", dtype)
-        options = dict(qk_norm=self.qk_norm, layer_norm_epsilon=eps, norm=self.norm)
-        if self.attention_type == "differential":
-            options["block_index"] = self.block_index
-        else:
-            options.update(key_bias=self.key_bias, inner_norm=self.attention_inner_norm)
-            if self.num_key_value_heads is not None:  # grouped-query attention
-                options["num_key_value_heads"] = self.num_key_value_heads
-        attention = dict(standard=MultiHeadSelfAttention, differential=DifferentialAttention)
-        self.attention = attention[self.attention_type](
-            num_heads=self.num_heads,
-            attention_dropout_rate=self.attention_dropout_rate,
-            dtype=sublayer_dtype(self, "attention"),
-            name="attention",
-            **options,
+    def _residuals(self, inputs, training, return_attention_scores, rotary, bias, mask):
+        x, scores = self._attend(
+            self.attention_norm(inputs), training, return_attention_scores, rotary, bias, mask
         )
-        dropout = functools.partial(keras.layers.Dropout, self.dropout_rate, dtype=dtype)
-
-        # One initializer for both MLP layers, as before: a second instance would draw another
-        # default seed and change every later random draw of a seeded run.
-        bias_initializer = keras.initializers.RandomNormal(stddev=1e-6)
-
-        def dense(units, name):
-            return keras.layers.Dense(
-                units,
-                kernel_initializer="glorot_uniform",
-                bias_initializer=bias_initializer,
-                dtype=sublayer_dtype(self, name),  # quantized in a reloaded quantized model
-                name=name,
-            )
-
-        self.attention_dropout = dropout(name="attention_dropout")
-        self.mlp_norm = make_norm(self.norm, eps, "mlp_norm", dtype)
-        self.parallel_branches = [
-            self._build_branch(j, tuple(input_shape), hidden_dim, dense)
-            for j in range(1, self.num_parallel)
-        ]
-        shape = tuple(input_shape)
-        if self.mlp == "swiglu":
-            self.swiglu = SwiGLU(
-                self.mlp_dim,
-                inner_norm=self.mlp_inner_norm,
-                layer_norm_epsilon=eps,
-                dropout_rate=self.dropout_rate,
-                norm=self.norm,
-                dtype=sublayer_dtype(self, "mlp"),
-                name="mlp",
-            )
-            self.swiglu.build(shape)
-        else:
-            self.mlp_dense_1 = dense(self.mlp_dim, "mlp_dense_1")
-            self.mlp_dropout_1 = dropout(name="mlp_dropout_1")
-            self.mlp_dense_2 = dense(hidden_dim, "mlp_dense_2")
-            self.mlp_dropout_2 = dropout(name="mlp_dropout_2")
-            self.mlp_dense_1.build(shape)
-            self.mlp_dense_2.build(shape[:-1] + (self.mlp_dim,))
-            if self.mlp_inner_norm:  # BEiT-3's norm before mlp_dense_2
-                self.mlp_hidden_norm = make_norm(self.norm, eps, "mlp_inner_norm", dtype)
-                self.mlp_hidden_norm.build(shape[:-1] + (self.mlp_dim,))
-        self.drop_path = DropPath(self.drop_path_rate, dtype=dtype, name="drop_path")
-
-        self.attention_norm.build(shape)
-        self.attention.build(shape)
-        self.mlp_norm.build(shape)
-        self.drop_path.build(shape)  # no weights, but model.quantize() needs every layer built
-        grid = self.relative_position_grid
-        if grid is not None and self.relative_position_mlp_dim is None:
-            self.relative_position_bias = RelativePositionBias(
-                self.num_heads, grid, dtype=dtype, name="relative_position_bias"
-            )
-            self.relative_position_bias.build(shape)
-        elif grid is not None:
-            if shape[1] is None or shape[1] < grid[0] * grid[1]:
-                raise ValueError(
-                    f"{self.name}: a relative position MLP for the grid {grid} needs at least "
-                    f"{grid[0] * grid[1]} tokens, a known count. Received: shape={shape}"
-                )
-            self.relative_position_bias = RelativePositionMLP(
-                self.num_heads,
-                grid,
-                self.relative_position_mlp_dim,
-                num_prefix_tokens=shape[1] - grid[0] * grid[1],
-                dtype=dtype,
-                name="relative_position_bias",
-            )
-            self.relative_position_bias.build(shape)
-        if self.layer_scale_init_value is not None:
-            init = keras.initializers.Constant(self.layer_scale_init_value)
-            self.attention_scale = self.add_weight(
-                name="attention_scale", shape=(hidden_dim,), initializer=init
-            )
-            if not self.attention_only_layer_scale:
-                self.mlp_scale = self.add_weight(
-                    name="mlp_scale", shape=(hidden_dim,), initializer=init
-                )
-        self.built = True
-
-    def mix(self, inputs, training, return_scores, rotary, bias, mask):
-        # The residual stream runs in the compute dtype on every backend (bfloat16 under
-        # mixed precision), whatever dtype the caller passed.
-        inputs = ops.cast(inputs, self.compute_dtype)
-        # (rotary embedding, attention bias, attention mask): functions of the grid, the
-        # weights and the NaFlex validity only.
-        context = (rotary, bias, mask)
-        if self.remat and not return_scores and not self._remat_redraws_dropout(training):
-            # Python flags (and the rotary embedding, shared bias and mask) stay outside the
-            # rematerialised function (closed over), so jax.checkpoint / tf.recompute_grad see
-            # the tokens only.
-            return self._remat_call(inputs, training, context)
-        return self._forward(inputs, training, return_scores, context)
-
-    def _attention_bias(self, inputs, shared):
-        """The block's relative position bias plus a shared one (either may be None)."""
-        if self.relative_position_grid is None:
-            return shared
-        own = self.relative_position_bias(inputs)
-        return own if shared is None else own + shared
-
-    def _forward(self, inputs, training, return_attention_scores, rotary=(None, None, None)):
-        rotary, bias, mask = rotary
-        bias = self._attention_bias(inputs, bias)
-        if self.num_parallel > 1:
-            if return_attention_scores or rotary is not None:
-                raise ValueError(
-                    f"{self.name}: a parallel block (num_parallel={self.num_parallel}) returns "
-                    "no attention scores and takes no rotary embedding."
-                )
-            return self._parallel_forward(inputs, training, bias)
-        # The fast path computes the original block (q/v-only biases, attention biases); RoPE,
-        # SwiGLU, RMSNorm and post-norm blocks take the portable keras.ops path.
-        plain = rotary is None and self.mlp == "mlp" and self.norm == "layernorm"
-        plain = plain and self.block_norm == "pre" and self.attention_type == "standard"
-        if attention_module.torch_fast_path() and plain and not return_attention_scores:
-            from keras_vit.layers import _torch_kernels
-
-            return _torch_kernels.transformer_block(self, inputs, training, bias, mask)
-        post = self.block_norm == "post"
-        normed = inputs if post else self.attention_norm(inputs)
-        options = dict(training=training, rotary_embedding=rotary, attention_bias=bias)
-        options["attention_mask"] = mask
-        if return_attention_scores:
-            x, scores = self.attention(normed, return_attention_scores=True, **options)
-        else:
-            x = self.attention(normed, **options)
-        x = self.attention_dropout(x, training=training)
-        if post:
-            x = self.attention_norm(x)
         if self.layer_scale_init_value is not None:
             x = x * self.attention_scale
         x = inputs + self.drop_path(x, training=training)
-
-        # On JAX the MLP runs on (batch * tokens, D) matrices: XLA on CPU computes the weight
-        # gradients of a 3-D matmul through transposing copies as slow as the matmul itself;
-        # 2-D keeps them plain GEMMs (ViT-S/16 training step 1.6x faster on 2 CPU cores). Same
-        # numbers; TensorFlow is 4% slower with it and PyTorch indifferent, so only JAX does it.
-        shape = ops.shape(x)
-        flat = keras.backend.backend() == "jax"
-        y = ops.reshape(x, (-1, shape[-1])) if flat else x
-        y = y if post else self.mlp_norm(y)
-        if self.mlp == "swiglu":
-            y = self.swiglu(y, training=training)
-        else:
-            y = self.mlp_dense_1(y)
-            y = mlp_activation(y, self.activation, self.approximate_gelu)
-            y = self.mlp_dropout_1(y, training=training)
-            if self.mlp_inner_norm:
-                y = self.mlp_hidden_norm(y)
-            y = self.mlp_dense_2(y)
-            y = self.mlp_dropout_2(y, training=training)
-        if post:
-            y = self.mlp_norm(y)
-        if flat:
-            y = ops.reshape(y, shape)
+        y = self._mlp_branch(x, training, norm_before=self.mlp_norm)
         if self.layer_scale_init_value is not None and not self.attention_only_layer_scale:
             y = y * self.mlp_scale
-        out = x + self.drop_path(y, training=training)
-        if return_attention_scores:
-            return out, scores
-        return out
+        return x + self.drop_path(y, training=training), scores
 
     def get_config(self):
         config = super().get_config()  # "dtype" with the quantized sublayers' policies
@@ -480,3 +246,67 @@ class TransformerBlock(BlockRemat, ParallelBranches, TokenMixer):
             }
         )
         return config
+
+
+# `__new__` takes `(*args, **kwargs)`: `inspect.signature(TransformerBlock)` (help(), tools reading
+# the arguments) shows `__init__`'s.
+_INIT = inspect.signature(TransformerBlock.__init__)
+TransformerBlock.__signature__ = _INIT.replace(parameters=list(_INIT.parameters.values())[1:])
+
+
+def _legacy_kind(args, kwargs):
+    """The `PostNormBlock` or `ParallelBlock` that earlier versions' `TransformerBlock(...)`
+    arguments (`block_norm="post"`, `num_parallel > 1`) describe, or None (a pre-norm block).
+
+    Refuses what those versions refused, with their messages; arguments the new class does not
+    take must be at `TransformerBlock`'s defaults (which its saved configs always list).
+    """
+    signature = inspect.signature(TransformerBlock.__init__)
+    try:
+        bound = signature.bind(None, *args, **kwargs)
+    except TypeError:
+        return None  # TransformerBlock.__init__ raises the usual TypeError
+    arguments = {k: v for k, v in bound.arguments.items() if k not in ("self", "kwargs")}
+    extra = bound.arguments.get("kwargs", {})
+    block_norm = arguments.get("block_norm", "pre")
+    num_parallel = arguments.get("num_parallel", 1)
+    if block_norm == "pre" and num_parallel == 1:
+        return None
+    if block_norm not in BLOCK_NORMS:
+        raise ValueError(
+            f"block_norm must be one of {BLOCK_NORMS}. Received: block_norm={block_norm!r}"
+        )
+    check_positive_int(num_parallel, "num_parallel")
+    if block_norm == "post" and (
+        arguments.get("layer_scale_init_value") is not None or num_parallel > 1
+    ):
+        raise ValueError(
+            "block_norm='post' takes no LayerScale or parallel branches. Received: "
+            f"layer_scale_init_value={arguments.get('layer_scale_init_value')!r}, "
+            f"num_parallel={num_parallel}"
+        )
+    if num_parallel > 1 and (
+        arguments.get("mlp", "mlp") != "mlp"
+        or arguments.get("relative_position_grid") is not None
+        or arguments.get("mlp_inner_norm", False)
+    ):
+        raise ValueError(
+            "num_parallel > 1 (timm's ParallelThingsBlock) needs mlp='mlp', no "
+            f"relative_position_grid or mlp_inner_norm. Received: mlp={arguments.get('mlp')!r}, "
+            f"relative_position_grid={arguments.get('relative_position_grid')!r}, "
+            f"mlp_inner_norm={arguments.get('mlp_inner_norm')!r}"
+        )
+    if num_parallel > 1:
+        check_attention_type(arguments.get("attention_type", "standard"), num_parallel=num_parallel)
+    kind = PostNormBlock if block_norm == "post" else ParallelBlock
+    takes = kind.arguments()
+    options = {}
+    for name, value in arguments.items():
+        if name in takes:
+            options[name] = value
+        elif value != signature.parameters[name].default:
+            raise ValueError(
+                f"A {kind.__name__} (TransformerBlock with block_norm={block_norm!r}, "
+                f"num_parallel={num_parallel}) takes no {name}. Received: {name}={value!r}"
+            )
+    return kind(**options, **extra)

@@ -1,15 +1,33 @@
-"""The transformer blocks of a `ViTConfig`: `make_block`, one per depth, with only the options
-that differ from the layers' defaults (so that the layer configs of models without them stay as
-in earlier versions).
+"""The transformer blocks of a `ViTConfig`: `make_block`, one per depth, of the kind the config
+names (`block_kind`, a key of `keras_vit.layers.BLOCK_KINDS`), with only the options that differ
+from the class's defaults (so that the layer configs of models without them stay as in earlier
+versions).
 """
 
 import inspect
 
-from keras_vit.layers import ParallelScalingBlock, TransformerBlock
+from keras_vit.layers.block_kinds import block_class
+from keras_vit.layers.transformer_block import TransformerBlock
+
+
+def block_kind(config):
+    """The `BLOCK_KINDS` key of `config`'s blocks: `block_type`, `num_parallel`, `block_norm`.
+
+    Example:
+
+    >>> from keras_vit.models.config import ViTConfig
+    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, num_parallel=2))
+    'parallel'
+    """
+    if config.block_type == "parallel_scaling":
+        return "parallel_scaling"
+    if config.num_parallel > 1:
+        return "parallel"
+    return config.block_norm  # "pre" or "post"
 
 
 def make_block(config, index, drop_path_rate, name, dtype):
-    """Block `index` of `config`: a `TransformerBlock`, or a `ParallelScalingBlock` (`block_type`).
+    """Block `index` of `config`: the class `block_kind(config)` names, with its options.
 
     Example:
 
@@ -18,6 +36,8 @@ def make_block(config, index, drop_path_rate, name, dtype):
     >>> type(make_block(config, 0, 0.0, "encoderblock_0", None)).__name__
     'ParallelScalingBlock'
     """
+    kind = block_kind(config)
+    cls = block_class(kind)
     options = dict(
         num_heads=config.num_heads,
         mlp_dim=config.mlp_dim,
@@ -26,18 +46,21 @@ def make_block(config, index, drop_path_rate, name, dtype):
         drop_path_rate=drop_path_rate,
         layer_norm_epsilon=config.layer_norm_epsilon,
         approximate_gelu=config.approximate_gelu,
-        layer_scale_init_value=config.layer_scale_init_value,
         name=name,
         dtype=dtype,
     )
+    if kind != "post":  # residual post-norm blocks have no LayerScale (config_checks)
+        options["layer_scale_init_value"] = config.layer_scale_init_value
     differential = config.attention_type == "differential"
     if differential:  # lambda_init by depth (timm's DiffAttention)
         options.update(attention_type="differential", block_index=index)
-    if config.block_type == "parallel_scaling":
+    if kind == "parallel_scaling":
         options.update(qk_norm=config.qk_norm, activation=config.activation, norm=config.norm)
-        return ParallelScalingBlock(fused_output=differential, **options)  # timm's blocks
+        return cls(fused_output=differential, **options)  # timm's blocks
     options.update(_grouped_query(config, index))
-    return TransformerBlock(remat=config.remat, **_block_options(config), **options)
+    if kind == "parallel":
+        options["num_parallel"] = config.num_parallel
+    return cls(remat=config.remat, **_block_options(config, cls), **options)
 
 
 def _grouped_query(config, index):
@@ -51,26 +74,33 @@ def _grouped_query(config, index):
     return options
 
 
-# TransformerBlock arguments passed only when they differ from its own defaults (read off its
-# signature), so that the layer configs of models without them stay as before.
-_BLOCK_DEFAULTS = {
-    name: inspect.signature(TransformerBlock).parameters[name].default
+# Block arguments passed only when they differ from the defaults (read off TransformerBlock's
+# signature: every kind taking one has the same default), so that the layer configs of models
+# without them stay as before.
+_DEFAULTS = {
+    name: inspect.signature(TransformerBlock.__init__).parameters[name].default
     for name in ("qk_norm", "activation", "mlp", "mlp_inner_norm", "key_bias",
-                 "attention_inner_norm", "norm", "block_norm")
+                 "attention_inner_norm", "norm")
 }  # fmt: skip
 
 
-def _block_options(config):
-    """The block options of `config` that differ from the defaults (configs stay as before)."""
+def _block_options(config, cls):
+    """The block options of `config` that differ from the defaults (configs stay as before);
+    a ValueError naming those `cls` does not take (config_checks refuses them first)."""
     options = {
         name: getattr(config, name)
-        for name, default in _BLOCK_DEFAULTS.items()
+        for name, default in _DEFAULTS.items()
         if getattr(config, name) != default
     }
     if config.relative_position_bias in ("block", "mlp"):
         options["relative_position_grid"] = config.grid_size
     if config.relative_position_bias == "mlp":
         options["relative_position_mlp_dim"] = config.relative_position_mlp_dim
-    if config.num_parallel > 1:
-        options["num_parallel"] = config.num_parallel
+    takes = cls.arguments()
+    refused = [f"{name}={value!r}" for name, value in options.items() if name not in takes]
+    if refused:
+        raise ValueError(
+            f"A {cls.__name__} block takes no {', '.join(refused)}. Received: "
+            f"block_norm={config.block_norm!r}, num_parallel={config.num_parallel}"
+        )
     return options

@@ -6,8 +6,6 @@ ValueError naming the expected and the received values. The option tables they c
 live here too, and config.py imports them.
 """
 
-
-
 from keras_vit.layers._checks import (
     check_non_negative_int,
     check_positive_int,
@@ -15,9 +13,9 @@ from keras_vit.layers._checks import (
     check_rate,
 )
 from keras_vit.layers.activations import check_activation
+from keras_vit.layers.block_base import BLOCK_NORMS, MLPS  # declared once, by the blocks
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
-from keras_vit.layers.transformer_block import BLOCK_NORMS, MLPS  # declared once, by the layer
 from keras_vit.models.arguments import check_num_classes
 
 # NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
@@ -65,6 +63,8 @@ _ROTARY_DEFAULTS = {
     "rotary_grid_offset": 0.0,
     "rotary_normalize_coords": "separate",
 }
+
+
 def check_divisible(size, patch, message):
     for got, p, what in ((size[0], patch[0], "height"), (size[1], patch[1], "width")):
         if got % p:
@@ -160,8 +160,11 @@ def check_map_head(config):
     check_positive_int(config.map_mlp_dim, "map_mlp_dim", allow_none=True)
     changed = [
         f"{name}={getattr(config, name)!r}"
-        for name, default in (("map_num_heads", None), ("map_mlp_dim", None),
-                              ("map_prefix_tokens", False))  # fmt: skip
+        for name, default in (
+            ("map_num_heads", None),
+            ("map_mlp_dim", None),
+            ("map_prefix_tokens", False),
+        )  # fmt: skip
         if getattr(config, name) != default
     ]
     if changed and config.pooling != "map":
@@ -174,7 +177,6 @@ def check_map_head(config):
             "map_num_heads must divide hidden_dim. "
             f"Received: hidden_dim={config.hidden_dim}, map_num_heads={heads}"
         )
-
 
 
 def check_block_norm(config):
@@ -439,9 +441,7 @@ def check_core(config, normalize):
             f"Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads}"
         )
     if config.pooling not in POOLINGS:
-        raise ValueError(
-            f"pooling must be one of {POOLINGS}. Received: pooling={config.pooling!r}"
-        )
+        raise ValueError(f"pooling must be one of {POOLINGS}. Received: pooling={config.pooling!r}")
     if config.pooling is None and config.include_top:
         raise ValueError(
             "pooling=None returns the token sequence and needs include_top=False. "
@@ -470,4 +470,16 @@ def check_core(config, normalize):
             "num_parallel > 1 takes no per-block relative position bias (timm has none). "
             f"Received: num_parallel={config.num_parallel}, "
             f"relative_position_bias={config.relative_position_bias!r}"
+        )
+    inner = [
+        f"{name}={getattr(config, name)!r}"
+        for name, default in (("mlp", "mlp"), ("mlp_inner_norm", False),
+                              ("attention_inner_norm", False))
+        if getattr(config, name) != default
+    ]  # fmt: skip
+    if config.num_parallel > 1 and inner:
+        raise ValueError(
+            "num_parallel > 1 (timm's ParallelThingsBlock, a ParallelBlock) needs mlp='mlp' "
+            f"and no MLP or attention inner norm. Received: num_parallel={config.num_parallel}, "
+            f"{', '.join(inner)}"
         )

@@ -10,7 +10,7 @@ only place that reads a model's structure from its layer names; `keras_vit.load_
 
 import keras
 
-from keras_vit.layers import MAPHead, PatchEncoder, StdConv2D, TokenPooling, TransformerBlock
+from keras_vit.layers import EncoderBlock, MAPHead, PatchEncoder, StdConv2D, TokenPooling
 from keras_vit.layers._quantization import quantized_sublayers
 from keras_vit.models import encoder as builder
 from keras_vit.models import variants
@@ -115,7 +115,7 @@ def read_config(model):
             "read_config needs a model built by keras_vit.ViT, with a PatchEncoder named "
             f"'patch_encoder'. Received: model {model.name!r} without one"
         )
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    blocks = [layer for layer in model.layers if isinstance(layer, EncoderBlock)]
     if not blocks:
         raise ValueError(
             "read_config needs a ViT with transformer blocks. "

@@ -23,14 +23,14 @@ optimizer loads with them and a backup's optimizer state restores into a rebuilt
 import keras
 from keras import ops
 
-from keras_vit.layers import PatchEncoder, TransformerBlock
+from keras_vit.layers import EncoderBlock, PatchEncoder
 
 
 def _blocks(model):
     """The model's transformer blocks, first to last: its `blocks` role, else by layer type."""
     blocks = getattr(model, "blocks", None)
     if blocks is None:  # functional models built before the model class: layers in graph order
-        blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+        blocks = [layer for layer in model.layers if isinstance(layer, EncoderBlock)]
     if not blocks:
         raise ValueError(
             "Layer-wise learning-rate decay needs a ViT with transformer blocks. "

@@ -76,7 +76,7 @@ def _target_layers(block, target):
         return [getattr(block, target)]
     if target in _SWIGLU_LAYERS:
         return [getattr(block.swiglu, _SWIGLU_LAYERS[target])]
-    branches = block._branches()
+    branches = block.branches()
     if target in _ATTENTION_LAYERS:
         return [getattr(b["attention"], _ATTENTION_LAYERS[target]) for b in branches]
     return [b[target] for b in branches]
@@ -126,8 +126,7 @@ def _check_targets(targets):
         targets = tuple(targets)
     except TypeError:
         raise ValueError(
-            f"targets must be a sequence of names from {ALL_TARGETS}. "
-            f"Received: targets={targets!r}"
+            f"targets must be a sequence of names from {ALL_TARGETS}. Received: targets={targets!r}"
         ) from None
     unknown = [t for t in targets if t not in ALL_TARGETS]
     if not targets or unknown or len(set(targets)) != len(targets):
