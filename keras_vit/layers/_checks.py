@@ -38,11 +38,12 @@ def check_positive_int_pair(value, name):
 
 
 def check_positive_int(value, name, allow_none=False):
+    """`value` as an int (a Python or NumPy integer, not a bool, > 0), else a ValueError."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
-    return value
+    return int(value)
 
 
 def check_layer_scale(value):

@@ -34,11 +34,29 @@ def num_kept(num_patches, rate):
     >>> num_kept(196, 0.75), num_kept(16, 0.5)
     (49, 8)
     """
+    return check_kept(num_patches, rate, "rate")
+
+
+def check_kept(num_patches, rate, name):
+    """`num_kept(num_patches, rate)`, else a ValueError naming the argument `name` (the user's
+    word for the rate: `patch_dropout_rate`, `mask_ratio`) when no patch would be kept.
+
+    Example:
+
+    >>> check_kept(16, 0.999, "mask_ratio")
+    Traceback (most recent call last):
+        ...
+    ValueError: mask_ratio=0.999 drops every one of the 16 patch tokens (it keeps int(16 * \
+(1 - 0.999)) = 0): lower mask_ratio or use more patches (a larger image or a smaller patch \
+size). Received: mask_ratio=0.999, patches=16
+    """
     kept = int(num_patches * (1.0 - rate))
     if kept < 1:
         raise ValueError(
-            f"Dropping a fraction {rate} of {num_patches} patch tokens keeps none: lower the "
-            f"rate or use more patches. Received: rate={rate}, patches={num_patches}"
+            f"{name}={rate} drops every one of the {num_patches} patch tokens (it keeps "
+            f"int({num_patches} * (1 - {rate})) = {kept}): lower {name} or use more patches (a "
+            f"larger image or a smaller patch size). Received: {name}={rate}, "
+            f"patches={num_patches}"
         )
     return kept
 
@@ -145,7 +163,12 @@ class TokenDropping(keras.layers.Layer):
         return patches
 
     def build(self, input_shape):
-        self._num_patches(input_shape)
+        patches = self._num_patches(input_shape)
+        if self.rate:  # refused when the layer is made, not at the first training step
+            try:
+                check_kept(patches, self.rate, "rate")
+            except ValueError as error:
+                raise ValueError(f"Layer '{self.name}': {error}") from None
         self.built = True
 
     def call(self, tokens, noise=None, rotary_embedding=None, training=None):

@@ -19,6 +19,7 @@ from keras_vit.layers import (
     TokenDropping,
 )
 from keras_vit.layers.norms import make_norm
+from keras_vit.layers.token_dropping import check_kept
 from keras_vit.models import naflex
 from keras_vit.models.blocks import make_block
 from keras_vit.models.config import NAFLEX_RESIZE
@@ -158,6 +159,9 @@ def apply_blocks(tokens, config, dtype_of=_default_dtype, features=None, attenti
         )
     rotary = rotary_table(features, config, dtype_of)
     if config.patch_dropout_rate:  # timm's patch_drop: after the position embedding
+        if tokens.shape[1] is not None:
+            check_kept(tokens.shape[1] - num_prefix_tokens(config), config.patch_dropout_rate,
+                       "patch_dropout_rate")  # fmt: skip
         dropped = TokenDropping(
             config.patch_dropout_rate,
             num_prefix_tokens(config),

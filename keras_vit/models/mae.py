@@ -28,7 +28,13 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers import Patches, TransformerBlock
-from keras_vit.layers.token_dropping import TokenDropping, gather_tokens
+from keras_vit.layers._checks import (
+    check_bool,
+    check_non_negative_int,
+    check_positive_int,
+    check_rate,
+)
+from keras_vit.layers.token_dropping import TokenDropping, check_kept, gather_tokens
 from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer, build_model, num_prefix_tokens
@@ -162,13 +168,22 @@ class MaskedAutoencoder(keras.Model):
         kwargs.setdefault("name", f"mae_{config.name or 'vit'}")
         super().__init__(**kwargs)
         self._encoder_config = config
-        self.mask_ratio = float(mask_ratio)
-        self.decoder_hidden_dim = int(decoder_hidden_dim)
-        self.decoder_num_layers = int(decoder_num_layers)
-        self.decoder_num_heads = int(decoder_num_heads)
-        self.decoder_mlp_dim = int(decoder_mlp_dim)
-        self.norm_pix_loss = bool(norm_pix_loss)
-        self.fixed_position_embedding = bool(fixed_position_embedding)
+        # Checked, never coerced: 16.7 is not truncated to 16, nor "False" read as True.
+        self.mask_ratio = check_rate(mask_ratio, "mask_ratio")
+        self.decoder_hidden_dim = check_positive_int(decoder_hidden_dim, "decoder_hidden_dim")
+        self.decoder_num_layers = check_non_negative_int(decoder_num_layers, "decoder_num_layers")
+        self.decoder_num_heads = check_positive_int(decoder_num_heads, "decoder_num_heads")
+        self.decoder_mlp_dim = check_positive_int(decoder_mlp_dim, "decoder_mlp_dim")
+        self.norm_pix_loss = check_bool(norm_pix_loss, "norm_pix_loss")
+        self.fixed_position_embedding = check_bool(
+            fixed_position_embedding, "fixed_position_embedding"
+        )
+        if self.decoder_num_layers and self.decoder_hidden_dim % self.decoder_num_heads:
+            raise ValueError(
+                "decoder_num_heads must divide decoder_hidden_dim. Received: "
+                f"decoder_hidden_dim={self.decoder_hidden_dim}, "
+                f"decoder_num_heads={self.decoder_num_heads}"
+            )
         self.seed = seed
         self.encoder = build_model(config)
         if source is not None:
@@ -176,6 +191,7 @@ class MaskedAutoencoder(keras.Model):
         prefix = num_prefix_tokens(config)
         grid = config.grid_size
         num_patches = grid[0] * grid[1]
+        check_kept(num_patches, self.mask_ratio, "mask_ratio")
         self.masking = TokenDropping(mask_ratio, prefix, seed=seed, name="masking")
         self.masking.build((None, prefix + num_patches, config.hidden_dim))
         encoder_positions = self.encoder.patch_encoder

@@ -99,8 +99,11 @@ def test_rotary_tables_travel_with_their_tokens():
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="rate must be a number in"):
         TokenDropping(1.0)
-    with pytest.raises(ValueError, match="keeps none"):
+    with pytest.raises(ValueError, match="rate=0.9 drops every one of the 4 patch tokens"):
         TokenDropping(0.9)(np.zeros((1, 4, 2), "float32"))
+    # Refused when the model is made, in the user's word, not at the first training step.
+    with pytest.raises(ValueError, match="patch_dropout_rate=0.999 drops every one of the 16"):
+        keras_vit.ViT("mu/4", image_size=16, patch_dropout_rate=0.999)
     with pytest.raises(ValueError, match=r"noise must have shape \(batch, 4\)"):
         TokenDropping(0.5)(np.zeros((1, 4, 2), "float32"), noise=np.zeros((1, 3), "float32"))
     with pytest.raises(ValueError, match="patch_dropout_rate drops patch tokens, but naflex"):

@@ -126,6 +126,37 @@ def test_refusals():
         extract_mae_encoder(ViT("mu/4", image_size=16, num_classes=2))
 
 
+@pytest.mark.parametrize(
+    "argument, value, message",
+    [
+        ("mask_ratio", 1.0, "mask_ratio must be a number in"),
+        ("mask_ratio", "0.75", "mask_ratio must be a number in"),
+        ("mask_ratio", 0.999, "mask_ratio=0.999 drops every one of the 16 patch tokens"),
+        ("decoder_hidden_dim", 16.7, "decoder_hidden_dim must be a positive integer"),
+        ("decoder_hidden_dim", 0, "decoder_hidden_dim must be a positive integer"),
+        ("decoder_num_layers", -1, "decoder_num_layers must be a non-negative int"),
+        ("decoder_num_heads", 3, "decoder_num_heads must divide decoder_hidden_dim"),
+        ("decoder_mlp_dim", True, "decoder_mlp_dim must be a positive integer"),
+        ("norm_pix_loss", "False", "norm_pix_loss must be a bool"),
+        ("fixed_position_embedding", 1, "fixed_position_embedding must be a bool"),
+    ],
+)
+def test_arguments_are_checked_not_coerced(argument, value, message):
+    """Each argument in its own name; nothing truncated (16.7) or read by truthiness ("False")."""
+    with pytest.raises(ValueError, match=message):
+        build_mae_model("mu/4", image_size=16, **{**TINY, argument: value})
+
+
+def test_numpy_integers_and_a_decoder_without_blocks_are_accepted():
+    model = build_mae_model(
+        "mu/4", image_size=16, **{**TINY, "decoder_hidden_dim": np.int64(16)}, mask_ratio=0
+    )
+    assert type(model.decoder_hidden_dim) is int and model.get_config()["decoder_hidden_dim"] == 16
+    linear = build_mae_model("mu/4", image_size=16, **{**TINY, "decoder_num_layers": 0})
+    out = linear(_images(2))
+    assert linear.decoder_blocks == [] and tuple(out["logits"].shape) == (2, 16, 48)
+
+
 def test_from_a_vision_transformer_keeps_its_weights():
     vit = ViT("mu/4", image_size=16, include_top=False, pooling=None, num_layers=1)
     model = MaskedAutoencoder(vit, fixed_position_embedding=False, **TINY)
