@@ -1,9 +1,10 @@
-"""timm and transformers importable beside the CPU torch the project pins (benchmarks only).
+"""timm and transformers, imported torch first (benchmarks only).
 
-PyPI's torchvision 0.28.0 is a CUDA build whose two unguarded fake-kernel registrations
-(`torchvision::nms`, `::qnms`) fail on a CPU torch; declaring their schemas first lets it
-import (tests/weights/references.py does the same for the tests). timm's ViT and transformers'
-ViT use none of torchvision's compiled operators.
+README's environment (`torch==2.14.1` with `torchvision==0.29.1`) imports them as they are. A
+fallback for other environments: PyPI's torchvision 0.28.0 is a CUDA build whose two unguarded
+fake-kernel registrations (`torchvision::nms`, `::qnms`) fail beside the CPU `torch==2.13.0+cpu`;
+declaring their schemas first lets it import (as tests/weights/references.py's fallback does).
+timm's ViT and transformers' ViT use none of torchvision's compiled operators.
 """
 
 import sys

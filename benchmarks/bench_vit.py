@@ -45,11 +45,10 @@ TensorFlow ops on a CPU) by self time per step.
 
 Rows for a library or backend that is not installed say `skipped: X not installed`. The peers
 are not dependencies of keras_vit (timm and transformers are test dependencies, so `.[all]`
-has them). PyPI's torchvision 0.28.0 does not import beside the torch 2.13 CPU build as it is;
-`_reference_imports.py` declares its two failing operator schemas first (as the tests do), so
-the project's environment runs every row:
+has them). README's torch / torchvision pair imports timm as it is (`_reference_imports.py`
+keeps a fallback for a mismatched torchvision), so the project's environment runs every row:
 
-    pip install "torch==2.13.0" -e ".[all,bench]"    # bench: keras_hub for its rows
+    pip install "torch==2.14.1" "torchvision==0.29.1" -e ".[all,bench]"  # bench: keras_hub
     python benchmarks/bench_vit.py --repeats 3         # everything, ~20 min on 2 CPU cores
     python benchmarks/bench_vit.py --tasks train --backends jax --libs keras_vit keras_hub
     python benchmarks/bench_vit.py --tasks train --libs keras_vit keras_vit_remat  # remat memory

@@ -14,6 +14,9 @@ from keras_vit.version import __version__ as __version__  # no framework importe
 
 
 def _load_api():
+    if "keras_vit._api" not in _sys.modules:
+        # Before Keras loads TensorFlow, or a later `import timm` crashes (_import_order.py).
+        importlib.import_module("keras_vit._import_order").load_triton_before_tensorflow()
     return importlib.import_module("keras_vit._api")
 
 
@@ -37,7 +40,6 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_load_api().__all__))
-
 
 
 # Keras already loaded (`import keras` before `import keras_vit`): nothing is saved by deferring,

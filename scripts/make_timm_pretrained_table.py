@@ -8,7 +8,7 @@ count, input size, mean, std, crop fraction and mode, interpolation and the labe
 (`timm.data.infer_imagenet_subset`). tests/weights/test_timm_pretrained.py checks the table
 against the installed timm.
 
-Usage (timm importable through the tests' shim, tests/weights/references.py):
+Usage (with timm installed, README's torch / torchvision pair):
 
     python scripts/make_timm_pretrained_table.py [--check]
 

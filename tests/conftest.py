@@ -2,6 +2,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from keras_vit._import_order import load_triton_before_tensorflow  # noqa: E402
+
+load_triton_before_tensorflow()  # else timm segfaults on the TensorFlow backend
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
