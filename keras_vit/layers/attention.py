@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate, check_token_shape
 from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._shared_arguments import declared_defaults
 from keras_vit.layers._token_mixer import (
     ATTENTION_CONFIG,
     TokenMixer,
@@ -91,6 +92,15 @@ def build_qk_norms(layer, query_shape, key_shape):
     layer.key_norm = make_norm(layer.norm, eps, "key_norm", dtype)
     layer.query_norm.build(query_shape)
     layer.key_norm.build(key_shape)
+
+
+def set_core_arguments(layer, num_heads, attention_dropout_rate, qk_norm, layer_norm_epsilon, norm):
+    """Checks and sets the arguments every attention core takes (`CORE_ARGUMENTS`)."""
+    layer.norm = check_norm(norm)
+    layer.num_heads = check_positive_int(num_heads, "num_heads")
+    layer.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
+    layer.qk_norm = check_bool(qk_norm, "qk_norm")
+    layer.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
 
 
 def check_epsilon(value, name="layer_norm_epsilon"):
@@ -201,11 +211,8 @@ class MultiHeadSelfAttention(TokenMixer):
                 f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
             )
         self.num_key_value_heads = num_key_value_heads
-        self.norm = check_norm(norm)
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        self.qk_norm = check_bool(qk_norm, "qk_norm")
-        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
+        core = (attention_dropout_rate, qk_norm, layer_norm_epsilon, norm)
+        set_core_arguments(self, num_heads, *core)
         self.key_bias = check_bool(key_bias, "key_bias")
         self.supports_masking = False
 
@@ -320,3 +327,11 @@ class MultiHeadSelfAttention(TokenMixer):
         names = ATTENTION_CONFIG + ("key_bias", "inner_norm", "norm", "num_key_value_heads")
         config.update(config_values(self, names))
         return config
+
+
+# The arguments every attention core takes after `num_heads`, with the defaults
+# `MultiHeadSelfAttention` declares (`DifferentialAttention` takes them by keyword).
+CORE_ARGUMENTS = declared_defaults(
+    MultiHeadSelfAttention.__init__,
+    ("attention_dropout_rate", "qk_norm", "layer_norm_epsilon", "norm"),
+)

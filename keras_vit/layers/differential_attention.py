@@ -22,25 +22,23 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import (
-    check_bool,
-    check_non_negative_int,
-    check_positive_int,
-    check_rate,
-)
+from keras_vit.layers._checks import check_non_negative_int
 from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._shared_arguments import shows_keywords, take
 from keras_vit.layers._token_mixer import ATTENTION_CONFIG, TokenMixer, config_values
 from keras_vit.layers.attention import (
+    CORE_ARGUMENTS,
     build_qk_norms,
-    check_epsilon,
     output_projection,
+    set_core_arguments,
     softmax_weights,
 )
-from keras_vit.layers.norms import check_norm
 
 ATTENTION_TYPES = ("standard", "differential")
 SUB_NORM_EPSILON = 1e-5  # timm's DiffAttention sub_norm
 LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
+# `MultiHeadSelfAttention`'s arguments this layer takes too (by keyword), with its defaults.
+SHARED_ARGUMENTS = CORE_ARGUMENTS
 
 
 def check_attention_type(attention_type, **block):
@@ -180,22 +178,11 @@ class DifferentialAttention(TokenMixer):
         Ye et al., 2024, "Differential Transformer", Sec. 2.1.
     """
 
-    def __init__(
-        self,
-        num_heads,
-        attention_dropout_rate=0.0,
-        qk_norm=False,
-        layer_norm_epsilon=1e-6,
-        norm="layernorm",
-        block_index=0,
-        **kwargs,
-    ):
+    @shows_keywords(SHARED_ARGUMENTS)
+    def __init__(self, num_heads, *, block_index=0, **kwargs):
+        given = take(kwargs, SHARED_ARGUMENTS)
         super().__init__(**kwargs)
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        self.qk_norm = check_bool(qk_norm, "qk_norm")
-        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        self.norm = check_norm(norm)
+        set_core_arguments(self, num_heads, **given)
         self.block_index = check_non_negative_int(block_index, "block_index")
         # What MultiHeadSelfAttention has (its consumers read them); `differential` keeps it
         # off the PyTorch fast path (`_torch_kernels.attention_is_plain`).

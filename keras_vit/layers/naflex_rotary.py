@@ -16,6 +16,7 @@ and harmless, since their keys are masked and nothing reads their outputs.
 import keras
 from keras import ops
 
+from keras_vit.layers._shared_arguments import declared_defaults, shows_keywords
 from keras_vit.layers.naflex_position import image_grids
 from keras_vit.layers.rotary import (
     RotaryEmbedding2D,
@@ -89,27 +90,11 @@ class NaFlexRotaryEmbedding(RotaryEmbedding2D):
         Dehghani et al., 2023 (NaViT); Fang et al., 2023 (EVA-02), Sec. 2; timm `naflexvit.py`.
     """
 
-    def __init__(
-        self,
-        head_dim,
-        temperature=10000.0,
-        reference_grid_size=None,
-        grid_offset=0.0,
-        grid_indexing="ij",
-        kind="eva02",
-        normalize_coords="separate",
-        **kwargs,
-    ):
-        super().__init__(
-            head_dim,
-            temperature=temperature,
-            reference_grid_size=reference_grid_size,
-            grid_offset=grid_offset,
-            grid_indexing=grid_indexing,
-            kind=kind,
-            normalize_coords=normalize_coords,
-            **kwargs,
-        )
+    # `RotaryEmbedding2D`'s arguments and defaults but `patch_size` (the coordinates are patch
+    # indices already), taken by keyword.
+    @shows_keywords(declared_defaults(RotaryEmbedding2D.__init__, leave_out=("patch_size",)))
+    def __init__(self, head_dim, **kwargs):
+        super().__init__(head_dim, **kwargs)
 
     def call(self, patch_coord, patch_valid):
         y, x, n_rows, n_columns = token_positions(patch_coord, patch_valid)

@@ -16,11 +16,20 @@ from keras_vit.layers._checks import (
     check_token_shape,
 )
 from keras_vit.layers._quantization import sublayer_dtype
+from keras_vit.layers._shared_arguments import shows_keywords, take
 from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_values
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import build_qk_norms, check_epsilon, softmax_weights
+from keras_vit.layers.block_base import COMMON_ARGUMENTS
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
+
+# The block arguments of every kind this block takes too (by keyword), with their one default.
+SHARED_ARGUMENTS = {
+    name: default
+    for name, default in COMMON_ARGUMENTS.items()
+    if name not in ("remat", "key_bias")  # timm's block has neither
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -99,36 +108,30 @@ class ParallelScalingBlock(TokenMixer):
         (parallel layers, QK-norm); Ye et al., 2024, "Differential Transformer".
     """
 
+    @shows_keywords(SHARED_ARGUMENTS)
     def __init__(
         self,
         num_heads,
         mlp_dim,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        drop_path_rate=0.0,
-        layer_norm_epsilon=1e-6,
-        approximate_gelu=True,
+        *,
         layer_scale_init_value=None,
-        qk_norm=False,
-        activation="gelu",
-        norm="layernorm",
         fused_output=False,
         attention_type="standard",
         block_index=0,
         **kwargs,
     ):
+        given = take(kwargs, SHARED_ARGUMENTS)
         super().__init__(**kwargs)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
-        self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
-        self.attention_dropout_rate = check_rate(attention_dropout_rate, "attention_dropout_rate")
-        self.drop_path_rate = check_rate(drop_path_rate, "drop_path_rate")
-        self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
-        self.approximate_gelu = check_bool(approximate_gelu, "approximate_gelu")
+        for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
+            setattr(self, name, check_rate(given[name], name))
+        self.layer_norm_epsilon = check_epsilon(given["layer_norm_epsilon"])
+        self.approximate_gelu = check_bool(given["approximate_gelu"], "approximate_gelu")
         self.layer_scale_init_value = check_layer_scale(layer_scale_init_value)
-        self.qk_norm = check_bool(qk_norm, "qk_norm")
-        self.activation = check_activation(activation)
-        self.norm = check_norm(norm)
+        self.qk_norm = check_bool(given["qk_norm"], "qk_norm")
+        self.activation = check_activation(given["activation"])
+        self.norm = check_norm(given["norm"])
         self.fused_output = check_bool(fused_output, "fused_output")
         self.attention_type = diff.check_attention_type(attention_type)
         self.block_index = check_non_negative_int(block_index, "block_index")

@@ -5,28 +5,22 @@ recipes all describe a model with one frozen dataclass. Its fields are grouped
 (`ViTConfig.field_names("size")`, ...), so code that needs "the encoder arguments" or "the hybrid
 arguments" reads one list instead of writing its own:
 
-- `"size"`: `patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`, `num_heads` (the variant table);
-- `"input"`: `image_size`, `num_channels`, `dynamic_image_size`, `naflex`, `preprocessing`
-  (the input spec, a `keras_vit.models.PreprocessingConfig`: not architecture, but carried with
-  it through every rebuild and saved with it);
-- `"head"`: `num_classes`, `include_top`, `pooling`, `representation_size`,
-  `classifier_activation`, `fc_norm`, `class_names` (the head's labels);
-- `"encoder"`: `class_token`, `position_embedding`, the dropout rates, `approximate_gelu`,
-  `layer_norm_epsilon`, `layer_scale_init_value`, `remat`, `num_register_tokens`,
-  `distillation_token`, `prefix_position_embedding`, `pre_norm`, `qk_norm`, `activation`,
-  `key_bias`, `relative_position_bias`, `relative_position_mlp_dim`, `num_parallel`,
-  the NaFlex position-embedding resize (`position_embedding_interpolation`,
-  `position_embedding_antialias`, `position_embedding_align_corners`,
-  `position_embedding_aspect_preserving`), and the EVA / EVA-02 / rotary-ViT options `mlp`,
-  `mlp_inner_norm`, `attention_inner_norm`, `rotary_embedding`, `rotary_temperature`,
-  `rotary_reference_grid`, `rotary_grid_offset`, `rotary_normalize_coords`, the norms
-  `norm`, `patch_norm`, `final_norm`, `block_norm` (pre- or residual post-norm blocks),
-  `block_type` (timm's ParallelScalingBlock) and `attention_type` (differential attention),
-  `num_key_value_heads` (grouped-query attention) and `attention_only_layer_scale`;
-- `"hybrid"`: `resnet_units`, `resnet_width`, `resnet_groups`, the ResNet epsilons
-  (`resnet_conv_epsilon`, `resnet_conv_epsilon_mode`, `resnet_norm_epsilon`), `backbone` (the stem),
-  `stem` (`"bit"`, `"resnet_d"`, `"conv"`), `stem_widths`, `stem_strides`;
+- `"size"`: the variant table's numbers (`patch_size`, `num_layers`, `hidden_dim`, `mlp_dim`,
+  `num_heads`);
+- `"input"`: what the model takes (`image_size`, `num_channels`, `dynamic_image_size`, `naflex`,
+  and `preprocessing`, the input spec: not architecture, but carried through every rebuild and
+  saved with the model);
+- `"head"`: pooling and classifier (`num_classes`, `include_top`, `pooling`, the MAP head, the
+  VLM projector, `class_names`, ...);
+- `"encoder"`: everything between the patches and the pooling (tokens, position schemes,
+  dropouts, norms, attention and MLP kinds, block kinds);
+- `"hybrid"`: the CNN stem (`resnet_*`, `backbone`, `stem`, `stem_widths`, `stem_strides`);
 - `"name"`: the Keras model name.
+
+Each field is declared once below (its default and group); what it means is written once, in
+`keras_vit.models.config_docs` (both `ViTConfig`'s and `keras_vit.ViT`'s docstrings show it);
+its checks are in `config_checks` / `config_stem_checks`; `to_dict` / `from_dict` serialise
+every field alike.
 """
 
 import dataclasses
@@ -48,6 +42,7 @@ from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, 
     RELATIVE_POSITION_BIASES,
     ROTARY_EMBEDDINGS,
 )
+from keras_vit.models.config_docs import args_section
 from keras_vit.models.preprocessing_config import PreprocessingConfig
 
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
@@ -55,6 +50,8 @@ GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
 _NONE_KEEPS_DEFAULT += ("image_size", "num_classes", "resnet_units", "name")
+
+
 def _field(group, default=dataclasses.MISSING):
     return dataclasses.field(default=default, metadata={"group": group})
 
@@ -71,163 +68,7 @@ class ViTConfig:
     `keras_vit.models.VisionTransformer(config)`), and read it back with `model.config`.
 
     Args:
-        patch_size, num_layers, hidden_dim, mlp_dim, num_heads: the sizes (required; see
-            `ViTConfig.from_variant` to take them from a code like `"B/16"`). For hybrids
-            `patch_size` applies to the stem's feature map.
-        image_size: int or (height, width). Defaults to 224 (with
-            `dynamic_image_size`, the size the position embedding is made for).
-        num_channels: int. Defaults to 3.
-        dynamic_image_size: bool. Defaults to False.
-        num_classes: int. Defaults to 1000.
-        include_top: bool. Defaults to True.
-        pooling: `"token"`, `"gap"`, `"map"`, `"token_gap"` (the class token and the
-            patch-token mean concatenated, `2 * hidden_dim` wide: transformers'
-            `Dinov2ForImageClassification`) or None. Defaults to `"token"`.
-        representation_size: optional int. Defaults to None.
-        classifier_activation: optional activation. Defaults to None.
-        fc_norm: bool. Defaults to False.
-        class_token: optional bool. Defaults to None (`pooling in ("token", None)`).
-        position_embedding: `"learned"`, `"sincos2d"` or None. Defaults to `"learned"`.
-        dropout_rate, attention_dropout_rate, drop_path_rate: floats in [0, 1).
-            Default to 0.
-        patch_dropout_rate: float in [0, 1). Fraction of the patch tokens dropped at random
-            per image in training (timm's `patch_drop_rate`). Defaults to 0.
-        approximate_gelu: bool. Defaults to True.
-        layer_norm_epsilon: float. Defaults to 1e-6.
-        layer_scale_init_value: optional float. Defaults to None.
-        remat: bool. Defaults to False.
-        num_register_tokens: int. Defaults to 0.
-        distillation_token: bool. Defaults to False.
-        prefix_position_embedding: bool. Defaults to True.
-        pre_norm: bool. Defaults to False.
-        qk_norm: bool. Defaults to False.
-        activation: `"gelu"` or `"quick_gelu"`. Defaults to `"gelu"`.
-        key_bias: bool. Whether the attention's key projection has a bias (False: the
-            q/v-only biases of BEiT and EVA). Defaults to True.
-        relative_position_bias: None, `"block"`, `"shared"`, `"mlp"` or `"mlp_shared"`.
-            A relative position bias added to the attention logits of every block:
-            BEiT's table (`keras_vit.layers.RelativePositionBias`, for a class token) or
-            timm's `RelPosMlp` (`keras_vit.layers.RelativePositionMLP`, `vit_relpos_*`),
-            one per block or one for all (layer `relative_position_bias`). Made for the grid
-            of `image_size`: no register or distillation token, a fixed image size (timm's
-            BEiT and relpos ViTs have none either). Defaults to None.
-        relative_position_mlp_dim: optional int. Hidden width of the `"mlp"` biases; None
-            means timm's 128 with them. Defaults to None.
-        num_parallel: int. Parallel attention and MLP branches in every block (timm's
-            `ParallelThingsBlock`; `TransformerBlock(num_parallel=...)`). Defaults to 1.
-        mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (`keras_vit.layers.SwiGLU` of
-            hidden width `mlp_dim`; EVA-02). Defaults to `"mlp"`.
-        mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output
-            projection: EVA-02's sub-LN in the SwiGLU, or BEiT-3's after the GELU (timm's
-            `scale_mlp_norm`). Defaults to False.
-        attention_inner_norm: bool. EVA-CLIP's LayerNorm over the concatenated heads before
-            each attention's output projection. Defaults to False.
-        rotary_embedding: None, `"eva02"`, `"axial"`, `"mixed"` or `"dinov3"`: 2-D rotary
-            position embeddings on the patch queries and keys of every block, computed for the
-            token grid of each input (class and register tokens not rotated): EVA-02's
-            (`keras_vit.layers.RotaryEmbedding2D`), RoPE-ViT's axial (the same with the
-            column angles first: timm's `rope_grid_indexing='xy'`), RoPE-ViT's mixed
-            (`keras_vit.layers.MixedRotaryEmbedding`: trainable frequencies per block and
-            head; no reference grid or offset), or DINOv3's (`RotaryEmbedding2D(kind=
-            "dinov3")`: patch centres normalised to [-1, 1], eval mode; no reference grid).
-            Works with or without `position_embedding`. Defaults to None.
-        rotary_temperature: float. Defaults to 10000 (`"mixed"`: of the initial
-            frequencies; DINOv3's checkpoints: 100).
-        rotary_reference_grid: optional int or (rows, columns): every grid's positions are
-            rescaled to span this one (timm's `ref_feat_shape`). Defaults to None.
-        rotary_grid_offset: float added to the grid positions. Defaults to 0.
-        rotary_normalize_coords: `"separate"`, `"min"` or `"max"`: with `"dinov3"`, the
-            patch centres are divided by each axis's size or by the min / max of both.
-            Defaults to `"separate"`.
-        block_norm: `"pre"` (`x + f(LN(x))`, the ViT's) or `"post"` (residual post-norm:
-            `x + LN(f(x))`, timm's `ResPostBlock` / `ResPostRelPosBlock` /
-            `EvaBlockPostNorm`; no LayerScale or parallel branches with it). Defaults to
-            `"pre"`.
-        block_type: `"standard"` (`keras_vit.layers.TransformerBlock`) or
-            `"parallel_scaling"` (`keras_vit.layers.ParallelScalingBlock`: timm's
-            `ParallelScalingBlock`, ViT-22B's parallel attention and MLP with one fused input
-            projection; with differential attention its fused output projection, timm's
-            `DiffParallelScalingBlock`). No parallel branches, RoPE, relative position bias,
-            q/v-only biases, inner norms, SwiGLU, post-norm or remat with it. Defaults to
-            `"standard"`.
-        attention_type: `"standard"` or `"differential"` (`keras_vit.layers.
-            DifferentialAttention`: timm's `DiffAttention`, `lambda_init` from each block's
-            index; 2 * `num_heads` must divide `hidden_dim`). Defaults to `"standard"`.
-        num_key_value_heads: None, an int or one entry (int or None) per block.
-            Grouped-query attention (Sapiens2, timm's `num_kv_heads`): the key / value heads
-            of the blocks' attention, each shared by `num_heads / num_key_value_heads`
-            consecutive query heads; None (or an entry None) is multi-head attention.
-            Defaults to None.
-        attention_only_layer_scale: bool. With `layer_scale_init_value`, LayerScale on the
-            attention branches only (timm's `attn_only_layer_scale`). Defaults to False.
-        norm: `"layernorm"` or `"rmsnorm"`: the kind of every norm of the model (blocks,
-            QK / inner norms, `pre_norm`, the final norm, `fc_norm`, the MAP head,
-            `patch_norm`); RMSNorm is `keras.layers.RMSNormalization` (timm's `RmsNorm`,
-            epsilon `layer_norm_epsilon` inside the square root, no bias). Defaults to
-            `"layernorm"`.
-        patch_norm: bool. A norm (kind `norm`) on the patch embeddings right after the
-            projection, before the position embedding (timm's `embed_norm_layer`, AIMv2;
-            layer `patch_encoder/patch_norm`). Defaults to False.
-        final_norm: bool. With `fc_norm=False`, whether a norm (`encoder_norm`) follows the
-            blocks; False: none at all (timm's `Eva` with `use_post_transformer_norm=False`,
-            `use_fc_norm=False`: Perception Encoder's lang and spatial towers). Defaults to True.
-        map_num_heads, map_mlp_dim: optional ints. With `pooling="map"`, the MAP head's heads
-            and MLP width; None means `num_heads` and `mlp_dim`. Default to None.
-        map_prefix_tokens: bool. With `pooling="map"`, whether the MAP head pools the prefix
-            (class, register) tokens too (Perception Encoder core; timm's `Eva` attention pool).
-            Defaults to False (the patch tokens only).
-        merger_size, merger_dim, merger_hidden_dim, merger_norm, merger_padding: a VLM
-            projector after the blocks, before the pooling (`keras_vit.models.merger`: each
-            `merger_size` squared block of patch tokens merged into one of width `merger_dim`;
-            `fc1` width (None: `merger_size ** 2 * hidden_dim`), a norm before the merge,
-            zero padding of the grid). Default to None, None, None, False, False (none).
-        final_and_fc_norm: bool. With `fc_norm`, the final norm too (DeepSeek-V4).
-            Defaults to False.
-        resnet_units: optional sequence of int: a BiT ResNet stem with these units per stage.
-            Defaults to None (no ResNet stem).
-        resnet_width: optional int. Root width of the ResNet stem; None means 64 with a
-            ResNet stem. Defaults to None.
-        resnet_groups: optional int. GroupNorm groups of the ResNet stem; None means 32
-            with a ResNet stem. Defaults to None.
-        resnet_conv_epsilon, resnet_conv_epsilon_mode: optional float and `"std"` or
-            `"variance"`: the weight standardisation of the stem's `StdConv2D`s; None means
-            the official 1e-5 added to the standard deviation. timm's hybrids use 1e-8
-            under the square root (`"variance"`). Default to None.
-        resnet_norm_epsilon: optional float. GroupNorm epsilon of the stem; None means the
-            official 1e-6 (timm: 1e-5). Defaults to None.
-        backbone: optional Keras model used as the stem instead of a ResNet. Defaults to None.
-        stem: None, `"bit"`, `"resnet_d"` or `"conv"`: the CNN stem. `"bit"` (what None
-            means with `resnet_units`) is the BiT ResNetV2 (`keras_vit.layers.resnet_stem`);
-            `"resnet_d"` timm's ResNet-D (`keras_vit.layers.resnet_d_stem`: deep root,
-            BatchNorm, average-pool shortcuts; `resnet_units`, `resnet_width`,
-            `resnet_norm_epsilon` (None: timm's 1e-5) apply); `"conv"` MobileCLIP's
-            non-overlapping conv -> BatchNorm -> GELU layers (`keras_vit.layers.conv_stem`,
-            `stem_widths`, `stem_strides`; no `resnet_*`). Defaults to None.
-        stem_widths, stem_strides: optional sequences of int, one per convolution of the
-            `"conv"` stem: its output channels and its kernel size = stride. Default to None.
-        naflex: bool. A NaFlex model: its input is a dict of `patches` `(B, N, ph * pw * C)`,
-            `patch_coord` `(B, N, 2)` int `(y, x)` and `patch_valid` `(B, N)` bool (timm's
-            NaFlex convention, `keras_vit.data.naflex_batch`), each image at its own grid;
-            the position embedding (grid `image_size / patch_size`, patches only: the prefix
-            tokens get none) is resized per image, attention and pooling ignore padding;
-            a `rotary_embedding` is computed per token from its coordinates and its image's
-            grid (`keras_vit.layers.NaFlexRotaryEmbedding`). Defaults to False.
-        position_embedding_interpolation: `"bicubic"` or `"bilinear"`: the NaFlex resize of
-            a learned table. Defaults to `"bicubic"` (timm's).
-        position_embedding_antialias: bool. Antialiased resize. Defaults to True.
-        position_embedding_align_corners: bool. Only without antialias. Defaults to False.
-        position_embedding_aspect_preserving: bool. Resize to the longer side's square and
-            keep the top-left block (timm's `pos_embed_ar_preserving`). Defaults to False.
-        With `naflex=True`, `position_embedding` may also be `"factorized"` (a row and a
-        column table, resized linearly).
-        preprocessing: None, a dict or a `keras_vit.models.PreprocessingConfig`: how the model
-            wants its images (resize, crop, mean, std, scale; `model.preprocessor`). None is
-            the official `[-1, 1]` (`x / 127.5 - 1`). Stored as a `PreprocessingConfig`.
-            Defaults to None.
-        class_names: optional sequence of str, one per class of the head: the checkpoint's
-            labels (transformers' `id2label`, timm's label set), which
-            `keras_vit.decode_predictions(..., model=model)` names. Defaults to None.
-        name: optional Keras model name. Defaults to None.
+        (the entries of `keras_vit.models.config_docs.OPTIONS`)
 
     Example:
 
@@ -389,9 +230,7 @@ class ViTConfig:
         if unknown:
             raise ValueError(f"Unknown field groups {unknown}. Expected some of {GROUPS}.")
         return tuple(
-            f.name
-            for f in dataclasses.fields(cls)
-            if not groups or f.metadata["group"] in groups
+            f.name for f in dataclasses.fields(cls) if not groups or f.metadata["group"] in groups
         )
 
     def to_kwargs(self, *groups):
@@ -518,4 +357,19 @@ class ViTConfig:
         return config
 
 
+def override_defaults(*groups):
+    """`{field: default}` of `ViTConfig.from_variant`'s overrides (of the given groups; all
+    without): each field's own default, None where None keeps the variant's (or a preset's)."""
+    return {
+        field.name: None
+        if field.name in _NONE_KEEPS_DEFAULT or field.default is dataclasses.MISSING
+        else field.default
+        for field in dataclasses.fields(ViTConfig)
+        if field.name in ViTConfig.field_names(*groups)
+    }
+
+
+ViTConfig.__doc__ = ViTConfig.__doc__.replace(
+    "        (the entries of `keras_vit.models.config_docs.OPTIONS`)\n", args_section(8) + "\n"
+)
 HYBRID_KWARGS = ViTConfig.field_names("hybrid")

@@ -155,6 +155,31 @@ def test_vit_signature_is_the_config():
         assert signature[name].default == (None if keeps else fields[name]), name
 
 
+def test_every_option_documented_once():
+    """Each field is in exactly one entry of config_docs.OPTIONS, which both ViTConfig's and
+    ViT's docstrings show (generated, not copied); ViT's own entries document the rest."""
+    from keras_vit.models import config_docs
+
+    names = config_docs.documented_names()
+    assert sorted(names) == sorted(ViTConfig.field_names())  # once each, nothing else
+    for name in ViTConfig.field_names():
+        assert f"        {name}" in ViTConfig.__doc__ or f", {name}" in ViTConfig.__doc__, name
+    args = vit.ViT.__doc__.split("    Args:\n")[1].split("\n\n    Returns:")[0]
+    args = "\n".join(line[8:] for line in args.splitlines()).replace("**hybrid", "hybrid")
+    # ViT's top-level entries are its signature; the hybrid fields are under **hybrid_kwargs.
+    assert sorted(config_docs.documented_names(args)) == sorted(
+        inspect.signature(vit.ViT).parameters
+    )
+    hybrid = args.split("hybrid_kwargs:")[1].split("\n", 1)[1]
+    hybrid = "\n".join(line[4:] for line in hybrid.splitlines())
+    assert sorted(config_docs.documented_names(hybrid)) == sorted(HYBRID_KWARGS)
+
+
+def test_named_builders_show_vit_signature():
+    params = inspect.signature(vit.ViTB16).parameters
+    assert list(params) == list(inspect.signature(vit.ViT).parameters)[1:]
+
+
 def _same_architecture(a, b):
     assert [layer.name for layer in a.layers] == [layer.name for layer in b.layers]
     assert [tuple(w.shape) for w in a.weights] == [tuple(w.shape) for w in b.weights]
