@@ -85,7 +85,7 @@ def test_dynamic_image_size_and_features_match_timm(reference):
 
 
 def test_export_timm_refuses_rmsnorm_and_patch_norm(model):
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     plain_mlp = dataclasses.replace(model.config, mlp="mlp")
     with pytest.raises(ValueError, match="export_timm cannot write norm='rmsnorm': .*AIMv2"):
