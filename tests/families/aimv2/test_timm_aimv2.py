@@ -1,4 +1,4 @@
-"""timm's AIMv2 (`aimv2_*`) through `keras_vit.from_timm` (keras_vit/weights/timm_aimv2*.py).
+"""timm's AIMv2 (`aimv2_*`) through `keras_vit.from_timm` (keras_vit/families/aimv2/).
 
 One tiny perturbed timm model (RMSNorm everywhere, the RMSNorm on the patch embeddings, unpacked
 SwiGLU, no q/k/v, projection or MLP biases, average pooling without class token) against timm's
