@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 from keras_vit.models.vit import ViTB16
-from keras_vit.weights.npz import load_npz
+from keras_vit.weights.npz.checkpoints import load_npz
 
 HIDDEN, LAYERS, HEADS, MLP, PATCH, GRID = 768, 12, 12, 3072, 16, 14
 REPRESENTATION, CLASSES = 768, 21843

@@ -31,9 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from benchmarks.bench_load_npz import timed  # noqa: E402  (after the sys.path line)
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.vit import ViTB16
-from keras_vit.weights.npz import save_npz
+from keras_vit.weights.npz.checkpoints import save_npz
 from keras_vit.weights.state_dict import read_state_dict, write_safetensors
-from keras_vit.weights.timm import from_timm, load_timm_weights, timm_name_table
+from keras_vit.weights.timm.reader import from_timm, load_timm_weights, timm_name_table
 
 NAME = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
 

@@ -46,8 +46,8 @@ def main():
     timm = import_timm()
     from timm.models import _registry
 
-    from keras_vit.weights.timm import reads_timm_name
-    from keras_vit.weights.timm_names import parse_timm_name
+    from keras_vit.weights.timm.names import parse_timm_name
+    from keras_vit.weights.timm.reader import reads_timm_name
 
     names = timm.list_models()
     module_of = {name: _registry._model_to_module[name] for name in names}

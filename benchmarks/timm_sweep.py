@@ -56,9 +56,9 @@ import numpy as np  # noqa: E402
 
 import keras_vit  # noqa: E402
 from keras_vit.data import naflex_batch  # noqa: E402
-from keras_vit.weights import timm as T  # noqa: E402
 from keras_vit.weights.registry import family_of_timm_name  # noqa: E402
-from keras_vit.weights.timm_names import parse_timm_name  # noqa: E402
+from keras_vit.weights.timm import reader as T  # noqa: E402
+from keras_vit.weights.timm.names import parse_timm_name  # noqa: E402
 from tests.weights.timm_cases import (  # noqa: E402
     perturb,
     random_images,

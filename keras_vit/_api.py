@@ -56,11 +56,11 @@ from keras_vit.weights import (
     register_preset,
     save_npz,
 )
-from keras_vit.weights.export_huggingface import export_huggingface
-from keras_vit.weights.export_timm import export_timm
-from keras_vit.weights.huggingface import from_huggingface
-from keras_vit.weights.timm import from_timm
-from keras_vit.weights.timm_naflex_config import from_timm_naflexvit
+from keras_vit.weights.huggingface.export import export_huggingface
+from keras_vit.weights.huggingface.reader import from_huggingface
+from keras_vit.weights.timm.export import export_timm
+from keras_vit.weights.timm.naflex_config import from_timm_naflexvit
+from keras_vit.weights.timm.reader import from_timm
 
 # Everything imported above is the public API (modules aside): `__all__` is derived from it.
 __all__ = _public_names(globals())

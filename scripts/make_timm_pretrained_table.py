@@ -1,6 +1,6 @@
-"""Writes keras_vit/weights/timm_pretrained.json: timm's pretrained configs of keras_vit's names.
+"""Writes keras_vit/weights/timm/pretrained.json: timm's pretrained configs of keras_vit's names.
 
-For every timm architecture that `keras_vit.weights.timm_names.match_timm_family` accepts (the
+For every timm architecture that `keras_vit.weights.timm.names.match_timm_family` accepts (the
 architectures keras_vit builds), the table holds timm's default tag and, per `<arch>.<tag>`
 (and per untagged architecture, under the architecture's own name, where timm has no weights),
 the fields of timm's `get_pretrained_cfg` that keras_vit uses: the Hub repo and file, class
@@ -21,7 +21,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLE = os.path.join(ROOT, "keras_vit", "weights", "timm_pretrained.json")
+TABLE = os.path.join(ROOT, "keras_vit", "weights", "timm", "pretrained.json")
 
 
 def _record(timm, cfg):
@@ -56,7 +56,7 @@ def build_table():
     timm = import_timm()
     from timm.models import get_pretrained_cfg
 
-    from keras_vit.weights.timm_names import match_timm_family
+    from keras_vit.weights.timm.names import match_timm_family
 
     architectures, configs = {}, {}
     for arch in timm.list_models():

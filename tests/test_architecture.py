@@ -16,6 +16,7 @@ from tests.helpers import backend_independent
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "keras_vit")
 
+
 def _modules():
     """Maps every module name under keras_vit/ to its file (packages by their __init__.py)."""
     modules = {}
@@ -63,10 +64,7 @@ def _imports(module, path, modules):
 
 def import_graph():
     modules = _modules()
-    return {
-        module: _imports(module, path, modules)
-        for module, path in modules.items()
-    }
+    return {module: _imports(module, path, modules) for module, path in modules.items()}
 
 
 def find_cycle(graph):
@@ -203,6 +201,70 @@ def test_subpackages_form_a_one_way_stack():
     assert cycle is None, "packages import each other: " + " -> ".join(cycle)
     # The models never reach the weights package (it plugs into models.pretrained instead).
     assert "weights" not in packages["models"]
+
+
+# Inside `keras_vit.weights`: one package per checkpoint source over the common machinery at
+# its top level (docs/design.md, "The weights package"). A common module imports no source
+# package; a source imports the common modules and no other source, except `presets` (its files
+# are official `.npz` files); `convert` and the package's `__init__` fan out over the sources.
+WEIGHT_SOURCES = ("timm", "huggingface", "npz", "presets")
+WEIGHT_SOURCE_READS = {"presets": {"npz"}}
+WEIGHTS_FAN_OUT = ("keras_vit.weights", "keras_vit.weights.convert")
+# `read_state_dict` reads any checkpoint file: a `.npz` through the npz source (imported when
+# one is read).
+WEIGHTS_COMMON_READS = {("keras_vit.weights.state_dict", "keras_vit.weights.npz.checkpoints")}
+
+
+def _weights_part(module):
+    """`keras_vit.weights.timm.reader` -> `timm`; a common module -> None; outside -> False."""
+    parts = module.split(".")
+    if parts[:2] != ["keras_vit", "weights"]:
+        return False
+    return parts[2] if len(parts) > 3 and parts[2] in WEIGHT_SOURCES else None
+
+
+def weights_violations(graph):
+    """`["a imports b (...)", ...]` for every import across the weights sources' rule."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        source = _weights_part(module)
+        if source is False or module in WEIGHTS_FAN_OUT:
+            continue
+        for target in sorted(targets):
+            sink = _weights_part(target)
+            if sink in (False, None) or sink == source:
+                continue
+            if source is None and (module, target) not in WEIGHTS_COMMON_READS:
+                found.append(f"{module} imports {target} (common code imports a source)")
+            elif source is not None and sink not in WEIGHT_SOURCE_READS.get(source, ()):
+                found.append(f"{module} imports {target} ({source} reads {sink})")
+    return found
+
+
+def test_weights_violations_are_found():
+    graph = {
+        "keras_vit.weights.loading": {"keras_vit.weights.timm.table"},
+        "keras_vit.weights.timm.reader": {
+            "keras_vit.weights.loading",
+            "keras_vit.weights.npz.names",
+        },
+        "keras_vit.weights.presets.catalogue": {"keras_vit.weights.npz.checkpoints"},
+        "keras_vit.weights.convert": {"keras_vit.weights.timm.reader"},
+        "keras_vit.families.vit": {"keras_vit.weights.timm.sizes"},
+    }
+    assert weights_violations(graph) == [
+        "keras_vit.weights.loading imports keras_vit.weights.timm.table (common code imports a "
+        "source)",
+        "keras_vit.weights.timm.reader imports keras_vit.weights.npz.names (timm reads npz)",
+    ]
+
+
+def test_weights_sources_stand_apart():
+    """Each checkpoint source is a package of its own over the common weights machinery."""
+    graph = import_graph()
+    for source in WEIGHT_SOURCES:
+        assert f"keras_vit.weights.{source}" in graph, source
+    assert weights_violations(graph) == []
 
 
 _LOAD_WITH_LAYERS_ONLY = """

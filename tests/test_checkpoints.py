@@ -1,4 +1,4 @@
-"""Tests of keras_vit/weights/npz.py: official .npz load/save, checked against a NumPy ViT.
+"""Tests of keras_vit/weights/npz/checkpoints.py: official .npz load/save, against a NumPy ViT.
 
 Every checkpoint here is made by the test in the official layout (names and shapes
 of google-research/vision_transformer, see REFERENCE.md) for tiny configurations.
@@ -19,7 +19,7 @@ import scipy.ndimage
 
 import keras_vit
 from keras_vit.models.vit import ViT
-from keras_vit.weights.npz import load_npz, official_variables, read_npz, save_npz
+from keras_vit.weights.npz.checkpoints import load_npz, official_variables, read_npz, save_npz
 from tests.helpers import np_block, np_layer_norm, randomize_weights, to_numpy
 
 HIDDEN, LAYERS, HEADS, MLP, PATCH = 32, 2, 2, 64, 8
@@ -27,7 +27,7 @@ NUM_CLASSES, REPRESENTATION = 10, 24
 # Tiny hybrid: root width 16, GroupNorm with 8 groups, stages (1, 1): total stride 8.
 HYBRID = dict(resnet_units=(1, 1), resnet_width=16, resnet_groups=8)
 TOLERANCE = 1e-5
-LOGGER = "keras_vit.weights.npz"
+LOGGER = "keras_vit.weights.npz.checkpoints"
 _errors = []  # relative errors seen, printed at the end of the module (pytest -s)
 
 
@@ -704,7 +704,8 @@ def test_folder_and_missing_file_name_the_path(tmp_path):
 
 
 def test_top_level_names_are_the_weights_modules_own():
-    from keras_vit.weights import npz, presets
+    from keras_vit.weights.npz import checkpoints as npz
+    from keras_vit.weights.presets import catalogue as presets
 
     assert keras_vit.load_npz is npz.load_npz and keras_vit.list_presets is presets.list_presets
 

@@ -104,7 +104,7 @@ def test_from_timm_reads_the_spec_beside_the_checkpoint_or_timms_table(tmp_path)
 
 
 def test_timm_class_names_of_an_imagenet_tag():
-    from keras_vit.weights.input_specs import timm_class_names
+    from keras_vit.weights.timm.input_spec import timm_class_names
 
     names = timm_class_names("deit_tiny_patch16_224.fb_in1k")
     assert len(names) == 1000 and names[1] == "goldfish"
@@ -364,7 +364,7 @@ def test_serve_uint8_of_a_model_with_its_own_spec(tmp_path):
 
 def test_a_crop_mode_the_preprocessor_lacks_warns_and_builds():
     """timm's crop_mode='border' (the DeepSeek towers' tags) never stops from_timm."""
-    from keras_vit.weights.input_specs import timm_input_spec
+    from keras_vit.weights.timm.input_spec import timm_input_spec
 
     with pytest.warns(UserWarning, match="crop_mode='border' has no form"):
         spec = timm_input_spec("deepseek_vit_412m.deepseek_v4_1_flash")

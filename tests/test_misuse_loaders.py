@@ -25,12 +25,12 @@ from keras_vit.data.naflex import naflex_batch
 from keras_vit.models.config import ViTConfig
 from keras_vit.runner.finetune import transfer_weights
 from keras_vit.weights.convert import convert_checkpoint
-from keras_vit.weights.export_huggingface import export_huggingface
-from keras_vit.weights.export_timm import timm_state_dict
-from keras_vit.weights.npz import load_npz, save_npz
+from keras_vit.weights.huggingface.export import export_huggingface
+from keras_vit.weights.npz.checkpoints import load_npz, save_npz
 from keras_vit.weights.state_dict import read_state_dict, write_safetensors
-from keras_vit.weights.timm import from_timm, timm_config
-from keras_vit.weights.timm_naflex_config import from_timm_naflexvit, naflexvit_config
+from keras_vit.weights.timm.export import timm_state_dict
+from keras_vit.weights.timm.naflex_config import from_timm_naflexvit, naflexvit_config
+from keras_vit.weights.timm.reader import from_timm, timm_config
 
 TIMM = "vit_tiny_patch16_224"
 TINY = dict(num_layers=1, hidden_dim=16, mlp_dim=32, num_heads=2)

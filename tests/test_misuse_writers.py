@@ -23,8 +23,8 @@ import pytest
 from keras_vit.cli import main
 from keras_vit.models.vit import ViT
 from keras_vit.runner import output
-from keras_vit.weights.export_huggingface import export_huggingface
-from keras_vit.weights.export_timm import export_timm
+from keras_vit.weights.huggingface.export import export_huggingface
+from keras_vit.weights.timm.export import export_timm
 
 SYNTHETIC = ["--smoke", "--dataset", "synthetic:4:64:16", "--verbose", "0"]
 

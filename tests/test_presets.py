@@ -1,5 +1,5 @@
-"""Tests of keras_vit/weights/presets.py (named weights), weights/download.py (what it adds to
-`keras.utils.get_file`, which does the transfer) and weights/imagenet.py (class names).
+"""Tests of keras_vit/weights/presets/catalogue.py (named weights), presets/download.py (what it
+adds to `keras.utils.get_file`, which does the transfer) and weights/imagenet.py (class names).
 
 No network: tiny checkpoints in the official layout are written by the tests into
 a local folder laid out like the bucket and served through `file://` URLs or an
@@ -21,9 +21,9 @@ import pytest
 
 from keras_vit.models import variants
 from keras_vit.models.vit import ViT, ViTB16, ViTTi16
-from keras_vit.weights import presets
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
-from keras_vit.weights.npz import save_npz
+from keras_vit.weights.npz.checkpoints import save_npz
+from keras_vit.weights.presets import catalogue as presets
 from tests.helpers import randomize_weights, to_numpy
 
 FT = presets.Preset("mu/8", "test_ft", "test/mu_8-ft.npz", 48, 10, False, "test data")

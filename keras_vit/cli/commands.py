@@ -272,7 +272,7 @@ def _format_table(rows):
 
 
 def run_weights(args):
-    from keras_vit.weights import presets
+    from keras_vit.weights.presets import catalogue as presets
 
     if args.fetch:
         if not args.model:

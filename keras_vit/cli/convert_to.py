@@ -61,8 +61,8 @@ def run_convert_to(args):
     """Writes the `.keras` model for timm or transformers and prints how to load it."""
     from keras_vit.models.mae import MaskedAutoencoder, extract_mae_encoder
     from keras_vit.saving import check_folder_name, check_suffix, load_model
-    from keras_vit.weights.export_huggingface import export_huggingface
-    from keras_vit.weights.export_timm import export_timm
+    from keras_vit.weights.huggingface.export import export_huggingface
+    from keras_vit.weights.timm.export import export_timm
 
     paths = convert_to_arguments(args)
     output = paths["OUTPUT"]

@@ -94,7 +94,7 @@ def load_weights(model, weights):
     """Loads `weights` (None, an official `.npz` or a `.weights.h5` path) into `model`.
 
     Preset names are resolved to a file by `resolve_arguments` before the model is built.
-    `.npz` files go through `keras_vit.weights.npz.load_npz` (strict, position embedding
+    `.npz` files go through `keras_vit.weights.npz.checkpoints.load_npz` (strict, position embedding
     resampled to the model's grid, head kept when the class count differs, `pre_logits`
     dropped unless the model has `representation_size`).
 

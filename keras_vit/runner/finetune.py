@@ -27,7 +27,7 @@ layer copied by name, the position embedding resampled (`PatchEncoder.load_posit
 timm and Hugging Face checkpoints are read at the new size by their own loader), relative
 position tables resized, `pre_logits` dropped and the head re-created with zeros.
 `--weights FILE.npz` loads an official checkpoint through
-`keras_vit.weights.npz.load_npz` (architecture from `--model`).
+`keras_vit.weights.npz.checkpoints.load_npz` (architecture from `--model`).
 
 `--lora-rank N` fine-tunes with LoRA (`keras_vit.enable_lora` on `--lora-targets`, by default
 the attention's query and value, scale `--lora-alpha / N`): the encoder is frozen, the adapters
@@ -352,7 +352,7 @@ def build_model(num_classes, config):
     head = dict(pooling=config.get("pooling") or "token", fc_norm=bool(config.get("fc_norm")))
     model, info = pretrain.build_model(num_classes, dict(config, **head))
     if config["weights"]:
-        from keras_vit.weights.npz import load_npz
+        from keras_vit.weights.npz.checkpoints import load_npz
 
         load_npz(model, config["weights"])
         zero_head(model)  # paper: the pre-trained head is replaced by a zero-initialised one

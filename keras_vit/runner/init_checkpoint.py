@@ -114,7 +114,7 @@ def init_name_kind(path):
     prefix); a Hugging Face repo id is `org/repo` (or `hf://...`) that is not an existing path.
     """
     from keras_vit.weights.hub import is_repo_id
-    from keras_vit.weights.timm_pretrained import known_architectures, split_timm_name
+    from keras_vit.weights.timm.pretrained import known_architectures, split_timm_name
 
     if os.path.exists(path):
         return None
@@ -129,7 +129,7 @@ def _nearest_names(path):
     """ " Did you mean: ..." with the timm names nearest a mistyped one (else "")."""
     import difflib
 
-    from keras_vit.weights.timm_pretrained import known_architectures, split_timm_name
+    from keras_vit.weights.timm.pretrained import known_architectures, split_timm_name
 
     near = difflib.get_close_matches(
         split_timm_name(os.path.basename(path))[0], sorted(known_architectures()), n=3, cutoff=0.8
@@ -138,7 +138,7 @@ def _nearest_names(path):
 
 
 def _timm_is_naflex(name):
-    from keras_vit.weights.timm_names import parse_timm_name
+    from keras_vit.weights.timm.names import parse_timm_name
 
     return bool(parse_timm_name(name).arguments.get("naflex"))
 
@@ -166,7 +166,7 @@ def load_init_model(config):
     overrides = dict(config.get("model_overrides") or {})
     named = init_name_kind(path)
     if named == "timm":  # the name's weights from the Hub
-        from keras_vit.weights.timm import from_timm
+        from keras_vit.weights.timm.reader import from_timm
 
         size = None if _timm_is_naflex(path) else config["image_size"]
         return from_timm(path, pretrained=True, image_size=size, **overrides), kind
@@ -176,7 +176,7 @@ def load_init_model(config):
         repo_id, revision = split_repo(path)
         path = download_snapshot(repo_id, revision=revision)
     if kind == "timm":
-        from keras_vit.weights.timm import from_timm
+        from keras_vit.weights.timm.reader import from_timm
 
         size = None if _timm_is_naflex(name) else config["image_size"]
         try:
@@ -186,7 +186,8 @@ def load_init_model(config):
                 f"The timm checkpoint {path!r} does not fit the timm model {name!r} "
                 f"({flag_name('timm_name')}): {error}"
             ) from None
-    from keras_vit.weights.huggingface import from_huggingface, read_config
+    from keras_vit.weights.huggingface.common import read_config
+    from keras_vit.weights.huggingface.reader import from_huggingface
 
     naflex = read_config(path).get("model_type") in HUGGINGFACE_NAFLEX
     size = None if naflex else config["image_size"]

@@ -20,7 +20,7 @@ package registers with `keras_vit.models.pretrained` on import: `models` never i
 from keras_vit._public import public_names as _public_names
 from keras_vit.models import pretrained as _pretrained
 from keras_vit.weights.imagenet import decode_predictions, imagenet_classes
-from keras_vit.weights.npz import (
+from keras_vit.weights.npz.checkpoints import (
     NAME_TABLE,
     check_npz,
     load_npz,
@@ -28,7 +28,7 @@ from keras_vit.weights.npz import (
     read_npz,
     save_npz,
 )
-from keras_vit.weights.presets import (
+from keras_vit.weights.presets.catalogue import (
     Preset,
     get_preset,
     get_preset_file,
@@ -36,7 +36,7 @@ from keras_vit.weights.presets import (
     register_preset,
     unregister_preset,
 )
-from keras_vit.weights.presets import resolve_builder_weights as _resolve_preset
+from keras_vit.weights.presets.catalogue import resolve_builder_weights as _resolve_preset
 
 _pretrained.register_weights_handler(
     _pretrained.WeightsHandler(resolve_preset=_resolve_preset, load_npz=load_npz)

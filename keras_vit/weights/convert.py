@@ -1,7 +1,7 @@
 """A checkpoint -> a saved `.keras` model (`keras-vit convert`).
 
 `convert_checkpoint` builds `keras_vit.ViT(model, ...)`, loads an official `.npz`
-checkpoint with `keras_vit.weights.npz.load_npz` (strict unless `strict=False`; the
+checkpoint with `keras_vit.weights.npz.checkpoints.load_npz` (strict unless `strict=False`; the
 position embedding is resampled to `image_size`) and saves the model with
 `model.save()`. Arguments left out are read from the checkpoint: the image size from
 its position-embedding grid, the class count from its head, the representation size
@@ -105,7 +105,7 @@ def convert_checkpoint(
     from keras_vit.models.arguments import check_size_arguments
     from keras_vit.models.vit import ViT
     from keras_vit.saving import atomic_write
-    from keras_vit.weights.npz import load_npz, read_npz
+    from keras_vit.weights.npz.checkpoints import load_npz, read_npz
 
     check_size_arguments(image_size=image_size, num_classes=num_classes)
     output = check_output(output, overwrite)
@@ -174,7 +174,7 @@ def convert_timm(name, checkpoint, output, *, overwrite=False, **kwargs):
     ...              "vit_b16.keras")  # doctest: +SKIP
     """
     from keras_vit.saving import atomic_write
-    from keras_vit.weights.timm import from_timm
+    from keras_vit.weights.timm.reader import from_timm
 
     output = check_output(output, overwrite)
     model = from_timm(name, checkpoint, pretrained=checkpoint is None, **kwargs)
@@ -200,7 +200,7 @@ def convert_huggingface(path, output, *, overwrite=False, **kwargs):
     >>> convert_huggingface("vit-base-patch16-224", "vit_b16.keras")  # doctest: +SKIP
     """
     from keras_vit.saving import atomic_write
-    from keras_vit.weights.huggingface import from_huggingface
+    from keras_vit.weights.huggingface.reader import from_huggingface
 
     output = check_output(output, overwrite)
     model = from_huggingface(path, **kwargs)

@@ -3,16 +3,15 @@
 Everything about the network, the cache and offline mode is `huggingface_hub`'s own:
 `hf_hub_download` / `snapshot_download` into the standard cache (`HF_HOME`, `HF_HUB_CACHE`,
 or `cache_dir=`: `hub/models--{org}--{name}/snapshots/{commit}/...`), resumed downloads,
-`HF_HUB_OFFLINE=1` (cached files only), `HF_ENDPOINT`, tokens. This module resolves names to
-repo ids and files, refuses pickled checkpoints (safetensors only: a pickle can run code when
-read), and turns the library's errors into messages saying what to download and where.
+`HF_HUB_OFFLINE=1` (cached files only), `HF_ENDPOINT`, tokens. This module tells repo ids from
+paths, refuses pickled checkpoints (safetensors only: a pickle can run code when read), and
+turns the library's errors into messages saying what to download and where. Shared by the
+timm and transformers sources (a timm name's repo and file: `keras_vit.weights.timm.hub`).
 `huggingface_hub` is imported when a name is resolved, never by `import keras_vit`.
 """
 
 import os
 import re
-
-from keras_vit.weights.timm_pretrained import pretrained_cfg, split_timm_name
 
 __all__ = [
     "INSTALL_HINT",
@@ -20,7 +19,6 @@ __all__ = [
     "download_snapshot",
     "import_hub",
     "is_repo_id",
-    "resolve_timm_name",
     "split_repo",
 ]
 
@@ -83,76 +81,6 @@ def is_repo_id(path):
     if path.lower().endswith(_FILE_EXTENSIONS):  # a missing file, not a repo
         return False
     return bool(_REPO_ID.fullmatch(path.strip())) and not os.path.exists(path)
-
-
-def resolve_timm_name(name, revision=None):
-    """Where timm's `create_model(name, pretrained=True)` gets its weights, safetensors only.
-
-    Args:
-        name: str. `"<arch>.<tag>"`, `"<arch>"` (timm's default tag), `"timm/<arch>.<tag>"`,
-            or `"hf-hub:<org>/<repo>[@<revision>]"` (that very repo, in timm's layout: its
-            `model.safetensors`; the architecture from a `timm/` repo's name, else from its
-            `config.json`).
-        revision: optional str. A branch, tag or commit (also `@<revision>` in the name).
-
-    Returns:
-        dict: `repo_id`, `filename` (a `.safetensors` file), `revision` (None: the
-        default branch), `architecture` (None for an `hf-hub:` repo outside `timm/`: its
-        `config.json` says) and `tag`.
-
-    Raises:
-        ValueError: an unknown name or tag, a tag timm loads from a URL rather than the
-            Hub, or one whose file is a pickle with no safetensors alternative.
-
-    Example:
-
-    >>> resolve_timm_name("vit_base_patch16_224")["repo_id"]
-    'timm/vit_base_patch16_224.augreg2_in21k_ft_in1k'
-    """
-    if name.startswith(("hf-hub:", "hf_hub:")):  # timm's own rule: this very repo
-        repo_id, revision = split_repo(name, revision)
-        architecture = tag = None
-        if repo_id.startswith("timm/"):
-            architecture, tag, _ = split_timm_name(repo_id)
-        return dict(repo_id=repo_id, filename=SAFETENSORS, revision=revision,
-                    architecture=architecture, tag=tag)  # fmt: skip
-    _, _, pinned = split_timm_name(name)
-    if pinned and revision and pinned != revision:
-        raise ValueError(f"Two revisions for {name!r}: revision={revision!r}. Give one.")
-    revision = pinned or revision
-    cfg = pretrained_cfg(name)
-    full = f"{cfg['architecture']}.{cfg['tag']}"
-    if cfg["tag"] is None:
-        raise ValueError(
-            f"timm has no pretrained weights for {cfg['architecture']!r} (no tag): build it "
-            "without pretrained=True, or pass a checkpoint file."
-        )
-    if not cfg["hf_hub_id"]:
-        raise ValueError(
-            f"timm loads {full!r} from {cfg['url']} (not from the Hugging Face Hub), a pickled "
-            "PyTorch file; keras_vit downloads safetensors from the Hub only. Download it "
-            "yourself and pass the file as checkpoint= (read with torch.load(weights_only=True))."
-        )
-    repo_id = cfg["hf_hub_id"]
-    if repo_id.endswith("/"):  # timm's bare 'timm/': the repo is named after the model
-        repo_id += full
-    return dict(repo_id=repo_id, filename=_safe_filename(cfg["hf_hub_filename"], full),
-                revision=revision, architecture=cfg["architecture"], tag=cfg["tag"])  # fmt: skip
-
-
-def _safe_filename(filename, name):
-    """timm's safetensors alternative of a file name (`_get_safe_alternatives`)."""
-    if not filename or filename == "pytorch_model.bin":
-        return SAFETENSORS
-    if filename.endswith(".safetensors"):
-        return filename
-    if filename == "open_clip_pytorch_model.bin":
-        return "open_clip_model.safetensors"
-    if filename.endswith(".bin"):
-        return filename[: -len(".bin")] + ".safetensors"
-    raise ValueError(
-        f"timm's file for {name!r} is {filename!r}, a pickle; keras_vit loads safetensors only."
-    )
 
 
 def download_file(repo_id, filename, *, revision=None, cache_dir=None, force_download=False):

@@ -3,9 +3,9 @@
 A loader pairs each array of a checkpoint with the model variable(s) it becomes, collects every
 problem (missing arrays, unexpected arrays, wrong shapes) and only assigns when there is none:
 a failed load leaves the model's weights as they were, and one `ValueError` lists all the
-problems at once. `keras_vit.weights.npz.load_npz` (official `.npz`) plans its own pairing and
-shares `commit`; PyTorch-layout checkpoints (timm, Hugging Face) describe theirs with a name
-table for `load_state_dict`:
+problems at once. `keras_vit.weights.npz.checkpoints.load_npz` (official `.npz`) plans its own
+pairing and shares `commit`; PyTorch-layout checkpoints (timm, Hugging Face) describe theirs with
+a name table for `load_state_dict`:
 
     {source_key: (keras_variable_path, transform)}
 

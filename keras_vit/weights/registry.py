@@ -6,12 +6,12 @@ first time the registry is read). The registry sits here, below the families, so
 package stack stays one way (`weights` < `families`): the shared code reads the registry
 instead of importing families one by one:
 
-- `keras_vit.weights.timm_names` takes each family's timm name patterns (`timm_specs`), the
+- `keras_vit.weights.timm.names` takes each family's timm name patterns (`timm_specs`), the
   default class counts of its names (`timm_default_classes`) and the names it refuses
   (`timm_unsupported`), in registration order;
 - `keras_vit.from_timm` hands a name to the family's own reader when it has one
   (`timm_reader`: a family whose model is not a `ViTConfig` model);
-- `keras_vit.weights.timm.timm_name_table` asks the family whose checkpoints are not laid out
+- `keras_vit.weights.timm.reader.timm_name_table` asks the family whose checkpoints are not laid out
   as timm's `VisionTransformer` for its rows (`timm_layout`: a `TimmLayout`, `timm_layouts_for`);
 - `keras_vit.from_huggingface` finds the reader of a `config.json`'s `model_type`
   (`huggingface_readers`);
@@ -44,7 +44,7 @@ __all__ = [
 class TimmLayout:
     """How a family's timm checkpoints differ from timm's `VisionTransformer` layout.
 
-    `keras_vit.weights.timm` builds the table of timm's `VisionTransformer` and its options
+    `keras_vit.weights.timm.reader` builds the table of timm's `VisionTransformer` and its options
     (stems, NaFlex, parallel blocks, AIMv2's options); a family whose timm model class is
     another (`Eva`, `Beit`, the VLM towers) gives the rows that differ. Every field but
     `claims` is optional.
@@ -84,7 +84,7 @@ class ModelFamily:
         name: str. The folder's name (`"eva"`, `"beit"`, ...).
         description: str. One line for the docs and error messages.
         timm_specs: tuple of `(name, pattern, example, description, arguments)` rows, each one
-            `keras_vit.weights.timm_records.Family` of timm names (checked after the core ViT
+            `keras_vit.weights.timm.records.Family` of timm names (checked after the core ViT
             families, in registration order).
         timm_default_classes: dict. timm's default class count per architecture name where
             it is not the family's default.

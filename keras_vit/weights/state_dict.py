@@ -438,7 +438,7 @@ def read_state_dict(source):
     if path.endswith(TORCH_SUFFIXES):
         return unwrap(_torch_load(path))
     if path.endswith(".npz"):
-        from keras_vit.weights.npz import read_npz
+        from keras_vit.weights.npz.checkpoints import read_npz
 
         return unwrap(read_npz(path))
     raise ValueError(

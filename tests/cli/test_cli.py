@@ -231,7 +231,7 @@ def _timm_ti16_checkpoint(path):
     import keras_vit
     from keras_vit.models.config import ViTConfig
     from keras_vit.weights.state_dict import write_safetensors
-    from keras_vit.weights.timm import timm_name_table
+    from keras_vit.weights.timm.reader import timm_name_table
 
     model = keras_vit.ViT("Ti/16", num_classes=3, image_size=32)
     variables = {v.path: tuple(v.shape) for v in model.weights}

@@ -12,7 +12,7 @@ from keras_vit.cli import main
 from keras_vit.inspection import FIGURE_NAMES
 from keras_vit.models.vit import ViT
 from keras_vit.saving import atomic_write, check_writable, load_model
-from keras_vit.weights.npz import save_npz
+from keras_vit.weights.npz.checkpoints import save_npz
 
 
 def _error(capsys):

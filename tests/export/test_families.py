@@ -29,7 +29,7 @@ import pytest
 from keras_vit.export import export_litert, export_saved_model
 from keras_vit.training.lora import enable_lora, get_lora_settings, merge_lora
 from keras_vit.training.quantization import quantization_modes, quantize
-from keras_vit.weights.timm import from_timm
+from keras_vit.weights.timm.reader import from_timm
 from tests.helpers import randomize_weights, to_numpy
 
 ATOL = 1e-5  # served SavedModel logits against Keras (tests/test_export.py)

@@ -8,7 +8,7 @@ import pytest
 
 import keras_vit.families as families
 from keras_vit.weights import registry as R
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
 from tests.helpers import backend_independent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,7 +53,7 @@ def test_from_timm_docstring_names_every_family():
     by a name glob more specific than the plain ViT's (`vit_*_patch*_*` documents only `vit`)."""
     import fnmatch
 
-    from keras_vit.weights.timm import from_timm
+    from keras_vit.weights.timm.reader import from_timm
 
     doc = from_timm.__doc__
     sections = dict(re.findall(r"\n    - (\w+): (.*?)(?=\n    - \w+:|\n    Other timm names)", doc,

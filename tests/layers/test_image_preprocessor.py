@@ -266,7 +266,7 @@ def _table_specs():
     """One name per distinct input spec of keras_vit's table of timm's pretrained configs (every
     tag of every family: mean, std, crop_pct, crop_mode, interpolation), 'border' left out
     (the preprocessor lacks it; from_timm warns)."""
-    from keras_vit.weights import timm_pretrained
+    from keras_vit.weights.timm import pretrained as timm_pretrained
 
     names = {}
     for name in timm_pretrained.pretrained_names():
@@ -282,7 +282,7 @@ def _table_specs():
 def test_every_table_spec_matches_timms_eval_transform(name):
     """Each distinct spec timm's pretrained configs hold (at a 32 px input size): the
     preprocessor of `from_timm(name)`'s spec against timm's eval transform of that config."""
-    from keras_vit.weights.timm_pretrained import pretrained_cfg
+    from keras_vit.weights.timm.pretrained import pretrained_cfg
 
     cfg = {k: v for k, v in pretrained_cfg(name).items() if k in
            ("mean", "std", "crop_pct", "crop_mode", "interpolation")}  # fmt: skip

@@ -1,4 +1,4 @@
-"""Tests for keras_vit/weights/export_huggingface.py: keras_vit models -> transformers' ViT.
+"""Tests for keras_vit/weights/huggingface/export.py: keras_vit models -> transformers' ViT.
 
 Both directions, with real transformers (`tests.weights.references`, torch first) and tiny
 perturbed models: transformers -> keras_vit -> transformers (the written folder has the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from keras_vit import ViT, from_huggingface
-from keras_vit.weights.export_huggingface import export_huggingface
+from keras_vit.weights.huggingface.export import export_huggingface
 from keras_vit.weights.state_dict import read_safetensors
 from tests.helpers import to_numpy
 from tests.weights.keras_models import images_for, perturbed
@@ -159,8 +159,8 @@ def test_every_option_is_written_or_refused():
     import dataclasses
 
     from keras_vit.models.config import ViTConfig
-    from keras_vit.weights import export_huggingface as E
     from keras_vit.weights.export_options import unwritten_options
+    from keras_vit.weights.huggingface import export as E
 
     known = set(E._WRITTEN) | {field for field, _, _ in E._PLAIN}
     assert known <= {f.name for f in dataclasses.fields(ViTConfig)}  # no stale names

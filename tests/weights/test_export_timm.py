@@ -1,4 +1,4 @@
-"""Tests for keras_vit/weights/export_timm.py and writing.py: keras_vit models -> timm.
+"""Tests for keras_vit/weights/timm/export.py and writing.py: keras_vit models -> timm.
 
 Both directions, with real timm (`tests.weights.references`, torch first) and tiny perturbed
 models: timm -> keras_vit -> timm for one model per family `from_timm` reads
@@ -18,14 +18,14 @@ import pytest
 
 from keras_vit import ViT, enable_lora, from_timm, quantize
 from keras_vit.models.encoder import build_model
-from keras_vit.weights.export_timm import (
+from keras_vit.weights.loading import load_state_dict
+from keras_vit.weights.timm.export import (
     export_timm,
     timm_export_table,
     timm_model_for,
     timm_state_dict,
 )
-from keras_vit.weights.loading import load_state_dict
-from keras_vit.weights.timm import PATHS
+from keras_vit.weights.timm.reader import PATHS
 from keras_vit.weights.writing import model_config
 from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_timm, import_torch
@@ -271,7 +271,7 @@ def test_every_option_is_written_or_refused():
     import dataclasses
 
     from keras_vit.models.config import ViTConfig
-    from keras_vit.weights import export_timm_checks as C
+    from keras_vit.weights.timm import export_checks as C
 
     assert set(C._WRITTEN) <= {f.name for f in dataclasses.fields(ViTConfig)}  # no stale names
     config = ViTConfig.from_variant("mu/8", image_size=32, dynamic_image_size=True)

@@ -1,4 +1,4 @@
-"""Tests for keras_vit/weights/huggingface.py: transformers ViT folders into keras_vit models.
+"""Tests for keras_vit/weights/huggingface/: transformers ViT folders into keras_vit models.
 
 The reference is transformers itself (a `test` extra): small random `ViTModel` /
 `ViTForImageClassification`s with every weight perturbed, saved with `save_pretrained`, run by
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from keras_vit import from_huggingface
-from keras_vit.weights import huggingface as H
+from keras_vit.weights.huggingface import vit as H
 from tests.weights.references import import_torch, import_transformers
 
 torch = import_torch()  # imported before transformers, whatever the backend

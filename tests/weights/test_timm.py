@@ -1,4 +1,4 @@
-"""Tests for keras_vit/weights/timm.py: timm checkpoints into keras_vit models, against timm.
+"""Tests for keras_vit/weights/timm/reader.py: timm checkpoints into keras_vit models, against timm.
 
 The reference is timm itself (a `test` dependency, imported through
 `tests.weights.references.import_timm`, torch first): one tiny model per family
@@ -17,8 +17,8 @@ from keras_vit import export_timm, feature_extractor, from_timm
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import registry as R
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
@@ -131,7 +131,7 @@ def test_flexivit_resamples_bilinearly_like_timms_loader(references):
 def test_new_class_count_gives_zero_head_and_keeps_features(references, caplog):
     ref = references["vit"]
     name, kwargs = CASES["vit"][0], from_timm_kwargs("vit")
-    with caplog.at_level(logging.INFO, logger="keras_vit.weights.timm"):
+    with caplog.at_level(logging.INFO, logger="keras_vit.weights.timm.reader"):
         model = from_timm(name, ref["path"], **{**kwargs, "num_classes": 7})
     assert "dropped the checkpoint's head.weight (3, 32)" in caplog.text
     head = model.get_layer("head")

@@ -1,4 +1,4 @@
-"""keras_vit's table of timm's pretrained configs (keras_vit/weights/timm_pretrained.json),
+"""keras_vit's table of timm's pretrained configs (keras_vit/weights/timm/pretrained.json),
 against the installed timm, and name resolution over every name of it (no network)."""
 
 import sys
@@ -6,9 +6,11 @@ import sys
 import pytest
 
 import keras_vit
-from keras_vit.weights import hub, timm_pretrained
-from keras_vit.weights.timm_names import match_timm_family, parse_timm_name
-from keras_vit.weights.timm_pretrained import pretrained_cfg
+from keras_vit.weights import hub
+from keras_vit.weights.timm import hub as timm_hub
+from keras_vit.weights.timm import pretrained as timm_pretrained
+from keras_vit.weights.timm.names import match_timm_family, parse_timm_name
+from keras_vit.weights.timm.pretrained import pretrained_cfg
 from tests.weights.references import import_timm
 
 FIELDS = ("hf_hub_id", "hf_hub_filename", "url", "num_classes", "fixed_input_size",
@@ -50,11 +52,11 @@ def test_every_name_resolves_to_timms_repo_and_file():
         load_from, location = _resolve_pretrained_source(get_pretrained_cfg(name).to_dict())
         if load_from != "hf-hub":  # a URL (I-JEPA's .pth.tar): refused, naming it
             with pytest.raises(ValueError, match="not from the Hugging Face Hub"):
-                hub.resolve_timm_name(name)
+                timm_hub.resolve_timm_name(name)
             refused += 1
             continue
         repo_id, filename = location if isinstance(location, tuple) else (location, None)
-        source = hub.resolve_timm_name(name)
+        source = timm_hub.resolve_timm_name(name)
         assert source["repo_id"] == repo_id, name
         safe = (
             filename
@@ -86,7 +88,7 @@ def test_names_are_looked_up_not_parsed():
     assert (cfg["mean"], cfg["crop_pct"], cfg["interpolation"]) == (
         [0.485, 0.456, 0.406], 1.0, "bicubic")  # fmt: skip
     with pytest.raises(ValueError, match="no pretrained weights"):
-        hub.resolve_timm_name("vit_base_patch16_gap_224")
+        timm_hub.resolve_timm_name("vit_base_patch16_gap_224")
 
 
 def test_hub_names():
@@ -98,11 +100,11 @@ def test_hub_names():
     assert not hub.is_repo_id("missing_folder") and not hub.is_repo_id(".")
     assert not hub.is_repo_id("runs/model.keras") and not hub.is_repo_id("out/w.safetensors")
     assert hub.is_repo_id("timm/vit_base_patch16_224.augreg_in21k")
-    source = hub.resolve_timm_name("hf-hub:timm/vit_base_patch16_224.augreg_in1k@0123abc")
+    source = timm_hub.resolve_timm_name("hf-hub:timm/vit_base_patch16_224.augreg_in1k@0123abc")
     assert source == dict(repo_id="timm/vit_base_patch16_224.augreg_in1k", revision="0123abc",
                           filename="model.safetensors", architecture="vit_base_patch16_224",
                           tag="augreg_in1k")  # fmt: skip
-    pinned = hub.resolve_timm_name("vit_base_patch16_clip_quickgelu_224.openai@v2")
+    pinned = timm_hub.resolve_timm_name("vit_base_patch16_clip_quickgelu_224.openai@v2")
     assert pinned["repo_id"] == "timm/vit_base_patch16_clip_224.openai"  # timm's hf_hub_id
     assert pinned["revision"] == "v2"
 

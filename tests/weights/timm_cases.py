@@ -189,8 +189,8 @@ def tiny_references(torch, timm, cases, small, folder, overrides=None):
 def meta_models(torch, timm, names):
     """Per name: `(name, spec, timm's model on the meta device at depth 1, our config at depth 1)`,
     after checking that our weight-name table is exactly its state dict's keys."""
-    from keras_vit.weights import timm as T
-    from keras_vit.weights import timm_names as N
+    from keras_vit.weights.timm import names as N
+    from keras_vit.weights.timm import reader as T
 
     for name in names:
         spec = N.parse_timm_name(name)

@@ -26,10 +26,10 @@ import os
 
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
-from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm_table import PATHS, _position_transform
+from keras_vit.weights.timm.table import PATHS, _position_transform
 
 logger = logging.getLogger(__name__)
 

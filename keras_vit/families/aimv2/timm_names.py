@@ -1,13 +1,13 @@
 """timm's AIMv2 model names keras_vit reads (`aimv2_*`, timm's `vision_transformer.py`).
 
 Pure data, as `keras_vit.families.eva.timm_names`: `FAMILY_SPECS` (turned into
-`keras_vit.weights.timm_names.Family` entries) and the class counts. From timm 1.0.31's
+`keras_vit.weights.timm.names.Family` entries) and the class counts. From timm 1.0.31's
 `aimv2_*` model functions: a `VisionTransformer` with `class_token=False`, `global_pool='avg'`
 (final norm before the pooling, `fc_norm=False`), `RmsNorm` (epsilon 1e-5) for every norm and for
 `embed_norm_layer` (a norm on the patch embeddings: our `patch_norm`), timm's unpacked `SwiGLU`
 MLP (`fc1_g`, `fc1_x`, `fc2`, SiLU gate) and no q/k/v, attention-projection or MLP biases
 (`qkv_bias=False`, `proj_bias=False`: ours stay zero). Private keys for the loader
-(`keras_vit.weights.timm`): `_qkv_bias`, `_proj_bias` (attention output and MLP biases),
+(`keras_vit.weights.timm.reader`): `_qkv_bias`, `_proj_bias` (attention output and MLP biases),
 `_mlp_packed` (False: `fc1_g` / `fc1_x`), `_mlp_ratio` (timm's `int(hidden * mlp_ratio)`).
 """
 

@@ -36,8 +36,9 @@ from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.layers.relative_position import resize_relative_position_table_bilinear
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
-from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface import common as H
+from keras_vit.weights.huggingface import vit as V
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def normalize_names(arrays):
         key = key[len("beit.") :] if key.startswith("beit.") else key
         for pattern, replacement in _RENAMES:
             key = re.sub(pattern, replacement, key)
-        out[H._legacy_name(key)] = value
+        out[V._legacy_name(key)] = value
     return out
 
 

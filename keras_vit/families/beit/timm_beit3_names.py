@@ -1,13 +1,13 @@
 """timm's BEiT-3 model names keras_vit reads (`beit3_*`, timm's `VisionTransformer`).
 
-Pure data, as `keras_vit.families.eva.timm_names` (`keras_vit.weights.timm_names` turns
+Pure data, as `keras_vit.families.eva.timm_names` (`keras_vit.weights.timm.names` turns
 `FAMILY_SPECS` into its `Family` entries). timm 1.0.31 maps BEiT-3's vision tower onto its
 `VisionTransformer` with `scale_attn_norm=True` (a LayerNorm over the concatenated heads before
 the attention's output projection: our `attention_inner_norm`) and `scale_mlp_norm=True` (a
 LayerNorm of the MLP's hidden activations before `fc2`: our `mlp_inner_norm` with the GELU
 MLP), LayerNorm epsilon 1e-5, a class token and average pooling of the patch tokens with
 `fc_norm`. The checkpoint names are timm's `VisionTransformer` ones plus `attn.norm` and
-`mlp.norm` (`keras_vit.weights.timm`).
+`mlp.norm` (`keras_vit.weights.timm.reader`).
 """
 
 __all__ = ["FAMILY_SPECS"]

@@ -33,8 +33,8 @@ import numpy as np
 
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.encoder import BLOCK_NAME, build_model
-from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
 
 logger = logging.getLogger(__name__)

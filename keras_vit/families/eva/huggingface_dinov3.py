@@ -16,7 +16,7 @@ here) is its `pooler_output` (the class token of `last_hidden_state`), `pooling=
 transformers rotates channel `k` of each query / key head with channel `k + head_dim / 2`
 (`rotate_half`); keras_vit rotates interleaved pairs, so the query and key projections
 (and their biases) are loaded with each head's channels reordered to `(0, d/2, 1, d/2 + 1, ...)`
-(`keras_vit.weights.timm_options.interleave_halves`): the attention is the same function.
+(`keras_vit.weights.timm.options.interleave_halves`): the attention is the same function.
 """
 
 import logging
@@ -24,10 +24,10 @@ import os
 
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import BLOCK_NAME, build_model
-from keras_vit.weights import huggingface as H
 from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm_options import interleave_halves
+from keras_vit.weights.timm.options import interleave_halves
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ _BIASES = {
 def dinov3_arguments(config, source="config.json"):
     """`keras_vit.ViT` arguments of a transformers `DINOv3ViTConfig` dict (a `config.json`).
 
-    Read as `keras_vit.weights.huggingface.vit_arguments` reads a `ViTConfig` (`source` names
+    Read as `keras_vit.weights.huggingface.vit.vit_arguments` reads a `ViTConfig` (`source` names
     the file in messages); a ValueError names an architecture or activation keras_vit does
     not read.
 

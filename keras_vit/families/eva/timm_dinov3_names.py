@@ -1,7 +1,7 @@
 """timm's `eva.py` families built on DINOv3's recipe that keras_vit reads: LingBot, Sapiens2.
 
 Pure data, as `keras_vit.families.eva.timm_names` (whose private `_layout` / `_qkv_fused` / ...
-keys these use too; `keras_vit.weights.timm_names` turns `FAMILY_SPECS` into its `Family`
+keys these use too; `keras_vit.weights.timm.names` turns `FAMILY_SPECS` into its `Family`
 entries), read from timm 1.0.31's `timm/models/eva.py` model functions:
 
 - LingBot-Vision `vit_{small,base,large,giant}_patch16_lingbot`: DINOv3's blocks and RoPE

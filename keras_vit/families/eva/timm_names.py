@@ -1,6 +1,6 @@
 """timm's `eva.py` model names keras_vit reads: EVA-02, EVA, timm's rotary ViTs and DINOv3.
 
-Pure data, as `keras_vit.weights.timm_names` (which turns `FAMILY_SPECS` into its `Family`
+Pure data, as `keras_vit.weights.timm.names` (which turns `FAMILY_SPECS` into its `Family`
 entries): each family's name pattern, example, description and the `keras_vit.ViT` arguments it
 means, read from timm 1.0.31's `timm/models/eva.py` model functions. Private keys (leading `_`)
 say what the checkpoint's layout is, for the loader (`keras_vit.families.eva.timm_table`):

@@ -3,7 +3,7 @@
 `eva_name_table(config, spec)` is the `{timm key: (path(s), transform)}` table of
 `keras_vit.weights.loading.load_state_dict` for a checkpoint of timm's `timm/models/eva.py`
 (`Eva`, `EvaBlock`, `EvaAttention`, `SwiGLU` / `GluMlp` / `Mlp`), the families of
-`keras_vit.families.eva.timm_names`. `keras_vit.weights.timm` uses it (through the family's
+`keras_vit.families.eva.timm_names`. `keras_vit.weights.timm.reader` uses it (through the family's
 `TIMM_LAYOUT`, registered in `keras_vit.families.eva`) for every name whose family says
 `layout="eva"`; the rest of the table (tokens, position embedding, patch
 embedding, norms, head) is shared with the ViT table.
@@ -12,7 +12,7 @@ embedding, norms, head) is shared with the ViT table.
 from keras_vit.models.encoder import BLOCK_NAME, ROTARY_EMBEDDING
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import TimmLayout
-from keras_vit.weights.timm_options import PACKED_BIAS, PACKED_WEIGHT, inner_norm, interleave_halves
+from keras_vit.weights.timm.options import PACKED_BIAS, PACKED_WEIGHT, inner_norm, interleave_halves
 
 _norm, _linear = L.torch_norm, L.torch_linear
 
@@ -133,7 +133,7 @@ def _claims(config, spec):
     return spec is not None and spec.extras.get("layout") == "eva"
 
 
-# How `keras_vit.weights.timm.timm_name_table` lays out an `Eva` checkpoint (registered in
+# How `keras_vit.weights.timm.reader.timm_name_table` lays out an `Eva` checkpoint (registered in
 # keras_vit/families/eva/__init__.py).
 TIMM_LAYOUT = TimmLayout(
     claims=_claims,

@@ -13,7 +13,7 @@ import numpy as np
 from keras_vit.families.gemma4.config import Gemma4Config
 from keras_vit.families.gemma4.model import Gemma4VisionTower
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm_names import parse_timm_name
+from keras_vit.weights.timm.names import parse_timm_name
 
 __all__ = ["from_timm_gemma4", "gemma4_config", "load_timm_gemma4", "timm_name_table"]
 

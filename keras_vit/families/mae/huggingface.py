@@ -5,7 +5,7 @@
 `mask` equal transformers' given the same `noise` (`mask_ratio` and `norm_pix_loss` read from
 `config.json`); a `ViTMAEModel` folder (the encoder alone) becomes the plain `VisionTransformer`
 encoder (`include_top=False` unless `num_classes` is given; MAE's fine-tuning starts there).
-The encoder's names are transformers' ViT names (`keras_vit.weights.huggingface`); the decoder's
+The encoder's names are transformers' ViT names (`keras_vit.weights.huggingface.vit`); the decoder's
 are `decoder.decoder_embed`, `decoder.mask_token`, `decoder.decoder_pos_embed`,
 `decoder.decoder_encoder.layer.{i}.*` (ViT layers), `decoder.decoder_norm` and
 `decoder.decoder_pred`. `export_huggingface_mae` writes a `ViTMAEForPreTraining` folder back
@@ -19,14 +19,16 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.models.mae import DECODER_BLOCK, MaskedAutoencoder
 from keras_vit.weights import loading as L
-from keras_vit.weights.huggingface import (
+from keras_vit.weights.huggingface.common import (
     _weights_file,
     family_config,
-    huggingface_name_table,
     load_arrays,
+    vit_attention_rows,
+)
+from keras_vit.weights.huggingface.vit import (
+    huggingface_name_table,
     normalize_names,
     vit_arguments,
-    vit_attention_rows,
 )
 from keras_vit.weights.state_dict import read_state_dict
 
@@ -124,7 +126,7 @@ def from_huggingface_mae(folder, hf, num_classes=None, **kwargs):
 
 def mae_huggingface_config(model):
     """The `config.json` (a dict) of a `ViTMAEForPreTraining` equal to `model`."""
-    from keras_vit.weights.export_huggingface import huggingface_config
+    from keras_vit.weights.huggingface.export import huggingface_config
 
     hf = huggingface_config(model.encoder_config)
     hf.update(
@@ -151,7 +153,7 @@ def export_huggingface_mae(model, folder, *, overwrite=False):
     `config.json` / `model.safetensors` is replaced only with `overwrite=True`, the files get
     the mode the umask gives. Returns the folder as a str.
     """
-    from keras_vit.weights.export_huggingface import (
+    from keras_vit.weights.huggingface.export import (
         check_export_folder,
         check_huggingface_expressible,
         write_export_folder,

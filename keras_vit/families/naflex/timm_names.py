@@ -1,14 +1,14 @@
 """timm's FlexiViT and NaFlex ViT names keras_vit reads (`flexivit_*`, `naflexvit_*`).
 
 Pure data, as `keras_vit.families.eva.timm_names`: `FAMILY_SPECS` (turned into
-`keras_vit.weights.timm_names.Family` entries). From timm 1.0.31's `flexivit_*` model functions
+`keras_vit.weights.timm.names.Family` entries). From timm 1.0.31's `flexivit_*` model functions
 (`vision_transformer.py`: patch 16, 240 px, position embedding on the patches only) and
 `naflexvit.py`'s `NaFlexVitCfg`s (no class token, a 16 x 16 position table, NaFlex dict input).
 """
 
 __all__ = ["FAMILY_SPECS", "NAFLEX_PATTERN"]
 
-from keras_vit.weights.timm_sizes import sizes as _timm_sizes
+from keras_vit.weights.timm.sizes import sizes as _timm_sizes
 
 # The variant numbers of timm's NaFlex sizes and the per-name options (`NaFlexVitCfg`s of
 # timm's naflexvit.py, timm 1.0.31). Position tables: 16 x 16 (256 px at patch 16).

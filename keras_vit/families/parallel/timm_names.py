@@ -1,6 +1,6 @@
 """timm's parallel-scaling and differential-attention ViT names keras_vit reads.
 
-Pure data, as `keras_vit.weights.timm_names` (which turns `FAMILY_SPECS` into its `Family`
+Pure data, as `keras_vit.weights.timm.names` (which turns `FAMILY_SPECS` into its `Family`
 entries), read from timm 1.0.31's `vision_transformer.py` model functions:
 
 - `vit_{base,large,huge}_patch*_xp_*`: `block_fn=ParallelScalingBlock`, `norm_layer=RmsNorm`,
@@ -12,10 +12,10 @@ entries), read from timm 1.0.31's `vision_transformer.py` model functions:
 - `vit_dpwee_*`: `block_fn=DiffParallelScalingBlock` (differential attention in the parallel
   block, one fused output projection).
 
-The loader's tables for these blocks are in `keras_vit.weights.timm_parallel`.
+The loader's tables for these blocks are in `keras_vit.weights.timm.parallel`.
 """
 
-from keras_vit.weights.timm_sizes import sizes
+from keras_vit.weights.timm.sizes import sizes
 
 __all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS"]
 

@@ -1,7 +1,7 @@
 """timm's RADIO, TIPSv2, InternViT-300M and test-model names keras_vit reads.
 
 Pure data, as `keras_vit.families.eva.timm_names`: `FAMILY_SPECS` (turned into
-`keras_vit.weights.timm_names.Family` entries) and `DEFAULT_CLASSES`. From timm 1.0.31's
+`keras_vit.weights.timm.names.Family` entries) and `DEFAULT_CLASSES`. From timm 1.0.31's
 `vision_transformer.py`, `naflexvit.py` and `vision_transformer_relpos.py`; every name is timm's
 `VisionTransformer` (or `NaFlexVit`, `VisionTransformerRelPos`) with options keras_vit has:
 

@@ -1,7 +1,7 @@
 """timm's hybrids with a ResNet-D or MobileCLIP stem that keras_vit reads.
 
 Pure data, as `keras_vit.families.eva.timm_names`: `FAMILY_SPECS` (turned into
-`keras_vit.weights.timm_names.Family` entries) and `DEFAULT_CLASSES`. From timm 1.0.31's
+`keras_vit.weights.timm.names.Family` entries) and `DEFAULT_CLASSES`. From timm 1.0.31's
 vision_transformer_hybrid.py: `vit_small_resnet26d_224`, `vit_small_resnet50d_s16_224`,
 `vit_base_resnet26d_224`, `vit_base_resnet50d_224` (a `features_only` `resnet26d` /
 `resnet50d` up to stage 4, or stage 3 for `_s16`; the "small" ones are 768 wide, 8 blocks of
@@ -48,7 +48,7 @@ def _mci(g):
     }
 
 
-# (name, pattern, example, description, arguments) of `keras_vit.weights.timm_names.Family`.
+# (name, pattern, example, description, arguments) of `keras_vit.weights.timm.names.Family`.
 FAMILY_SPECS = (
     (
         "resnet_d",

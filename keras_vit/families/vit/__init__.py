@@ -1,6 +1,6 @@
 """timm's `VisionTransformer` families: ViT (original, AugReg), DeiT, DeiT III, DINOv2, CLIP,
 SigLIP, BEiT, relpos ViTs, register ViTs, the R50 / R26 hybrids; matched first. Their checkpoint
-layout is the shared one of `keras_vit.weights.timm`; transformers' `vit` is read there too.
+layout is the shared one of `keras_vit.weights.timm.reader`; transformers' `vit` is read there too.
 """
 
 from keras_vit.families.registry import ModelFamily, register

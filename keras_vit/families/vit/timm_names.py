@@ -1,13 +1,13 @@
 """timm's `VisionTransformer` families keras_vit reads: ViT, DeiT, DINOv2, CLIP, SigLIP, BEiT,
 relpos ViTs, hybrids, ... (the core of timm's vision_transformer*.py): pure data.
 
-`FAMILY_SPECS` rows are `keras_vit.weights.timm_records.Family` fields `(name, pattern, example,
+`FAMILY_SPECS` rows are `keras_vit.weights.timm.records.Family` fields `(name, pattern, example,
 description, arguments)`; the `vit` family registers them first (`keras_vit.families.vit`), so
 they are matched before every other family's.
 """
 
-from keras_vit.weights.timm_sizes import HYBRIDS, SIZE_CODES, TIMM_RESNET
-from keras_vit.weights.timm_sizes import sizes as _sizes
+from keras_vit.weights.timm.sizes import HYBRIDS, SIZE_CODES, TIMM_RESNET
+from keras_vit.weights.timm.sizes import sizes as _sizes
 
 __all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS", "HEADLESS", "UNSUPPORTED"]
 

@@ -1,11 +1,11 @@
 """The weight names of timm's VLM vision towers (Qwen3-VL, DeepSeek-V4) -> our variables.
 
-`vlm_name_table(table, config, spec)` finishes the `Eva` table `keras_vit.weights.timm` makes for
-a family of `keras_vit.families.vlm.timm_names` (`extras["vlm"]`): timm's classifier norm has no
-weights (ours are filled with 1 and 0: `vlm_fills`), DeepSeek's SwiGLU no biases (ours zero), a
-DeepSeek classifier has the encoder's final norm too, the projector is `merger.*` (Qwen3-VL:
-norm, `fc1`, `fc2`) or `aligner.*` (DeepSeek: `fc1` over channel-major blocks, `fc2`), and the
-classifiers keep the tower under `encoder.` (all but `head.*`).
+`vlm_name_table(table, config, spec)` finishes the `Eva` table `keras_vit.weights.timm.reader`
+makes for a family of `keras_vit.families.vlm.timm_names` (`extras["vlm"]`): timm's classifier
+norm has no weights (ours are filled with 1 and 0: `vlm_fills`), DeepSeek's SwiGLU no biases
+(ours zero), a DeepSeek classifier has the encoder's final norm too, the projector is `merger.*`
+(Qwen3-VL: norm, `fc1`, `fc2`) or `aligner.*` (DeepSeek: `fc1` over channel-major blocks,
+`fc2`), and the classifiers keep the tower under `encoder.` (all but `head.*`).
 """
 
 import re

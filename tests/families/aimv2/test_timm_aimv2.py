@@ -1,4 +1,4 @@
-"""timm's AIMv2 (`aimv2_*`) through `keras_vit.from_timm` (keras_vit/weights/timm_aimv2*.py).
+"""timm's AIMv2 (`aimv2_*`) through `keras_vit.from_timm` (keras_vit/families/aimv2/).
 
 One tiny perturbed timm model (RMSNorm everywhere, the RMSNorm on the patch embeddings, unpacked
 SwiGLU, no q/k/v, projection or MLP biases, average pooling without class token) against timm's
@@ -85,7 +85,7 @@ def test_dynamic_image_size_and_features_match_timm(reference):
 
 
 def test_export_timm_refuses_rmsnorm_and_patch_norm(model):
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     plain_mlp = dataclasses.replace(model.config, mlp="mlp")
     with pytest.raises(ValueError, match="export_timm cannot write norm='rmsnorm': .*AIMv2"):

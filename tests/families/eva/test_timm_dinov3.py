@@ -12,8 +12,8 @@ import pytest
 
 from keras_vit import export_timm, from_timm
 from keras_vit.layers import RotaryEmbedding2D, apply_rotary_embedding
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 

@@ -13,8 +13,8 @@ import pytest
 
 from keras_vit import feature_extractor, from_timm
 from keras_vit.inspection import attention_maps
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run

@@ -12,8 +12,8 @@ import pytest
 
 import keras_vit
 from keras_vit import export_timm, feature_extractor, from_timm
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import roundtrip_model, to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (

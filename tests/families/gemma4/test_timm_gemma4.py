@@ -16,8 +16,8 @@ import keras_vit
 from keras_vit.families.gemma4.config import Gemma4Config
 from keras_vit.families.gemma4.model import Gemma4VisionTower
 from keras_vit.families.gemma4.timm import from_timm_gemma4
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import roundtrip_model, to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import assert_close

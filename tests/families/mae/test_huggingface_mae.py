@@ -141,7 +141,7 @@ def test_sincos_tables_equal_transformers():
 )  # fmt: skip
 def test_timm_mae_names_are_plain_vits(name, variant):
     """timm's `*.mae` weights are plain ViT encoders: `from_timm` reads them as the base name."""
-    from keras_vit.weights.timm_names import parse_timm_name
+    from keras_vit.weights.timm.names import parse_timm_name
 
     spec = parse_timm_name(name)
     assert (spec.family.name, spec.tag, spec.arguments["variant"]) == ("vit", "mae", variant)

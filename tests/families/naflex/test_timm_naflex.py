@@ -1,4 +1,4 @@
-"""keras_vit/weights/timm_naflex.py: timm's NaFlexVit (naflexvit_*) as NaFlex models, vs
+"""keras_vit/weights/timm/naflex.py: timm's NaFlexVit (naflexvit_*) as NaFlex models, vs
 timm.
 
 One tiny timm model per position-embedding / pooling code path (learned bicubic table with GAP,
@@ -12,8 +12,8 @@ import pytest
 
 from keras_vit import from_timm
 from keras_vit.data import naflex_batch
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import perturb
@@ -86,7 +86,7 @@ def test_every_naflex_and_flexivit_name_is_timms_architecture():
 
 
 def test_export_refuses_naflex():
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     with pytest.raises(ValueError, match="export_timm cannot write naflex=True"):
         check_timm_expressible(T.timm_config(NAMES["gap"], **OURS))

@@ -1,4 +1,4 @@
-"""keras_vit/weights/timm_naflex_config.py: timm's rotary NaFlexVit (from a NaFlexVitCfg) vs ours.
+"""keras_vit/weights/timm/naflex_config.py: timm's rotary NaFlexVit (from a NaFlexVitCfg) vs ours.
 
 One tiny timm `NaFlexVit(NaFlexVitCfg(rope_type=...))` per RoPE code path (axial 'ij' = our
 "eva02", axial 'xy' = our "axial" with a reference grid and offset, DINOv3 in timm's
@@ -11,7 +11,7 @@ import pytest
 
 from keras_vit import from_timm_naflexvit
 from keras_vit.data import naflex_batch
-from keras_vit.weights.timm_naflex_config import naflexvit_config
+from keras_vit.weights.timm.naflex_config import naflexvit_config
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import RTOL, assert_close, perturb

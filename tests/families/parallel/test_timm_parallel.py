@@ -73,8 +73,8 @@ def test_dynamic_image_size_features_and_saving_match_timm(references, tmp_path)
 
 
 def test_export_timm_refuses_parallel_scaling_blocks():
-    from keras_vit.weights.export_timm import check_timm_expressible
-    from keras_vit.weights.timm import timm_config
+    from keras_vit.weights.timm.export import check_timm_expressible
+    from keras_vit.weights.timm.reader import timm_config
 
     for name in ("vit_base_patch16_xp_224", "vit_dwee_patch16_reg1_gap_256"):
         with pytest.raises(ValueError, match="export_timm cannot write (block|attention)_type"):

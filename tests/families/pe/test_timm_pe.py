@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from keras_vit import feature_extractor, from_timm
-from keras_vit.weights import timm as T
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
@@ -78,7 +78,7 @@ def test_dynamic_image_size_and_features_match_timm(references):
 
 
 def test_export_timm_refuses_no_final_norm():
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     config = T.timm_config("vit_pe_spatial_tiny_patch16_512", num_layers=1)
     plain = dataclasses.replace(config, rotary_embedding=None, rotary_reference_grid=None,

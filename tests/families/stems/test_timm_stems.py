@@ -14,9 +14,9 @@ import logging
 import pytest
 
 from keras_vit import feature_extractor, from_timm
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
-from keras_vit.weights.timm_stems import batch_norm_counters
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
+from keras_vit.weights.timm.stems import batch_norm_counters
 from tests.helpers import backend_independent, to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
@@ -112,7 +112,7 @@ def test_other_image_size_and_feature_extractor_match_timm(case, references, mod
 
 def test_batch_norm_counters_are_left_out_with_a_note(references, caplog):
     name, ours = CASES["mci"]
-    with caplog.at_level(logging.INFO, logger="keras_vit.weights.timm"):
+    with caplog.at_level(logging.INFO, logger="keras_vit.weights.timm.reader"):
         from_timm(name, references["mci"]["state"], **OURS, **ours)
     assert "left out patch_embed.backbone.0.bn.num_batches_tracked" in caplog.text
     state = dict(references["mci"]["state"])
@@ -171,8 +171,8 @@ def test_every_name_is_timms_architecture_and_name_table():
 
 @backend_independent  # config checks only
 def test_exports_refuse_the_batch_norm_stems():
-    from keras_vit.weights.export_huggingface import check_huggingface_expressible
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.huggingface.export import check_huggingface_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     for name, ours in CASES.values():
         config = T.timm_config(name, **OURS, **ours)

@@ -4,7 +4,7 @@ import pytest
 
 from keras_vit.families.vit import timm_names as V
 from keras_vit.weights import registry as R
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
 from tests.helpers import backend_independent
 
 pytestmark = backend_independent

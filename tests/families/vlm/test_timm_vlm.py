@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from keras_vit import feature_extractor, from_timm
-from keras_vit.weights import timm as T
-from keras_vit.weights import timm_names as N
+from keras_vit.weights.timm import names as N
+from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
@@ -153,7 +153,7 @@ def test_every_name_and_tag_is_timms_architecture():
 def test_export_timm_refuses_the_projector():
     import dataclasses
 
-    from keras_vit.weights.export_timm import check_timm_expressible
+    from keras_vit.weights.timm.export import check_timm_expressible
 
     config = T.timm_config("qwen3_vit_88m_merge", num_layers=1)
     plain = dataclasses.replace(config, rotary_embedding=None, final_norm=True)

@@ -25,7 +25,7 @@ Files are downloaded by `keras.utils.get_file` into the Keras cache
 layout (`~/.keras/keras_vit/imagenet21k/ViT-B_16.npz`), so a mirror of the
 bucket can serve as the base URL (`KERAS_VIT_WEIGHTS_URL`, or `base_url=`; a
 `file://` URL works too) and a file copied by hand to that path is used as is.
-`keras_vit.weights.download` adds what get_file lacks (a fast offline error,
+`keras_vit.weights.presets.download` adds what get_file lacks (a fast offline error,
 cached files checked and never replaced unasked); `npz.check_npz` checks the
 zip archive, and the strict loader (`load_npz`) every array's name and shape.
 
@@ -43,8 +43,9 @@ import numpy as np
 
 from keras_vit.models import variants
 from keras_vit.models.pretrained import WEIGHT_SUFFIXES
-from keras_vit.weights import download, npz
-from keras_vit.weights.download import CONNECT_TIMEOUT, cache_root, hash_algorithm
+from keras_vit.weights.npz import checkpoints as npz
+from keras_vit.weights.presets import download
+from keras_vit.weights.presets.download import CONNECT_TIMEOUT, cache_root, hash_algorithm
 
 DEFAULT_BASE_URL = "https://storage.googleapis.com/vit_models/"
 BASE_URL_ENV = "KERAS_VIT_WEIGHTS_URL"

@@ -1,7 +1,7 @@
 """timm's `ParallelScalingBlock`, `DiffParallelScalingBlock` and `DiffAttention` weight names.
 
 The block tables of the names in `keras_vit.families.parallel.timm_names`, for the timm name
-table (`keras_vit.weights.timm.timm_name_table`), in timm's state-dict order (a module's own
+table (`keras_vit.weights.timm.reader.timm_name_table`), in timm's state-dict order (a module's own
 parameters before its submodules'):
 
 - `blocks.{i}.mlp_bias` (no q/k/v bias: `*_xp_*`) or `blocks.{i}.in_proj.bias` ->

@@ -1,8 +1,8 @@
 """timm checkpoints -> keras_vit models: `from_timm(name, checkpoint)`.
 
 timm is never imported: our own table of timm's weight names (`timm_name_table`, in
-`keras_vit.weights.timm_table`; the architectures a model name means are
-`keras_vit.weights.timm_names`' `FAMILIES`), and reads the checkpoint with
+`keras_vit.weights.timm.table`; the architectures a model name means are
+`keras_vit.weights.timm.names`' `FAMILIES`), and reads the checkpoint with
 `keras_vit.weights.state_dict.read_state_dict` (`.safetensors`, `.pth`/`.bin`, or a dict). A
 model name may carry timm's pretrained tag (`"vit_small_patch16_224.augreg_in21k"`) or the Hub
 prefix (`"timm/vit_small_patch16_224.augreg_in21k"`): the tag does not change the architecture.
@@ -24,14 +24,15 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
-from keras_vit.weights.input_specs import attach_class_names, timm_class_names, timm_input_spec
+from keras_vit.weights.input_specs import attach_class_names
 from keras_vit.weights.registry import family_of_timm_name, load_callable, timm_layouts_for
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm_hub import hub_checkpoint
-from keras_vit.weights.timm_names import parse_timm_name
-from keras_vit.weights.timm_pretrained import known_architectures
-from keras_vit.weights.timm_stems import batch_norm_counters
-from keras_vit.weights.timm_table import PATHS, fills, timm_name_table
+from keras_vit.weights.timm.hub import hub_checkpoint
+from keras_vit.weights.timm.input_spec import timm_class_names, timm_input_spec
+from keras_vit.weights.timm.names import parse_timm_name
+from keras_vit.weights.timm.pretrained import known_architectures
+from keras_vit.weights.timm.stems import batch_norm_counters
+from keras_vit.weights.timm.table import PATHS, fills, timm_name_table
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ def from_timm(
     `"hf-hub:<org>/<repo>@<revision>"` any repo in timm's layout, at a pinned revision) through
     `huggingface_hub` (the `hub` extra) into the standard Hugging Face cache, and works
     offline from it (`HF_HUB_OFFLINE=1`). Names are looked up in timm's registry
-    (`keras_vit.weights.timm_pretrained`), never parsed for numbers: an unknown one is refused
+    (`keras_vit.weights.timm.pretrained`), never parsed for numbers: an unknown one is refused
     with the nearest known names.
 
     Args:
@@ -208,7 +209,7 @@ def from_timm(
         `keras_vit.preprocess_input`; the ImageNet mean and std for DeiT and DINOv2). It
         carries that input spec (`model.preprocessing`, `model.preprocessor`: timm's eval
         transform): the `pretrained_cfg` of a `config.json` beside the checkpoint file, else
-        timm's for the name (`keras_vit.weights.input_specs.timm_input_spec`);
+        timm's for the name (`keras_vit.weights.timm.input_spec.timm_input_spec`);
         `preprocessing=` overrides it.
 
     Raises:

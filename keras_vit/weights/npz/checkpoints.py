@@ -2,7 +2,7 @@
 
 The official `.npz` files hold flat arrays named by their Flax scope joined with
 "/" (`Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel`, ...). `NAME_TABLE`
-(`keras_vit.weights.npz_names`, re-exported here) is the one place that maps those names to
+(`keras_vit.weights.npz.names`, re-exported here) is the one place that maps those names to
 our Keras variables; it is matched against the *layer names* of the model (never the model's
 name), so it serves plain and hybrid models, any size, with or without a head.
 
@@ -36,7 +36,7 @@ from keras_vit.layers import position_embedding as pe
 from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.weights.loading import commit, dtype_problems, integer_problem, walk_layers
 from keras_vit.weights.loading import shape_of as _shape
-from keras_vit.weights.npz_names import (  # noqa: F401 (re-exports: the official names)
+from keras_vit.weights.npz.names import (  # noqa: F401 (re-exports: the official names)
     CLASS_TOKEN,
     NAME_TABLE,
     POSITION_EMBEDDING,
@@ -335,7 +335,7 @@ def load_npz(model, path, *, strict=True, source_grid=None):
     resamples the position embedding to the model's grid the way the official
     loader does, keeps the model's own head when the class count differs, and
     drops `pre_logits` when the model has no such layer (each logged on the
-    `keras_vit.weights.npz` logger). Everything is validated before any
+    `keras_vit.weights.npz.checkpoints` logger). Everything is validated before any
     variable is assigned.
 
     A checkpoint without a class token (trained with `gap`) has a position

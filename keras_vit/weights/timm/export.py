@@ -1,6 +1,6 @@
 """keras_vit models -> timm: `export_timm(model, path)` writes a timm state dict.
 
-The reverse of `keras_vit.weights.timm.from_timm`, through the same tables: `timm_name_table`
+The reverse of `keras_vit.weights.timm.reader.from_timm`, through the same tables: `timm_name_table`
 names every array (read backwards by `keras_vit.weights.writing`), and the timm model names of
 `FAMILIES` (the model's own name when it is one, e.g. after `from_timm`, then each family's
 example and timm's hybrids) are the candidates for the architecture. `timm_config` says what
@@ -36,12 +36,12 @@ from typing import NamedTuple
 import keras
 
 from keras_vit.models.encoder import BLOCK_NAME
-from keras_vit.weights import timm_names
-from keras_vit.weights.export_timm_checks import HYBRID_FIELDS, check_timm_expressible, refuse
-from keras_vit.weights.input_specs import timm_label_fields
 from keras_vit.weights.registry import family_of_timm_name
-from keras_vit.weights.timm import PATHS, timm_config, timm_name_table
-from keras_vit.weights.timm_names import HYBRIDS, parse_timm_name
+from keras_vit.weights.timm import names as timm_names
+from keras_vit.weights.timm.export_checks import HYBRID_FIELDS, check_timm_expressible, refuse
+from keras_vit.weights.timm.input_spec import timm_label_fields
+from keras_vit.weights.timm.names import HYBRIDS, parse_timm_name
+from keras_vit.weights.timm.reader import PATHS, timm_config, timm_name_table
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,
@@ -360,7 +360,7 @@ def timm_hub_config(model, exported):
     """timm's Hub `config.json` (a dict) for an exported model: `architecture`, `num_classes`,
     `model_args` and the model's input spec as `pretrained_cfg` (`resolve_data_config` reads
     it), plus the class names of its head as timm's top-level `label_names` (ImageNet-1k's as
-    WordNet ids with `label_descriptions`: `keras_vit.weights.input_specs.timm_label_fields`),
+    WordNet ids with `label_descriptions`: `keras_vit.weights.timm.input_spec.timm_label_fields`),
     which timm moves into the model's `pretrained_cfg` and `from_timm` reads back."""
     config = model_config(model)
     pretrained = config.preprocessing.to_timm(config.image_size, config.num_channels)

@@ -1,6 +1,6 @@
 """timm's NaFlex ViTs (`NaFlexVit`, `naflexvit_*`) -> keras_vit NaFlex models: names and weights.
 
-`keras_vit.weights.timm_names` reads timm's `naflexvit_*` names (ViT-B/16 with GAP,
+`keras_vit.weights.timm.names` reads timm's `naflexvit_*` names (ViT-B/16 with GAP,
 aspect-preserving and factorised position embeddings, MAP, SO150M2, and the SigLIP 2 NaFlex
 towers) into `ViT(..., naflex=True)` arguments; `naflex_name_table` maps `NaFlexVit`'s state dict
 (`embeds.*`: the patch projection as a `Linear` on (row, column, channel)-flattened patches,
@@ -41,7 +41,7 @@ def naflex_name_table(config, table):
 
     Args:
         config: a NaFlex `ViTConfig`.
-        table: `keras_vit.weights.timm.timm_name_table` of `config` without NaFlex (blocks,
+        table: `keras_vit.weights.timm.reader.timm_name_table` of `config` without NaFlex (blocks,
             norms, MAP head and head are named alike).
 
     Returns:

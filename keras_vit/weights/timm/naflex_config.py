@@ -29,8 +29,8 @@ from keras_vit.models.arguments import (
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm import _load
-from keras_vit.weights.timm_names import TimmArchitecture, parse_timm_name
+from keras_vit.weights.timm.names import TimmArchitecture, parse_timm_name
+from keras_vit.weights.timm.reader import _load
 
 # NaFlexVitCfg fields (timm 1.0.31) that change eval outputs and have no keras_vit
 # counterpart here, with timm's default (anything else is refused).

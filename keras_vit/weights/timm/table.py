@@ -7,24 +7,24 @@ learned position embedding resampled as timm does, ResNetV2 / ResNet-D / MobileC
 parallel and parallel-scaling blocks, differential attention, relative position MLPs, BEiT-3's
 inner norms, packed or unpacked SwiGLU, RMSNorm, NaFlex). A family whose timm model class lays its
 checkpoint out otherwise (`Eva`, `Beit`, the VLM towers) gives the rows that differ through the
-registry (`keras_vit.weights.registry.TimmLayout`). `keras_vit.weights.timm` (`from_timm`) and
-`keras_vit.weights.export_timm` read it.
+registry (`keras_vit.weights.registry.TimmLayout`). `keras_vit.weights.timm.reader`
+(`from_timm`) and `keras_vit.weights.timm.export` read it.
 """
 
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import timm_layouts_for
-from keras_vit.weights.timm_naflex import naflex_name_table
-from keras_vit.weights.timm_options import (
+from keras_vit.weights.timm.naflex import naflex_name_table
+from keras_vit.weights.timm.options import (
     PACKED_BIAS,
     PACKED_WEIGHT,
     adapt_name_table,
     inner_norm,
     proj_fills,
 )
-from keras_vit.weights.timm_parallel import differential_rows, parallel_scaling_table
-from keras_vit.weights.timm_stems import conv_stem_projection, stem_name_table
+from keras_vit.weights.timm.parallel import differential_rows, parallel_scaling_table
+from keras_vit.weights.timm.stems import conv_stem_projection, stem_name_table
 
 __all__ = ["PATHS", "fills", "timm_name_table"]
 

@@ -1,5 +1,6 @@
 """The official ViT checkpoints' array names and our Keras variables: `NAME_TABLE` and
-`official_variables` (`keras_vit.weights.npz`, which re-exports them, loads and saves the files).
+`official_variables` (`keras_vit.weights.npz.checkpoints`, which re-exports them, loads and
+saves the files).
 
 The table is matched against the *layer names* of the model (never the model's name), so it
 serves plain and hybrid models, any size, with or without a head.

@@ -7,7 +7,7 @@
 become the Keras layers' `moving_mean` / `moving_variance`. `batch_norm_counters(config)` lists
 the BatchNorms' `num_batches_tracked` keys, which have no Keras counterpart (inference never
 reads them): the loader leaves them out with a note. The BiT stem's table is in
-`keras_vit.weights.timm`.
+`keras_vit.weights.timm.reader`.
 """
 
 from keras_vit.weights import loading as L

@@ -1,4 +1,4 @@
-"""timm `VisionTransformer` options in the timm name table (`keras_vit.weights.timm`).
+"""timm `VisionTransformer` options in the timm name table (`keras_vit.weights.timm.reader`).
 
 Shared checkpoint transforms of timm's layouts: a packed SwiGLU `fc1` (`PACKED_WEIGHT`,
 `PACKED_BIAS`), rotate-half RoPE channels reordered to ours (`interleave_halves`), the

@@ -1,9 +1,9 @@
 """timm's pretrained configs of the architectures keras_vit reads: `pretrained_cfg(name)`.
 
-The data is `timm_pretrained.json` beside this module, written from timm 1.0.31's
+The data is `pretrained.json` beside this module, written from timm 1.0.31's
 `get_pretrained_cfg` by `scripts/make_timm_pretrained_table.py` (timm is not needed at run
 time; tests/weights/test_timm_pretrained.py checks the table against the installed timm). It
-is also the registry of timm's architecture names that `keras_vit.weights.timm_names` accepts
+is also the registry of timm's architecture names that `keras_vit.weights.timm.names` accepts
 (`known_architectures`): a name is looked up, never parsed for numbers.
 
 Per `<arch>.<tag>` (and per architecture without pretrained weights, under its own name):
@@ -28,7 +28,7 @@ __all__ = [
     "unknown_name_message",
 ]
 
-TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timm_pretrained.json")
+TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained.json")
 _PREFIXES = ("hf-hub:", "hf_hub:", "timm/")
 
 

@@ -1,4 +1,4 @@
-"""The records of `keras_vit.weights.timm_names`: a `Family` of timm names, a parsed name.
+"""The records of `keras_vit.weights.timm.names`: a `Family` of timm names, a parsed name.
 
 `Family` is one entry of `timm_names.FAMILIES` (each family module's `FAMILY_SPECS` rows are its
 fields); `TimmArchitecture` is what `timm_names.parse_timm_name` returns.

@@ -4,17 +4,17 @@ The families' tables (each a name pattern and the `keras_vit.ViT` arguments it m
 default class counts, the names refused and why: `UNSUPPORTED`) live in the family folders
 (`keras_vit/families/<name>/timm_names.py`, the core ViT families in `keras_vit.families.vit`);
 this module joins them from the registry (`keras_vit.weights.registry`) in registration order
-and parses names. Pure data and parsing (no weights): the loader (`keras_vit.weights.timm`) and
-the writer (`keras_vit.weights.export_timm`) read it.
+and parses names. Pure data and parsing (no weights): the loader
+(`keras_vit.weights.timm.reader`) and the writer (`keras_vit.weights.timm.export`) read it.
 """
 
 import functools
 import re
 
 from keras_vit.weights.registry import registered
-from keras_vit.weights.timm_pretrained import known_architectures, unknown_name_message
-from keras_vit.weights.timm_records import Family, TimmArchitecture
-from keras_vit.weights.timm_sizes import HYBRIDS
+from keras_vit.weights.timm.pretrained import known_architectures, unknown_name_message
+from keras_vit.weights.timm.records import Family, TimmArchitecture
+from keras_vit.weights.timm.sizes import HYBRIDS
 
 __all__ = [  # noqa: F822 (FAMILIES, DEFAULT_CLASSES, UNSUPPORTED: module __getattr__)
     "FAMILIES",
@@ -148,6 +148,6 @@ def unknown_architecture_message(architecture):
     return (
         unknown_name_message(architecture) + " keras_vit "
         "reads these timm families (any tag after a '.'; the full list: "
-        "keras_vit.weights.timm_pretrained.known_architectures()):\n  "
+        "keras_vit.weights.timm.pretrained.known_architectures()):\n  "
         + "\n  ".join(supported_families())
     )

@@ -1,6 +1,6 @@
 """keras_vit models -> Hugging Face transformers: `export_huggingface(model, folder)`.
 
-The reverse of `keras_vit.weights.huggingface.from_huggingface`: a `save_pretrained` folder
+The reverse of `keras_vit.weights.huggingface.reader.from_huggingface`: a `save_pretrained` folder
 (`config.json` + `model.safetensors`) of transformers' ViT (`model_type` `"vit"`), the family
 `from_huggingface` reads. A model with a head becomes a `ViTForImageClassification` (its
 `logits` are our outputs), one without a `ViTModel` (its `last_hidden_state` is our
@@ -36,7 +36,7 @@ from keras_vit.saving import (
 )
 from keras_vit.weights import writing as W
 from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
-from keras_vit.weights.huggingface import huggingface_name_table
+from keras_vit.weights.huggingface.vit import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
 

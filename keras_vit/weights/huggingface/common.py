@@ -1,0 +1,213 @@
+"""What every Hugging Face `transformers` reader shares: the folder (or Hub repo) and its
+`config.json`, the weights file, head arguments, skip notes, name-table rows, the loading step.
+
+The readers are `keras_vit.weights.huggingface.vit` (transformers' `ViTModel`, read by
+`from_huggingface` when no registered family claims the `model_type`) and the families' own
+(`keras_vit/families/<name>/huggingface*.py`, by `model_type`), which build on this module.
+"""
+
+import json
+import os
+import re
+
+from keras_vit.models import arguments as A
+from keras_vit.models.config import ViTConfig
+from keras_vit.weights import loading as L
+from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+# hidden_act -> approximate_gelu (transformers' ACT2FN names for GELU).
+ACTIVATIONS = {
+    "gelu": False,
+    "gelu_python": False,
+    "gelu_new": True,
+    "gelu_pytorch_tanh": True,
+    "gelu_fast": True,
+}
+
+
+def read_config(path):
+    """The `config.json` of a `save_pretrained` folder, as a dict (names the file on errors)."""
+    folder = _folder(path)
+    config_path = os.path.join(folder, "config.json")
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(
+            f"No config.json in {folder!r}. Expected a folder written by transformers' "
+            "save_pretrained (config.json and model.safetensors or pytorch_model.bin)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_path!r} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_path!r} holds {type(config).__name__}, expected an object.")
+    return config
+
+
+def _folder(path, revision=None, cache_dir=None, force_download=False):
+    if is_repo_id(path):
+        repo_id, revision = split_repo(path, revision)
+        return download_snapshot(
+            repo_id, revision=revision, cache_dir=cache_dir, force_download=force_download
+        )
+    if revision is not None:
+        raise ValueError(f"revision={revision!r} is for a Hub repo id; {path!r} is a folder.")
+    if force_download:
+        raise ValueError(
+            f"force_download=True is for a Hub repo id (downloaded again); {path!r} is a folder."
+        )
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
+    if not os.path.isdir(path):
+        raise NotADirectoryError(
+            f"Expected a save_pretrained folder (config.json + weights). Received the file {path!r}"
+        )
+    return path
+
+
+def _weights_file(folder):
+    for name in WEIGHT_FILES:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}.")
+
+
+def _pair(value, name, config_path):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    pair = isinstance(value, (list, tuple)) and len(value) == 2
+    if pair and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
+
+
+def check_architectures(config, supported, source="config.json"):
+    """Raises a ValueError naming the first of `config["architectures"]` not in `supported`."""
+    unknown = [a for a in config.get("architectures") or () if a not in supported]
+    if unknown:
+        raise ValueError(
+            f"{source}: architecture {unknown[0]!r} is not supported. Expected one of {supported}."
+        )
+
+
+_norm, _dense = L.torch_norm, L.torch_linear
+
+
+def head_arguments(arrays, num_classes, kwargs):
+    """`(num_classes, checkpoint classes, include_top)` of a checkpoint with an optional
+    `classifier`: the classifier's count unless `num_classes` is given; a head when there
+    is a count, unless `kwargs` (popped) says `include_top`."""
+    classifier = arrays.get("classifier.weight")
+    found = None
+    if classifier is not None and len(L.shape_of(classifier)) == 2:
+        found = int(L.shape_of(classifier)[0])
+    num_classes = found if num_classes is None else num_classes
+    return num_classes, found, A.head_arguments(num_classes, kwargs.pop("include_top", None))[1]
+
+
+def head_arguments_of(num_classes, kwargs):
+    """`(num_classes, include_top)` of the user's `num_classes` and `kwargs` (`include_top`
+    popped): 0 or None classes mean no head (`keras_vit.models.arguments.head_arguments`)."""
+    return A.head_arguments(num_classes, kwargs.pop("include_top", None))
+
+
+def family_config(arguments, hf, num_classes, include_top, kwargs):
+    """The `ViTConfig` of a family module: `arguments` (with `variant`), the head, a name
+    from `config.json`'s `_name_or_path`, and the caller's other `kwargs` (which win)."""
+    arguments = dict(arguments)
+    return ViTConfig.from_variant(
+        arguments.pop("variant"),
+        **{
+            **arguments,
+            "num_classes": num_classes or 1000,
+            "include_top": include_top,
+            "name": kwargs.pop("name", None) or _model_name(hf),
+            **kwargs,
+        },
+    )
+
+
+def classifier_skip(key, shape, config, found):
+    """The log line of a `classifier.*` array left out (no head, or one of another count)."""
+    if key.startswith("classifier.") and (not config.include_top or found != config.num_classes):
+        why = "no head" if not config.include_top else f"a new {config.num_classes}-way head"
+        return f"dropped {key} {shape}: the model has {why}"
+    return None
+
+
+def skip_notes(arrays, config, found, dropped):
+    """The log lines of the arrays a reader leaves out, by key.
+
+    `dropped(key)`: why the family leaves `key` out (the end of its line, e.g.
+    `" (recomputed)"`), or None; then `classifier.*` arrays the model has no place for
+    (`classifier_skip`, `found` the checkpoint's class count).
+    """
+    skip = {}
+    for key, value in arrays.items():
+        shape = L.shape_of(value)
+        if why := dropped(key):
+            skip[key] = f"dropped {key} {shape}{why}"
+        elif note := classifier_skip(key, shape, config, found):
+            skip[key] = note
+    return skip
+
+
+def embedding_rows(position_transform):
+    """Name-table rows of the embeddings transformers' ViT, DINOv2 and BEiT share: the class
+    token, the position table (through `position_transform`) and the patch projection."""
+    return {
+        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
+        "embeddings.position_embeddings": ("patch_encoder/position_embeddings", position_transform),
+        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
+        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
+    }
+
+
+def attention_rows(path, projections, output, biases=("query", "key", "value")):
+    """Name-table rows of one block's attention: the torch Linear prefixes of the query, key and
+    value projections (`projections`, a dict {"query": prefix, ...}) and of the output; q/k/v
+    biases for the names in `biases` (a checkpoint without some has no rows for them)."""
+    attention = f"{path}/attention"
+    rows = {}
+    for name, source in projections.items():
+        rows[f"{source}.weight"] = (f"{attention}/{name}/kernel", L.HEADS_IN_WEIGHT)
+        if name in biases:
+            rows[f"{source}.bias"] = (f"{attention}/{name}/bias", L.HEADS_IN_BIAS)
+    rows[f"{output}.weight"] = (f"{attention}/attention_output/kernel", L.HEADS_OUT_WEIGHT)
+    rows[f"{output}.bias"] = (f"{attention}/attention_output/bias", L.IDENTITY)
+    return rows
+
+
+def vit_attention_rows(key, path, biases=("query", "key", "value")):
+    """`attention_rows` under transformers 4's ViT names (`{key}.attention.attention.query`,
+    `{key}.attention.output.dense`), which ViT and BEiT files keep."""
+    projections = {name: f"{key}.attention.attention.{name}" for name in ("query", "key", "value")}
+    return attention_rows(path, projections, f"{key}.attention.output.dense", biases)
+
+
+CLASSIFIER = ("classifier.weight", "classifier.bias")
+
+
+def load_arrays(model, arrays, table, weights_path, logger, **options):
+    """Loads a transformers state dict `arrays` into `model` through the name `table`.
+
+    The one loading step of every Hugging Face reader: a checkpoint without the classifier
+    (`CLASSIFIER`) leaves the model's new head zero-initialised (`without_new_head`);
+    `options` are `keras_vit.weights.loading.load_state_dict`'s (`fills`, `skip`, ...).
+    """
+    return L.load_state_dict(
+        model,
+        arrays,
+        L.without_new_head(table, arrays, CLASSIFIER, logger),
+        source=repr(weights_path),
+        logger=logger,
+        **options,
+    )
+
+
+def _model_name(hf):
+    name = hf.get("_name_or_path") or "vit_huggingface"
+    return re.sub(r"[^0-9A-Za-z_]+", "_", os.path.basename(str(name).rstrip("/"))) or "vit"
