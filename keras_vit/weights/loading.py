@@ -20,7 +20,7 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.models.variable_paths import block
 
 KINDS = ("dtype", "missing", "unexpected", "shape")
 
@@ -122,9 +122,7 @@ def _shown(problems, lines):
     return shown
 
 
-def commit(
-    model, assignments, problems, notes, *, source, strict=True, logger, hint="", keys=()
-):
+def commit(model, assignments, problems, notes, *, source, strict=True, logger, hint="", keys=()):
     """Assigns `assignments` when there are no `problems`; else raises one `ValueError`.
 
     Args:
@@ -317,7 +315,7 @@ def position_embedding(grid_size, num_prefix_rows, resample):
 def zero_qkv_biases(num_layers):
     """`fills` for the query/key/value biases of `num_layers` blocks (a checkpoint without them)."""
     return {
-        f"{BLOCK_NAME.format(i)}/attention/{name}/bias": 0.0
+        block(i, "attention", name, "bias"): 0.0
         for i in range(num_layers)
         for name in ("query", "key", "value")
     }

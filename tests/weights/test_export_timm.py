@@ -18,6 +18,7 @@ import pytest
 
 from keras_vit import ViT, enable_lora, from_timm, quantize
 from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS
 from keras_vit.weights.loading import load_state_dict
 from keras_vit.weights.timm.export import (
     export_timm,
@@ -25,7 +26,6 @@ from keras_vit.weights.timm.export import (
     timm_model_for,
     timm_state_dict,
 )
-from keras_vit.weights.timm.reader import PATHS
 from keras_vit.weights.writing import model_config
 from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_timm, import_torch

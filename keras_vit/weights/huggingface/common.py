@@ -12,6 +12,7 @@ import re
 
 from keras_vit.models import arguments as A
 from keras_vit.models.config import ViTConfig
+from keras_vit.models.variable_paths import PATHS
 from keras_vit.weights import loading as L
 from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
 
@@ -158,11 +159,12 @@ def skip_notes(arrays, config, found, dropped):
 def embedding_rows(position_transform):
     """Name-table rows of the embeddings transformers' ViT, DINOv2 and BEiT share: the class
     token, the position table (through `position_transform`) and the patch projection."""
+    p = PATHS
     return {
-        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
-        "embeddings.position_embeddings": ("patch_encoder/position_embeddings", position_transform),
-        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
-        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
+        "embeddings.cls_token": (p["class_token"], L.IDENTITY),
+        "embeddings.position_embeddings": (p["position_embedding"], position_transform),
+        "embeddings.patch_embeddings.projection.weight": (p["patch_kernel"], L.CONV),
+        "embeddings.patch_embeddings.projection.bias": (p["patch_bias"], L.IDENTITY),
     }
 
 

@@ -7,7 +7,7 @@ left out on purpose. `from_huggingface` (`keras_vit.weights.huggingface.reader`)
 import re
 
 from keras_vit.layers.position_embedding import resample_position_embedding
-from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface.common import (
     ACTIVATIONS,
@@ -151,17 +151,17 @@ def huggingface_name_table(config, *, qkv_bias=True):
     """
     table = embedding_rows(_position_transform(config))
     for i in range(config.num_layers):
-        key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
+        key, path = f"encoder.layer.{i}", block(i)
         table.update(_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
         table.update(vit_attention_rows(key, path, ("query", "key", "value") if qkv_bias else ()))
         table.update(_norm(f"{key}.layernorm_after", f"{path}/mlp_norm"))
         table.update(_dense(f"{key}.intermediate.dense", f"{path}/mlp_dense_1"))
         table.update(_dense(f"{key}.output.dense", f"{path}/mlp_dense_2"))
-    table.update(_norm("layernorm", "encoder_norm"))
+    table.update(_norm("layernorm", PATHS["encoder_norm"]))
     if config.include_top:
         if config.representation_size:
-            table.update(_dense("pooler.dense", "pre_logits"))
-        table.update(_dense("classifier", "head"))
+            table.update(_dense("pooler.dense", PATHS["pre_logits"]))
+        table.update(_dense("classifier", PATHS["head"]))
     return table
 
 

@@ -35,13 +35,13 @@ from typing import NamedTuple
 
 import keras
 
-from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights.registry import family_of_timm_name
 from keras_vit.weights.timm import names as timm_names
 from keras_vit.weights.timm.export_checks import HYBRID_FIELDS, check_timm_expressible, refuse
 from keras_vit.weights.timm.input_spec import timm_label_fields
 from keras_vit.weights.timm.names import HYBRIDS, parse_timm_name
-from keras_vit.weights.timm.reader import PATHS, timm_config, timm_name_table
+from keras_vit.weights.timm.reader import timm_config, timm_name_table
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,
@@ -260,7 +260,7 @@ def timm_model_for(config, *, zero_qkv_bias=False):
 
 def _qkv_bias_paths(config):
     return [
-        f"{BLOCK_NAME.format(i)}/attention/{name}/bias"
+        block(i, "attention", name, "bias")
         for i in range(config.num_layers)
         for name in ("query", "key", "value")
     ]

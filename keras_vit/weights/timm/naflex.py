@@ -10,6 +10,7 @@ C-RADIO NaFlex backbones (`naflexvit_*_radio_*`, `keras_vit.families.radio.timm_
 class token to the registers and a 128 x 128 table.
 """
 
+from keras_vit.models.variable_paths import PATHS, patch_encoder
 from keras_vit.weights import loading as L
 
 # timm's `embeds.proj` Linear `(D, ph * pw * C)` -> our kernel `(ph, pw, C, D)`.
@@ -47,18 +48,18 @@ def naflex_name_table(config, table):
     Returns:
         dict `{timm key: (path, transform)}`.
     """
-    out = {}
+    p, out = PATHS, {}
     if config.class_token:
-        out["embeds.cls_token"] = ("patch_encoder/class_embedding", L.IDENTITY)
+        out["embeds.cls_token"] = (p["class_token"], L.IDENTITY)
     if config.num_register_tokens:
-        out["embeds.reg_token"] = ("patch_encoder/register_embeddings", L.IDENTITY)
-    out["embeds.proj.weight"] = ("patch_encoder/kernel", PATCH_KERNEL)
-    out["embeds.proj.bias"] = ("patch_encoder/bias", L.IDENTITY)
+        out["embeds.reg_token"] = (p["register_tokens"], L.IDENTITY)
+    out["embeds.proj.weight"] = (p["patch_kernel"], PATCH_KERNEL)
+    out["embeds.proj.bias"] = (p["patch_bias"], L.IDENTITY)
     if config.position_embedding == "learned":
-        out["embeds.pos_embed"] = ("patch_encoder/position_embeddings", _GRID)
+        out["embeds.pos_embed"] = (p["position_embedding"], _GRID)
     elif config.position_embedding == "factorized":
-        out["embeds.pos_embed_y"] = ("patch_encoder/position_embeddings_y", L.IDENTITY)
-        out["embeds.pos_embed_x"] = ("patch_encoder/position_embeddings_x", L.IDENTITY)
+        out["embeds.pos_embed_y"] = (patch_encoder("position_embeddings_y"), L.IDENTITY)
+        out["embeds.pos_embed_x"] = (patch_encoder("position_embeddings_x"), L.IDENTITY)
     skip = ("cls_token", "reg_token", "pos_embed", "patch_embed.proj.weight")
     skip += ("patch_embed.proj.bias",)
     out.update({k: v for k, v in table.items() if k not in skip})

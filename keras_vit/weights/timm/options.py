@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from keras_vit.models.encoder import BLOCK_NAME, PATCH_ENCODER
+from keras_vit.models.variable_paths import block, patch_encoder
 from keras_vit.weights import loading as L
 
 
@@ -23,8 +23,10 @@ def _halves(transform):
     """A packed SwiGLU `fc1` (gate rows first, then up rows) -> the gate and up targets."""
     return L.Transform(
         f"packed_{transform.name}",
-        lambda shapes: (2 * transform.source_shape(shapes[:1])[0],
-                        *transform.source_shape(shapes[:1])[1:]),  # fmt: skip
+        lambda shapes: (
+            2 * transform.source_shape(shapes[:1])[0],
+            *transform.source_shape(shapes[:1])[1:],
+        ),  # fmt: skip
         lambda a, shapes: tuple(
             transform.apply(part, (shape,))[0]
             for part, shape in zip(np.split(a, 2), shapes, strict=True)
@@ -114,7 +116,7 @@ def adapt_name_table(table, config, extras, patch_bias=True):
         out[key] = entry
         last_patch = "patch_embed.proj.bias" if patch_bias else "patch_embed.proj.weight"
         if key == last_patch and getattr(config, "patch_norm", False):
-            out.update(L.torch_norm("patch_embed.norm", f"{PATCH_ENCODER}/patch_norm"))
+            out.update(L.torch_norm("patch_embed.norm", patch_encoder("patch_norm")))
     return _rms(out) if getattr(config, "norm", "layernorm") == "rmsnorm" else out
 
 
@@ -126,7 +128,7 @@ def proj_fills(config, spec):
     if config.mlp != "swiglu":
         mlps = ("mlp_dense_1", "mlp_dense_2")
     return {
-        f"{BLOCK_NAME.format(i)}/{name}/bias": 0.0
+        block(i, name, "bias"): 0.0
         for i in range(config.num_layers)
         for name in ("attention/attention_output", *mlps)
     }

@@ -19,7 +19,7 @@ parameters before its submodules'):
 import numpy as np
 
 from keras_vit.layers.differential_attention import LAMBDAS
-from keras_vit.models.encoder import BLOCK_NAME
+from keras_vit.models.variable_paths import block
 from keras_vit.weights import loading as L
 
 __all__ = ["differential_rows", "parallel_scaling_table"]
@@ -43,7 +43,7 @@ def differential_rows(key, path):
 
 def parallel_scaling_table(i, config, qkv_bias):
     """timm's (Diff)ParallelScalingBlock `blocks.{i}` -> our `ParallelScalingBlock`."""
-    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    key, path = f"blocks.{i}", block(i)
     differential = config.attention_type == "differential"
     table = {}
     if not qkv_bias:

@@ -32,7 +32,7 @@ from keras_vit.weights.timm.input_spec import timm_class_names, timm_input_spec
 from keras_vit.weights.timm.names import parse_timm_name
 from keras_vit.weights.timm.pretrained import known_architectures
 from keras_vit.weights.timm.stems import batch_norm_counters
-from keras_vit.weights.timm.table import PATHS, fills, timm_name_table
+from keras_vit.weights.timm.table import fills, timm_name_table
 
 logger = logging.getLogger(__name__)
 
@@ -365,7 +365,6 @@ def _describe(checkpoint):
 
 
 __all__ = [
-    "PATHS",
     "from_timm",
     "load_timm_weights",
     "reads_timm_name",

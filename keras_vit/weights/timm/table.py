@@ -1,4 +1,4 @@
-"""timm's `VisionTransformer` checkpoint layout: `timm_name_table(config)`, `PATHS`.
+"""timm's `VisionTransformer` checkpoint layout: `timm_name_table(config)`, `fills`.
 
 The `{timm key: (Keras variable path(s), transform)}` table of
 `keras_vit.weights.loading.load_state_dict` for a timm state dict of the model a `ViTConfig`
@@ -12,7 +12,7 @@ registry (`keras_vit.weights.registry.TimmLayout`). `keras_vit.weights.timm.read
 """
 
 from keras_vit.layers.position_embedding import resample_position_embedding
-from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS
+from keras_vit.models.variable_paths import PATHS, RELATIVE_POSITION_BIAS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import timm_layouts_for
 from keras_vit.weights.timm.naflex import naflex_name_table
@@ -26,26 +26,9 @@ from keras_vit.weights.timm.options import (
 from keras_vit.weights.timm.parallel import differential_rows, parallel_scaling_table
 from keras_vit.weights.timm.stems import conv_stem_projection, stem_name_table
 
-__all__ = ["PATHS", "fills", "timm_name_table"]
+__all__ = ["fills", "timm_name_table"]
 
 # --- the name table ---------------------------------------------------------------------------
-
-# Model variables of keras_vit features the table maps (one place to change if they move).
-PATHS = {
-    "patch_kernel": "patch_encoder/kernel",
-    "patch_bias": "patch_encoder/bias",
-    "class_token": "patch_encoder/class_embedding",
-    "register_tokens": "patch_encoder/register_embeddings",
-    "distillation_token": "patch_encoder/distillation_embedding",
-    "position_embedding": "patch_encoder/position_embeddings",
-    "pre_norm": "pre_norm",
-    "encoder_norm": "encoder_norm",
-    "fc_norm": "fc_norm",
-    "map_head": "pooling",
-    "head": "head",
-    "head_dist": "head_dist",
-}
-
 
 _norm, _linear = L.torch_norm, L.torch_linear
 
@@ -69,7 +52,7 @@ def _mlp(key, path, config):
 
 def _parallel_block(i, config, qkv_bias):
     """timm's ParallelThingsBlock: `attns.{j}` / `ffns.{j}` (norm, attn / mlp, ls) per branch."""
-    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    key, path = f"blocks.{i}", block(i)
     table = {}
     for j in range(config.num_parallel):
         end = f"_{j}" if j else ""
@@ -98,7 +81,7 @@ def _block(i, config, qkv_bias):
         return _parallel_block(i, config, qkv_bias)
     if getattr(config, "block_type", "standard") == "parallel_scaling":
         return parallel_scaling_table(i, config, qkv_bias)
-    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    key, path = f"blocks.{i}", block(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}" for name in ("query", "key", "value"))
     table = {
