@@ -39,7 +39,12 @@ from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import VisionTransformer, build_model, num_prefix_tokens
 
+# The decoder's layer names (transformers' ViTMAE names map to them). Block `i` is
+# `DECODER_BLOCK.format(i)`.
+DECODER_EMBED = "decoder_embed"
 DECODER_BLOCK = "decoder_block_{}"
+DECODER_NORM = "decoder_norm"
+DECODER_PRED = "decoder_pred"
 
 
 def mae_sincos_table(grid_size, width, num_prefix=1):
@@ -203,7 +208,7 @@ class MaskedAutoencoder(keras.Model):
                 encoder_positions.position_embeddings.assign(table)
             encoder_positions.position_embeddings.trainable = False
         width, ph, pw = self.decoder_hidden_dim, *config.patch_size
-        self.decoder_embed = keras.layers.Dense(width, name="decoder_embed")
+        self.decoder_embed = keras.layers.Dense(width, name=DECODER_EMBED)
         self.decoder_embed.build((None, None, config.hidden_dim))
         self.mask_token = self.add_weight(
             name="mask_token",
@@ -228,10 +233,10 @@ class MaskedAutoencoder(keras.Model):
             block.build((None, prefix + num_patches, width))
             self.decoder_blocks.append(block)
         self.decoder_norm = keras.layers.LayerNormalization(
-            epsilon=config.layer_norm_epsilon, name="decoder_norm"
+            epsilon=config.layer_norm_epsilon, name=DECODER_NORM
         )
         self.decoder_norm.build((None, None, width))
-        self.decoder_pred = keras.layers.Dense(ph * pw * config.num_channels, name="decoder_pred")
+        self.decoder_pred = keras.layers.Dense(ph * pw * config.num_channels, name=DECODER_PRED)
         self.decoder_pred.build((None, None, width))
         self.built = True
 

@@ -12,7 +12,7 @@ Example:
 
 >>> patch_encoder("kernel"), block(3, "attention", "query", "bias")
 ('patch_encoder/kernel', 'encoderblock_3/attention/query/bias')
->>> PATHS["head"], pooling("latent")
+>>> PATHS["head"], map_head("latent")
 ('head', 'pooling/latent')
 """
 
@@ -40,30 +40,30 @@ __all__ = [
     "RELATIVE_POSITION_BIAS",
     "ROTARY_EMBEDDING",
     "block",
+    "map_head",
     "patch_encoder",
-    "path",
-    "pooling",
+    "variable_path",
 ]
 
 
-def path(layer, *parts):
+def variable_path(layer, *parts):
     """The path of the variable `parts` (`"kernel"`, `"attention", "query"`) in `layer`."""
     return "/".join((layer, *parts))
 
 
 def patch_encoder(*parts):
     """A path in the `PatchEncoder` (`"kernel"`, `"class_embedding"`, `"position_embeddings"`)."""
-    return path(PATCH_ENCODER, *parts)
+    return variable_path(PATCH_ENCODER, *parts)
 
 
 def block(i, *parts):
     """A path in encoder block `i` (`block(0)` is the block layer itself)."""
-    return path(BLOCK_NAME.format(i), *parts)
+    return variable_path(BLOCK_NAME.format(i), *parts)
 
 
-def pooling(*parts):
-    """A path in the pooling layer (the MAP head's `latent`, `q`, `kv`, ...)."""
-    return path(POOLING, *parts)
+def map_head(*parts):
+    """A path in the pooling layer of a MAP head (`latent`, `q`, `kv`, `norm`, `mlp_fc1`, ...)."""
+    return variable_path(POOLING, *parts)
 
 
 # The variables (or layers) of the roles every table maps: one place to change if they move.

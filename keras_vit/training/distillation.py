@@ -26,6 +26,8 @@ import os
 import keras
 from keras import ops
 
+from keras_vit.models.heads import HEAD, HEAD_DIST
+
 MODES = ("hard", "soft")
 
 
@@ -34,7 +36,7 @@ def _heads(student):
     heads = getattr(student, "heads", None)
     if heads is None:  # functional models built before the model class
         heads = []
-        for name in ("head", "head_dist"):
+        for name in (HEAD, HEAD_DIST):
             try:
                 heads.append(student.get_layer(name))
             except ValueError:

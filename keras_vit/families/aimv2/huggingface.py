@@ -25,11 +25,12 @@ import logging
 import os
 
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import BLOCK_NAME, build_model
+from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS, block, patch_encoder
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm.table import PATHS, _position_transform
+from keras_vit.weights.timm.table import _position_transform
 
 logger = logging.getLogger(__name__)
 
@@ -127,14 +128,14 @@ def aimv2_name_table(config, *, qkv_bias=False, mlp_bias=False):
     table = {
         "embeddings.patch_embed.weight": (p["patch_kernel"], L.CONV),
         "embeddings.patch_embed.bias": (p["patch_bias"], L.IDENTITY),
-        "embeddings.rms_norm.weight": ("patch_encoder/patch_norm/scale", L.IDENTITY),
+        "embeddings.rms_norm.weight": (patch_encoder("patch_norm", "scale"), L.IDENTITY),
         "embeddings.position_embedding.weight": (
             p["position_embedding"],
             _table_rows(_position_transform(config)),
         ),
     }
     for i in range(config.num_layers):
-        key, path = f"encoder.layers.{i}", BLOCK_NAME.format(i)
+        key, path = f"encoder.layers.{i}", block(i)
         attention = f"{path}/attention"
         table[f"{key}.rms_norm1.weight"] = (f"{path}/attention_norm/scale", L.IDENTITY)
         for short, name in (("q", "query"), ("k", "key"), ("v", "value")):
@@ -163,7 +164,7 @@ def aimv2_name_table(config, *, qkv_bias=False, mlp_bias=False):
 def _fills(config, qkv_bias, mlp_bias):
     fills = {}
     for i in range(config.num_layers):
-        path = BLOCK_NAME.format(i)
+        path = block(i)
         names = () if qkv_bias else ("query", "key", "value", "attention_output")
         fills.update({f"{path}/attention/{name}/bias": 0.0 for name in names})
         if not mlp_bias:

@@ -35,7 +35,8 @@ import re
 from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.layers.relative_position import resize_relative_position_table_bilinear
-from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS, build_model
+from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS, RELATIVE_POSITION_BIAS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.huggingface import vit as V
@@ -175,20 +176,21 @@ def beit_name_table(config, source_grid=None):
     ['encoder.layer.0.attention.attention.relative_position_bias.relative_position_bias_table']
     """
     position, relative = beit_table_resizes(config, source_grid or config.grid_size)
+    p = PATHS
     table = {
-        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
-        "embeddings.patch_embeddings.projection.weight": ("patch_encoder/kernel", L.CONV),
-        "embeddings.patch_embeddings.projection.bias": ("patch_encoder/bias", L.IDENTITY),
+        "embeddings.cls_token": (p["class_token"], L.IDENTITY),
+        "embeddings.patch_embeddings.projection.weight": (p["patch_kernel"], L.CONV),
+        "embeddings.patch_embeddings.projection.bias": (p["patch_bias"], L.IDENTITY),
     }
     if config.position_embedding == "learned":
-        table["embeddings.position_embeddings"] = ("patch_encoder/position_embeddings", position)
+        table["embeddings.position_embeddings"] = (p["position_embedding"], position)
     if config.relative_position_bias == "shared":
         table[f"encoder.{_TABLE}"] = (
             f"{RELATIVE_POSITION_BIAS}/relative_position_bias_table",
             relative,
         )
     for i in range(config.num_layers):
-        key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
+        key, path = f"encoder.layer.{i}", block(i)
         table.update(L.torch_norm(f"{key}.layernorm_before", f"{path}/attention_norm"))
         table.update(H.vit_attention_rows(key, path, biases=("query", "value")))
         if config.relative_position_bias == "block":
@@ -204,11 +206,11 @@ def beit_name_table(config, source_grid=None):
         table.update(L.torch_linear(f"{key}.output.dense", f"{path}/mlp_dense_2"))
     if config.fc_norm:
         if config.pooling is not None:  # pooling=None: the tokens, no norm (the pooler's skipped)
-            table.update(L.torch_norm("pooler.layernorm", "fc_norm"))
+            table.update(L.torch_norm("pooler.layernorm", p["fc_norm"]))
     else:
-        table.update(L.torch_norm("layernorm", "encoder_norm"))
+        table.update(L.torch_norm("layernorm", p["encoder_norm"]))
     if config.include_top:
-        table.update(L.torch_linear("classifier", "head"))
+        table.update(L.torch_linear("classifier", p["head"]))
     return table
 
 

@@ -10,7 +10,7 @@ average of the patch tokens. A table of another grid is resized as timm's
 
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.layers.relative_position import resize_relative_position_table
-from keras_vit.models.encoder import BLOCK_NAME, RELATIVE_POSITION_BIAS
+from keras_vit.models.variable_paths import PATHS, RELATIVE_POSITION_BIAS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import TimmLayout
 
@@ -36,7 +36,7 @@ def relative_position_table(grid_size):
 
 
 def _block(i, config):
-    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    key, path = f"blocks.{i}", block(i)
     attention = f"{path}/attention"
     qkv = tuple(f"{attention}/{name}/kernel" for name in ("query", "key", "value"))
     table = {
@@ -88,7 +88,8 @@ def beit_name_table(config):
             f"class_token=True. Received: key_bias={config.key_bias}, "
             f"class_token={config.class_token}"
         )
-    table = {"cls_token": ("patch_encoder/class_embedding", L.IDENTITY)}
+    p = PATHS
+    table = {"cls_token": (p["class_token"], L.IDENTITY)}
     if config.position_embedding == "learned":
 
         def resample(posemb, grid, prefix):
@@ -97,11 +98,11 @@ def beit_name_table(config):
             )
 
         table["pos_embed"] = (
-            "patch_encoder/position_embeddings",
+            p["position_embedding"],
             L.position_embedding(config.grid_size, 1, resample),
         )
-    table["patch_embed.proj.weight"] = ("patch_encoder/kernel", L.CONV)
-    table["patch_embed.proj.bias"] = ("patch_encoder/bias", L.IDENTITY)
+    table["patch_embed.proj.weight"] = (p["patch_kernel"], L.CONV)
+    table["patch_embed.proj.bias"] = (p["patch_bias"], L.IDENTITY)
     if config.relative_position_bias == "shared":
         table["rel_pos_bias.relative_position_bias_table"] = (
             f"{RELATIVE_POSITION_BIAS}/relative_position_bias_table",
@@ -109,11 +110,13 @@ def beit_name_table(config):
         )
     for i in range(config.num_layers):
         table.update(_block(i, config))
-    table.update(_norm("fc_norm", "fc_norm") if config.fc_norm else _norm("norm", "encoder_norm"))
+    if config.fc_norm:
+        table.update(_norm("fc_norm", p["fc_norm"]))
+    else:
+        table.update(_norm("norm", p["encoder_norm"]))
     if config.include_top:
-        table.update(_linear("head", "head"))
+        table.update(_linear("head", p["head"]))
     return table
-
 
 
 def _claims(config, spec):

@@ -32,7 +32,8 @@ import os
 import numpy as np
 
 from keras_vit.layers.position_embedding import resample_position_embedding
-from keras_vit.models.encoder import BLOCK_NAME, build_model
+from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
@@ -204,9 +205,9 @@ def dinov2_name_table(config, *, qkv_bias=True, antialias=False):
 
     table = H.embedding_rows(L.position_embedding(config.grid_size, prefix_rows, resample))
     if config.num_register_tokens:
-        table["embeddings.register_tokens"] = ("patch_encoder/register_embeddings", L.IDENTITY)
+        table["embeddings.register_tokens"] = (PATHS["register_tokens"], L.IDENTITY)
     for i in range(config.num_layers):
-        key, path = f"encoder.layer.{i}", BLOCK_NAME.format(i)
+        key, path = f"encoder.layer.{i}", block(i)
         table.update(L.torch_norm(f"{key}.norm1", f"{path}/attention_norm"))
         names = ("query", "key", "value")
         projections = {name: f"{key}.attention.{name[0]}_proj" for name in names}
@@ -222,9 +223,9 @@ def dinov2_name_table(config, *, qkv_bias=True, antialias=False):
         else:
             table.update(L.torch_linear(f"{key}.mlp.fc1", f"{path}/mlp_dense_1"))
             table.update(L.torch_linear(f"{key}.mlp.fc2", f"{path}/mlp_dense_2"))
-    table.update(L.torch_norm("layernorm", "encoder_norm"))
+    table.update(L.torch_norm("layernorm", PATHS["encoder_norm"]))
     if config.include_top:
-        table.update(L.torch_linear("classifier", "head"))
+        table.update(L.torch_linear("classifier", PATHS["head"]))
     return table
 
 

@@ -23,7 +23,8 @@ import logging
 import os
 
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import BLOCK_NAME, build_model
+from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
@@ -116,12 +117,12 @@ def dinov3_name_table(config, hf):
         dict {name: (variable path, transform)} for `keras_vit.weights.loading`.
     """
     table = {
-        "embeddings.cls_token": ("patch_encoder/class_embedding", L.IDENTITY),
-        "embeddings.patch_embeddings.weight": ("patch_encoder/kernel", L.CONV),
-        "embeddings.patch_embeddings.bias": ("patch_encoder/bias", L.IDENTITY),
+        "embeddings.cls_token": (PATHS["class_token"], L.IDENTITY),
+        "embeddings.patch_embeddings.weight": (PATHS["patch_kernel"], L.CONV),
+        "embeddings.patch_embeddings.bias": (PATHS["patch_bias"], L.IDENTITY),
     }
     if config.num_register_tokens:
-        table["embeddings.register_tokens"] = ("patch_encoder/register_embeddings", L.IDENTITY)
+        table["embeddings.register_tokens"] = (PATHS["register_tokens"], L.IDENTITY)
     rotated_weight = interleave_halves(L.HEADS_IN_WEIGHT, (True,))
     rotated_bias = interleave_halves(L.HEADS_IN_BIAS, (True,))
     biases = {
@@ -131,7 +132,7 @@ def dinov3_name_table(config, hf):
     }
     mlp_bias = hf.get("mlp_bias", True)
     for i in range(config.num_layers):
-        key, path = f"layer.{i}", BLOCK_NAME.format(i)
+        key, path = f"layer.{i}", block(i)
         attention = f"{path}/attention"
         table.update(L.torch_norm(f"{key}.norm1", f"{path}/attention_norm"))
         for p, name in (("q", "query"), ("k", "key"), ("v", "value")):
@@ -157,7 +158,7 @@ def dinov3_name_table(config, hf):
             table[f"{key}.mlp.{source}.weight"] = (f"{target}/kernel", L.LINEAR)
             if mlp_bias:
                 table[f"{key}.mlp.{source}.bias"] = (f"{target}/bias", L.IDENTITY)
-    table.update(L.torch_norm("norm", "encoder_norm"))
+    table.update(L.torch_norm("norm", PATHS["encoder_norm"]))
     return table
 
 
@@ -176,7 +177,7 @@ def _fills(config, hf):
     """Zeros for the biases our layers keep and the checkpoint does not have."""
     fills = {}
     for i in range(config.num_layers):
-        path = BLOCK_NAME.format(i)
+        path = block(i)
         for flag, variables in _BIASES.items():
             if not hf.get(flag, True):
                 fills.update({f"{path}/{v}": 0.0 for v in variables})

@@ -9,7 +9,7 @@
 embedding, norms, head) is shared with the ViT table.
 """
 
-from keras_vit.models.encoder import BLOCK_NAME, ROTARY_EMBEDDING
+from keras_vit.models.variable_paths import ROTARY_EMBEDDING, block, variable_path
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import TimmLayout
 from keras_vit.weights.timm.options import PACKED_BIAS, PACKED_WEIGHT, inner_norm, interleave_halves
@@ -97,7 +97,7 @@ def _mlp(key, path, config, spec):
 
 def eva_block_table(i, config, spec):
     """timm's `blocks.{i}` of an `Eva` model -> our `encoderblock_{i}` variables."""
-    key, path = f"blocks.{i}", BLOCK_NAME.format(i)
+    key, path = f"blocks.{i}", block(i)
     table = {}
     if config.layer_scale_init_value is not None:
         table[f"{key}.gamma_1"] = (f"{path}/attention_scale", L.IDENTITY)
@@ -114,7 +114,7 @@ def eva_model_table(config):
     """The model-level `Eva` weights besides the ViT's: mixed RoPE's `rope.freqs`."""
     if config.rotary_embedding != "mixed":
         return {}
-    return {"rope.freqs": (f"{ROTARY_EMBEDDING}/frequencies", L.IDENTITY)}
+    return {"rope.freqs": (variable_path(ROTARY_EMBEDDING, "frequencies"), L.IDENTITY)}
 
 
 def eva_fills(config, spec):
@@ -122,7 +122,7 @@ def eva_fills(config, spec):
     if spec.qkv_bias:
         return {}
     return {
-        f"{BLOCK_NAME.format(i)}/attention/{name}/bias": 0.0
+        block(i, "attention", name, "bias"): 0.0
         for i in range(config.num_layers)
         for name in ("query", "value")
     }

@@ -17,7 +17,13 @@ import os
 
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
-from keras_vit.models.mae import DECODER_BLOCK, MaskedAutoencoder
+from keras_vit.models.mae import (
+    DECODER_BLOCK,
+    DECODER_EMBED,
+    DECODER_NORM,
+    DECODER_PRED,
+    MaskedAutoencoder,
+)
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface.common import (
     _weights_file,
@@ -67,13 +73,13 @@ def mae_name_table(model):
     """{transformers name: (variable path, transform)} of a `MaskedAutoencoder` (encoder names
     without the `vit.` prefix, as `normalize_names` leaves them)."""
     table = huggingface_name_table(model.encoder_config)
-    table.update(_dense("decoder.decoder_embed", "decoder_embed"))
+    table.update(_dense("decoder.decoder_embed", DECODER_EMBED))
     table["decoder.mask_token"] = (model.mask_token.path, L.IDENTITY)
     table["decoder.decoder_pos_embed"] = (model.decoder_pos_embed.path, L.IDENTITY)
     for i in range(model.decoder_num_layers):
         table.update(_layer_rows(f"decoder.decoder_encoder.layer.{i}", DECODER_BLOCK.format(i)))
-    table.update(_norm("decoder.decoder_norm", "decoder_norm"))
-    table.update(_dense("decoder.decoder_pred", "decoder_pred"))
+    table.update(_norm("decoder.decoder_norm", DECODER_NORM))
+    table.update(_dense("decoder.decoder_pred", DECODER_PRED))
     return table
 
 

@@ -40,7 +40,8 @@ import os
 import numpy as np
 
 from keras_vit.models.config import ViTConfig
-from keras_vit.models.encoder import BLOCK_NAME, build_model
+from keras_vit.models.encoder import build_model
+from keras_vit.models.variable_paths import PATHS, block, map_head
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
@@ -176,13 +177,14 @@ def siglip2_name_table(config, *, classifier=False):
     >>> siglip2_name_table(config)["head.attention.in_proj_weight"][0]
     ('pooling/q/kernel', 'pooling/kv/kernel')
     """
+    p = PATHS
     table = {
-        "embeddings.patch_embedding.weight": ("patch_encoder/kernel", PATCH_KERNEL),
-        "embeddings.patch_embedding.bias": ("patch_encoder/bias", L.IDENTITY),
-        "embeddings.position_embedding.weight": ("patch_encoder/position_embeddings", _TABLE),
+        "embeddings.patch_embedding.weight": (p["patch_kernel"], PATCH_KERNEL),
+        "embeddings.patch_embedding.bias": (p["patch_bias"], L.IDENTITY),
+        "embeddings.position_embedding.weight": (p["position_embedding"], _TABLE),
     }
     for i in range(config.num_layers):
-        key, path = f"encoder.layers.{i}", BLOCK_NAME.format(i)
+        key, path = f"encoder.layers.{i}", block(i)
         attention = f"{path}/attention"
         table.update(_norm(f"{key}.layer_norm1", f"{path}/attention_norm"))
         for short, name in (("q", "query"), ("k", "key"), ("v", "value")):
@@ -197,19 +199,19 @@ def siglip2_name_table(config, *, classifier=False):
         table.update(_norm(f"{key}.layer_norm2", f"{path}/mlp_norm"))
         table.update(_dense(f"{key}.mlp.fc1", f"{path}/mlp_dense_1"))
         table.update(_dense(f"{key}.mlp.fc2", f"{path}/mlp_dense_2"))
-    table.update(_norm("post_layernorm", "encoder_norm"))
+    table.update(_norm("post_layernorm", p["encoder_norm"]))
     if config.pooling == "map":
-        table["head.probe"] = ("pooling/latent", L.IDENTITY)
-        pair = ("pooling/q/kernel", "pooling/kv/kernel")
+        table["head.probe"] = (map_head("latent"), L.IDENTITY)
+        pair = (map_head("q", "kernel"), map_head("kv", "kernel"))
         table["head.attention.in_proj_weight"] = (pair, _IN_PROJ_WEIGHT)
-        pair = ("pooling/q/bias", "pooling/kv/bias")
+        pair = (map_head("q", "bias"), map_head("kv", "bias"))
         table["head.attention.in_proj_bias"] = (pair, _IN_PROJ_BIAS)
-        table.update(_dense("head.attention.out_proj", "pooling/proj"))
-        table.update(_norm("head.layernorm", "pooling/norm"))
-        table.update(_dense("head.mlp.fc1", "pooling/mlp_fc1"))
-        table.update(_dense("head.mlp.fc2", "pooling/mlp_fc2"))
+        table.update(_dense("head.attention.out_proj", map_head("proj")))
+        table.update(_norm("head.layernorm", map_head("norm")))
+        table.update(_dense("head.mlp.fc1", map_head("mlp_fc1")))
+        table.update(_dense("head.mlp.fc2", map_head("mlp_fc2")))
     if classifier and config.include_top:
-        table.update(_dense("classifier", "head"))
+        table.update(_dense("classifier", p["head"]))
     return table
 
 

@@ -11,9 +11,8 @@ norm has no weights (ours are filled with 1 and 0: `vlm_fills`), DeepSeek's SwiG
 import re
 
 from keras_vit.families.vlm.timm_names import merger_dim
-from keras_vit.models.encoder import BLOCK_NAME, FINAL_NORM
-from keras_vit.models.heads import FC_NORM
 from keras_vit.models.merger import MERGER
+from keras_vit.models.variable_paths import FC_NORM, FINAL_NORM, block, variable_path
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import TimmLayout
 
@@ -79,13 +78,14 @@ def vlm_fills(config, spec):
     fills = {}
     if config.fc_norm:
         if config.norm == "rmsnorm":
-            fills[f"{FC_NORM}/scale"] = 1.0
+            fills[variable_path(FC_NORM, "scale")] = 1.0
         else:
-            fills.update({f"{FC_NORM}/gamma": 1.0, f"{FC_NORM}/beta": 0.0})
+            fills[variable_path(FC_NORM, "gamma")] = 1.0
+            fills[variable_path(FC_NORM, "beta")] = 0.0
     if spec.extras["vlm"] == "deepseek":
         for i in range(config.num_layers):
             for name in ("gate_dense", "up_dense", "down_dense"):
-                fills[f"{BLOCK_NAME.format(i)}/mlp/{name}/bias"] = 0.0
+                fills[block(i, "mlp", name, "bias")] = 0.0
     return fills
 
 

@@ -10,6 +10,13 @@ import re
 
 import keras
 
+from keras_vit.models.variable_paths import (
+    BLOCK_NAME,
+    FINAL_NORM,
+    HEAD,
+    PATCH_ENCODER,
+    PRE_LOGITS,
+)
 from keras_vit.weights.loading import walk_layers
 
 # Official array leaf name -> Keras attribute path, per kind of layer. An entry
@@ -49,11 +56,11 @@ _ENCODER_BLOCK = (
 # hold no weights (pooling, dropout, max-pool, ...) have nothing to map.
 NAME_TABLE = (
     # Keras layer                                  official scope                  arrays
-    (r"patch_encoder",                             "",                             _PATCH_ENCODER),
-    (r"encoderblock_(\d+)",                        "Transformer/encoderblock_{0}/", _ENCODER_BLOCK),
-    (r"encoder_norm",                              "Transformer/encoder_norm/",    _LAYER_NORM),
-    (r"pre_logits",                                "pre_logits/",                  _DENSE),
-    (r"head",                                      "head/",                        _DENSE),
+    (re.escape(PATCH_ENCODER),                     "",                             _PATCH_ENCODER),
+    (BLOCK_NAME.format(r"(\d+)"),                  "Transformer/encoderblock_{0}/", _ENCODER_BLOCK),
+    (re.escape(FINAL_NORM),                        "Transformer/encoder_norm/",    _LAYER_NORM),
+    (re.escape(PRE_LOGITS),                        "pre_logits/",                  _DENSE),
+    (re.escape(HEAD),                              "head/",                        _DENSE),
     # Hybrid models: the BiT ResNetV2 stem (weight-standardised convs, GroupNorm).
     (r"conv_root",                                 "conv_root/",                   _CONV),
     (r"gn_root",                                   "gn_root/",                     _GROUP_NORM),
