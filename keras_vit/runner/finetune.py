@@ -366,7 +366,6 @@ def build_model(num_classes, config):
         arch.setdefault("image_size", config["image_size"])
         model = ViT(config["model"] or "B/16", num_classes=num_classes, **arch)
         copied = transfer_weights(source, model, on_devices=_sharded(config))
-        del source
         info = {
             "init": config["init"],
             "init_format": kind,
@@ -374,6 +373,7 @@ def build_model(num_classes, config):
             "source_image_size": list(ViTConfig.from_model(source).image_size),
             "copied_layers": len(copied),
         }
+        del source  # its memory (a sharded giant's) before training starts
         if config.get("timm_name"):
             info["timm_name"] = config["timm_name"]
         return model, info
