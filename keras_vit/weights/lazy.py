@@ -173,7 +173,8 @@ def _npz_reader(path, name):
 
 
 class Deferred:
-    """Target `index` of `transform` applied to a `LazyTensor`, read block by block later."""
+    """Target `index` of `transform` (None: the identity) applied to a `LazyTensor`, read
+    block by block later."""
 
     lazy = True
 
@@ -196,7 +197,9 @@ class Deferred:
         if cache.get("key") != key:
             cache.clear()
             cache["key"] = key
-            cache["results"] = self.transform.apply(self.source.read(), self.shapes)
+            whole = self.source.read()
+            results = (whole,) if self.transform is None else None
+            cache["results"] = results or self.transform.apply(whole, self.shapes)
         return np.asarray(cache["results"][self.index])[target_index]
 
 
@@ -208,9 +211,7 @@ def deferred(source, transform, shapes):
 def _as_deferred(value, shape):
     if isinstance(value, Deferred):
         return value
-    from keras_vit.weights.loading import IDENTITY
-
-    return Deferred(value, IDENTITY, (shape,), 0)
+    return Deferred(value, None, (shape,), 0)  # the identity
 
 
 def assign(assignments, logger=None):

@@ -11,7 +11,7 @@ Example:
 >>> import numpy as np
 >>> weight = np.arange(12.0).reshape(3, 4)  # a torch Linear (out=3, in=4)
 >>> target = (slice(1, 3), slice(0, 3))     # rows 1:3 of the Keras kernel (in=4, out=3)
->>> from keras_vit.weights.loading import LINEAR
+>>> from keras_vit.weights.loading import LINEAR  # registered there
 >>> source, finish = source_block(LINEAR, target, ((4, 3),), 0)
 >>> np.array_equal(finish(weight[source]), weight.T[target])
 True
@@ -95,25 +95,36 @@ def _fused(per_head):
     return block
 
 
-def _blocks():
-    from keras_vit.weights import loading as L
+_BLOCKS = {
+    "identity": _identity,
+    "linear": _linear,
+    "conv": _conv,
+    "heads_in_weight": _heads_in_weight,
+    "heads_in_bias": _heads_in_bias,
+    "heads_out_weight": _heads_out_weight,
+    "fused_heads_in_weight": _fused(_heads_in_weight),
+    "fused_heads_in_bias": _fused(_heads_in_bias),
+}
+# {id(transform): kind}: the transforms `keras_vit.weights.loading` registers (`register`), so
+# that a family's own transform of the same name is never taken for one of these.
+_KNOWN = {}
 
-    return (
-        (L.IDENTITY, _identity),
-        (L.LINEAR, _linear),
-        (L.CONV, _conv),
-        (L.HEADS_IN_WEIGHT, _heads_in_weight),
-        (L.HEADS_IN_BIAS, _heads_in_bias),
-        (L.HEADS_OUT_WEIGHT, _heads_out_weight),
-        (L.QKV_WEIGHT, _fused(_heads_in_weight)),
-        (L.QKV_BIAS, _fused(_heads_in_bias)),
-    )
+
+def register(transform, kind):
+    """Declares that `transform` moves axes as `kind` (a key of `_BLOCKS`) does."""
+    if kind not in _BLOCKS:
+        raise ValueError(f"kind must be one of {sorted(_BLOCKS)}. Received: {kind!r}")
+    _KNOWN[id(transform)] = (transform, kind)
 
 
 def source_block(transform, target_index, shapes, index):
-    """`(source_index, finish)` for block `target_index` of target `index` of `transform`
-    (one of `keras_vit.weights.loading`'s), or None (any other transform)."""
-    for known, block in _blocks():
-        if transform is known:
-            return block(tuple(target_index), shapes, index)
-    return None
+    """`(source_index, finish)` for block `target_index` of target `index` of `transform`, or
+    None (a transform nobody registered). `transform` None is the identity."""
+    if transform is None:
+        kind = "identity"
+    else:
+        known = _KNOWN.get(id(transform))
+        if known is None or known[0] is not transform:
+            return None
+        kind = known[1]
+    return _BLOCKS[kind](tuple(target_index), shapes, index)

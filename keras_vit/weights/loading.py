@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from keras_vit.models.variable_paths import block
-from keras_vit.weights import lazy
+from keras_vit.weights import lazy, lazy_slices
 
 KINDS = ("dtype", "missing", "unexpected", "shape")
 
@@ -266,6 +266,15 @@ def _split3(transform):
 QKV_WEIGHT = _split3(HEADS_IN_WEIGHT)
 # ... and its bias (3D,) -> three (H, Dh) biases.
 QKV_BIAS = _split3(HEADS_IN_BIAS)
+
+# How each of these moves axes, so that a sharded load reads only the blocks it places.
+for _transform, _kind in (
+    (IDENTITY, "identity"), (LINEAR, "linear"), (CONV, "conv"),
+    (HEADS_IN_WEIGHT, "heads_in_weight"), (HEADS_IN_BIAS, "heads_in_bias"),
+    (HEADS_OUT_WEIGHT, "heads_out_weight"), (QKV_WEIGHT, "fused_heads_in_weight"),
+    (QKV_BIAS, "fused_heads_in_bias"),
+):  # fmt: skip
+    lazy_slices.register(_transform, _kind)
 
 
 def torch_norm(key, path):
