@@ -62,8 +62,22 @@ def abstract_model(name_or_config, **overrides):
     'swiglu'
     """
     config = model_config(name_or_config, **overrides)
+    return abstract(lambda: build_model(config))
+
+
+def abstract(build):
+    """What `build()` returns (a model or layer), its variables made with shapes and no values.
+
+    Example:
+
+    >>> def build():
+    ...     return keras.Sequential([keras.Input((4096,)), keras.layers.Dense(16384)])
+    >>> model = abstract(build)  # 67e6 weights, no memory taken
+    >>> model.layers[0].kernel.shape
+    (4096, 16384)
+    """
     with keras.StatelessScope(initialize_variables=False):
-        model = build_model(config)
+        model = build()
     forget(model)
     return model
 

@@ -122,7 +122,8 @@ class Rules:
             if free:
                 axes[max(free, key=lambda i: (shape[i], -i))] = "batch"
         sharding = self.tensor_parallel or self.fsdp
-        if sharding and nbytes >= self.min_shard_bytes and all(a is None for a in axes):
+        # (a scalar cannot shard, and is never large)
+        if sharding and shape and nbytes >= self.min_shard_bytes and all(a is None for a in axes):
             raise ValueError(
                 f"strategy={self.strategy!r} on the mesh (batch={self.batch}, "
                 f"model={self.model}): no rule shards the variable {path!r} of shape {shape} "
