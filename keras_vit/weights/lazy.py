@@ -157,7 +157,12 @@ def open_npz(path):
                 continue
             with archive.open(member) as f:
                 version = np.lib.format.read_magic(f)
-                shape, _, dtype = np.lib.format._read_array_header(f, version)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = read_header(f)
             name = member[: -len(".npy")]
             tensors[name] = LazyTensor(path, name, shape, dtype, _npz_reader(path, name))
     return tensors
