@@ -177,3 +177,26 @@ def test_other_backends_are_refused_naming_jax():
         kd.model_parallel("fsdp")
     with pytest.raises(ValueError, match="JAX only"):
         kd.memory_plan("mu/8", (1, 1), strategy="fsdp", batch_size=2)
+
+
+@pytest.mark.slow  # four XLA compiles of the training step (depths 1 and 2, two batches)
+@JAX_ONLY
+def test_memory_plan_of_a_tiny_model_on_one_device():
+    """The plan's state entries are the variables' bytes (a mesh of one device splits nothing);
+    its activations come from two compiled steps (depths 1 and 2) and grow with the batch."""
+    import math
+
+    model = kd.abstract_model("mu/8", image_size=16, num_classes=4, num_layers=3)
+    nbytes = sum(math.prod(v.shape) * 4 for v in model.weights)
+    config = keras_vit.ViTConfig.from_variant("mu/8", image_size=16, num_classes=4, num_layers=3)
+    small = kd.memory_plan(config, (1, 1), strategy="fsdp", batch_size=2)
+    large = kd.memory_plan(config, (1, 1), strategy="fsdp", optimizer="sgd", batch_size=8)
+    assert small["params"] == small["gradients"] == nbytes
+    assert small["optimizer"] == 2 * nbytes and large["optimizer"] == 0  # AdamW's two moments
+    assert 0 < small["activations"] < large["activations"]
+    assert small["total"] == sum(small[k] for k in ("params", "gradients", "optimizer",
+                                                    "activations"))  # fmt: skip
+    with pytest.raises(ValueError, match="batch_size 3 does not split.*multiple of 2"):
+        kd.memory_plan(config, (2, 1), strategy="fsdp", batch_size=3)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        kd.memory_plan(config, (1, 1), strategy="fsdp", optimizer="adafactor", batch_size=2)
