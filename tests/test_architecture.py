@@ -132,7 +132,7 @@ FLOORS = (
     ("version", "_public", "layers", "preprocessing"),
     ("models",),
     ("saving",),
-    ("weights", "training", "data", "mpp"),
+    ("weights", "training", "data", "mpp", "distribution"),
     ("families",),
     ("export", "inspect", "inspection"),
     ("recipes", "runner"),
