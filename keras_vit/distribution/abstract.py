@@ -73,7 +73,7 @@ def abstract(build):
     >>> def build():
     ...     return keras.Sequential([keras.Input((4096,)), keras.layers.Dense(16384)])
     >>> model = abstract(build)  # 67e6 weights, no memory taken
-    >>> model.layers[0].kernel.shape
+    >>> tuple(model.layers[0].kernel.shape)
     (4096, 16384)
     """
     with keras.StatelessScope(initialize_variables=False):

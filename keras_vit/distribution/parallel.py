@@ -166,7 +166,7 @@ def variable_layouts(model, strategy, mesh_shape, *, min_shard_bytes=MIN_SHARD_B
 
     >>> import keras_vit
     >>> model = keras_vit.ViT("mu/8", image_size=16, num_classes=3)
-    >>> layouts = variable_layouts(model, "tensor_parallel", (1, 2), min_shard_bytes=0)
+    >>> layouts = variable_layouts(model, "tensor_parallel", (1, 2))
     >>> layouts["encoderblock_0/attention/query/kernel"]
     ((None, 'model', None), 'column', 'MultiHeadSelfAttention')
     """
