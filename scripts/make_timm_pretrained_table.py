@@ -1,10 +1,12 @@
 """Writes keras_vit/weights/timm/pretrained.json: timm's pretrained configs of keras_vit's names.
 
-For every timm architecture that `keras_vit.weights.timm.names.match_timm_family` accepts (the
-architectures keras_vit builds), the table holds timm's default tag and, per `<arch>.<tag>`
-(and per untagged architecture, under the architecture's own name, where timm has no weights),
-the fields of timm's `get_pretrained_cfg` that keras_vit uses: the Hub repo and file, class
-count, input size, mean, std, crop fraction and mode, interpolation and the label set
+For every timm architecture of timm's ViT modules and VLM vision towers (`VIT_MODULES`,
+`TOWER_MODULES`: whether a registered family reads it or not, so that a new family finds its
+names already there) and every one `keras_vit.weights.timm.names.match_timm_family` accepts,
+the table holds its timm module, timm's default tag and, per `<arch>.<tag>` (and per untagged
+architecture, under the architecture's own name, where timm has no weights), the fields of
+timm's `get_pretrained_cfg` that keras_vit uses: the Hub repo and file, class count, input
+size, mean, std, crop fraction and mode, interpolation and the label set
 (`timm.data.infer_imagenet_subset`). tests/weights/timm/test_pretrained.py checks the table
 against the installed timm.
 
@@ -21,6 +23,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# timm's modules of ViTs and of VLM vision towers: every name of theirs is in the table.
+VIT_MODULES = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
+               "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
+TOWER_MODULES = ("qwen3_vit", "gemma4_vit", "deepseek_vit")
 TABLE = os.path.join(ROOT, "keras_vit", "weights", "timm", "pretrained.json")
 
 
@@ -55,17 +61,20 @@ def build_table():
 
     timm = import_timm()
     from timm.models import get_pretrained_cfg
+    from timm.models._registry import _model_to_module
 
     from keras_vit.weights.timm.names import match_timm_family
 
     architectures, configs = {}, {}
+    in_modules = {n for m in VIT_MODULES + TOWER_MODULES for n in timm.list_models(module=m)}
     for arch in timm.list_models():
-        if match_timm_family(arch) is None:
+        if arch not in in_modules and match_timm_family(arch) is None:
             continue
         tagged = [name for name in timm.list_pretrained(f"{arch}.*") if name.split(".")[0] == arch]
         default = get_pretrained_cfg(arch)
         default_tag = default.tag if tagged else None
         architectures[arch] = {
+            "module": _model_to_module[arch],
             "default_tag": default_tag,
             "tags": [name.split(".", 1)[1] for name in tagged],
         }
@@ -77,6 +86,8 @@ def build_table():
         "source": f"timm {timm.__version__} get_pretrained_cfg "
         "(written by scripts/make_timm_pretrained_table.py)",
         "timm_version": timm.__version__,
+        "vit_modules": list(VIT_MODULES),
+        "tower_modules": list(TOWER_MODULES),
         "architectures": architectures,
         "configs": configs,
     }
