@@ -352,10 +352,13 @@ print(type(model.get_layer("conv_root")).__module__)
 
 
 def test_layers_package_alone_registers_std_conv(tmp_path):
-    # The layers package imports StdConv2D itself (so no module imports models.hybrid "to
-    # register it"), and a hybrid's .keras file loads after `import keras_vit.models` (the
-    # model class), without the weights package or the public API.
-    assert "keras_vit.layers.std_conv" in import_graph()["keras_vit.layers"]
+    # The layers package imports every layer module itself (found, not listed: so no module
+    # imports models.hybrid "to register it"), and a hybrid's .keras file loads after
+    # `import keras_vit.models` (the model class), without the weights package or the API.
+    import keras_vit.layers
+    from keras_vit.layers import std_conv
+
+    assert keras_vit.layers.StdConv2D is std_conv.StdConv2D and "StdConv2D" in std_conv.__all__
     model = ViT(
         "mu/1", resnet_units=(1,), resnet_width=8, resnet_groups=4, image_size=16, num_classes=3
     )

@@ -45,6 +45,8 @@ from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
 from keras_vit.layers.swiglu import SwiGLU
 
+__all__ = ["EncoderBlock"]
+
 # The option tables of the blocks, declared once (models/config_checks.py imports them): the
 # MLP kinds (`mlp`) and the residual norm placements (`ViTConfig.block_norm`: pre-norm
 # `TransformerBlock`, residual post-norm `PostNormBlock`).

@@ -11,6 +11,8 @@ from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 
+__all__ = ["MAPHead"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MAPHead(RecordsQuantizedSublayers):

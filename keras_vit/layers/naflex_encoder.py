@@ -13,6 +13,8 @@ from keras_vit.layers._checks import (
 from keras_vit.layers.naflex_position import INTERPOLATIONS, naflex_position_embedding
 from keras_vit.layers.patch_encoder import build_patch_weights
 
+__all__ = ["NaFlexPatchEncoder"]
+
 POSITION_EMBEDDINGS = ("learned", "factorized", None)
 
 

@@ -19,6 +19,8 @@ from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.patch_positions import PositionTable
 from keras_vit.layers.patch_resize import resample_patch_embedding_ops
 
+__all__ = ["PatchEncoder"]
+
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 
 

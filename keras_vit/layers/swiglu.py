@@ -8,6 +8,8 @@ from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_d
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 
+__all__ = ["SwiGLU"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class SwiGLU(RecordsQuantizedSublayers):
