@@ -469,30 +469,3 @@ def test_every_vit_module_name_is_in_the_table_and_read_or_refused_saying_why():
             continue
         with pytest.raises(ValueError, match="no registered model family reads it"):
             N.parse_timm_name(name)
-
-
-def test_readme_and_docs_counts_are_the_registry_s():
-    """README.md's and docs/weights.md's coverage figures, computed: how many names of timm's
-    ViT modules (and with the VLM towers) `from_timm` reads (`reads_timm_name`)."""
-    from timm.models import _registry
-
-    vit_modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
-                   "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
-    towers = vit_modules + ("qwen3_vit", "gemma4_vit", "deepseek_vit")
-    names = timm.list_models()
-    module_of = {name: _registry._model_to_module[name] for name in names}
-    vit = [n for n in names if module_of[n] in vit_modules]
-    vlm = [n for n in names if module_of[n] in towers]
-    read_vit = sum(T.reads_timm_name(n) for n in vit)
-    read_vlm = sum(T.reads_timm_name(n) for n in vlm)
-    here = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 3))
-
-    def text(page):
-        with open(os.path.join(here, page), encoding="utf-8") as f:
-            return " ".join(f.read().split())
-
-    readme, weights = text("README.md"), text("docs/weights.md")
-    assert f"{read_vit} of the {len(vit)} names of timm's ViT modules" in readme
-    assert f"{read_vlm} of {len(vlm)} with timm's VLM vision towers" in readme
-    assert f"| {len(vit)} | {read_vit} (" in weights
-    assert f"| {len(vlm)} | {read_vlm} (" in weights
