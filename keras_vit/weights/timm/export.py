@@ -41,7 +41,9 @@ from keras_vit.weights.timm import names as timm_names
 from keras_vit.weights.timm.export_checks import HYBRID_FIELDS, check_timm_expressible, refuse
 from keras_vit.weights.timm.input_spec import timm_label_fields
 from keras_vit.weights.timm.names import HYBRIDS, parse_timm_name
+from keras_vit.weights.timm.pretrained import model_arguments
 from keras_vit.weights.timm.reader import timm_config, timm_name_table
+from keras_vit.weights.timm.verify import check_timm_state_dict
 from keras_vit.weights.writing import (
     check_destination,
     check_everything_exported,
@@ -152,7 +154,14 @@ def timm_arguments(config, *, qkv_bias=True):
 
 
 def _candidates(config=None):
-    """timm names that may express `config`: its own name first, then each family's."""
+    """timm names that may express `config`: its own name first, then each family's.
+
+    A name is a candidate only when everything it fixes is what `timm_arguments` writes: its
+    own model passes `check_timm_expressible` and its checkpoint has no layout of its own
+    (`extras` other than `mlp_ratio` and how its position table is resized when loaded). A
+    name fixing more (another norm, an inner norm, no final norm, ...) could not be
+    overridden by keyword arguments into the model written.
+    """
     names = [config.name] if config is not None and isinstance(config.name, str) else []
     names += [family.example for family in timm_names.FAMILIES]
     names += [f"{arch}_224" for arch in HYBRIDS]
@@ -162,11 +171,15 @@ def _candidates(config=None):
             spec = parse_timm_name(name)
         except ValueError:
             continue
-        if spec.extras.get("layout") == "eva":
-            continue  # timm's Eva models: not written (check_timm_expressible)
         if family_of_timm_name(spec.name) is not None:
             continue  # a family's own kind of model (its own timm reader): not a ViTConfig
-        found.setdefault(spec.name, spec)
+        if set(spec.extras) - {"mlp_ratio", "position_resize"} or spec.name in found:
+            continue  # a checkpoint layout of its own (Eva, AIMv2's unpacked SwiGLU, ...)
+        try:
+            check_timm_expressible(timm_config(spec))
+        except ValueError:
+            continue  # the name fixes what timm_arguments does not write
+        found[spec.name] = spec
     return list(found.values())
 
 
@@ -249,13 +262,27 @@ def timm_model_for(config, *, zero_qkv_bias=False):
             for key, value in ours.items()
             if key in ALWAYS
             or value != defaults[key]
-            or (key == "fc_norm" and ours["global_pool"] == "avg")  # timm's default depends
+            or (key == "fc_norm" and _fc_norm_given(spec.name, value, ours["global_pool"]))
         }
         if best is None or len(kwargs) < len(best[0].kwargs):
             best = (TimmModel(spec.name, kwargs), qkv_bias)
     if best is None:
         raise _no_candidate(config)
     return best
+
+
+def _fc_norm_given(name, fc_norm, global_pool):
+    """Whether `fc_norm` must be a keyword argument: timm's `fc_norm=None` (the default of
+    most names) means "on with average pooling", so it follows `global_pool` unless given."""
+    fixed = model_arguments(name)[1].get("fc_norm")
+    timm_default = global_pool in ("avg", "avgmax", "max") if fixed is None else fixed
+    return global_pool == "avg" or fc_norm != timm_default
+
+
+def _tokens(config):
+    """The model's patch tokens (its grid's size)."""
+    height, width = config.grid_size
+    return height * width
 
 
 def _qkv_bias_paths(config):
@@ -356,13 +383,14 @@ def _fold_patch_bias(model, config, arrays):
     arrays["pos_embed"] = posemb
 
 
-def timm_hub_config(model, exported):
+def timm_hub_config(model, exported, config=None):
     """timm's Hub `config.json` (a dict) for an exported model: `architecture`, `num_classes`,
     `model_args` and the model's input spec as `pretrained_cfg` (`resolve_data_config` reads
     it), plus the class names of its head as timm's top-level `label_names` (ImageNet-1k's as
     WordNet ids with `label_descriptions`: `keras_vit.weights.timm.input_spec.timm_label_fields`),
-    which timm moves into the model's `pretrained_cfg` and `from_timm` reads back."""
-    config = model_config(model)
+    which timm moves into the model's `pretrained_cfg` and `from_timm` reads back. `config`:
+    the model's `ViTConfig` (read from it when None)."""
+    config = config or model_config(model)
     pretrained = config.preprocessing.to_timm(config.image_size, config.num_channels)
     num_classes = exported.kwargs["num_classes"]
     pretrained.update(num_classes=num_classes, architecture=exported.name)
@@ -409,8 +437,11 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
         FileExistsError: `path` exists and `overwrite` is False.
         ValueError: what export_timm cannot write (a `backbone` stem, `representation_size`,
             `classifier_activation`, another LayerNorm epsilon or ResNet stem than timm's,
-            LoRA adapters or quantized weights), naming the option and its value. Nothing
-            is written.
+            LoRA adapters or quantized weights), naming the option and its value; or a state
+            dict whose keys and shapes are not exactly those of the timm model it names
+            (checked against timm's model on the meta device where timm imports, keras_vit's
+            declaration of it otherwise: `keras_vit.weights.timm.verify`). Nothing is
+            written.
 
     Example:
 
@@ -436,8 +467,11 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
             content="a JSON file",
             argument="config_json",
         )
-        hub_config = timm_hub_config(model, exported)
+        hub_config = timm_hub_config(model, exported, config)
     arrays = timm_state_dict(model, qkv_bias=qkv_bias, config=config)
+    # The named architecture must have exactly these keys and shapes (timm's model on the meta
+    # device, or keras_vit's declaration of it): else a ValueError, and nothing is written.
+    check_timm_state_dict(exported.name, exported.kwargs, arrays, tokens=_tokens(config))
     metadata = {
         "format": "pt",
         "timm_model": exported.name,

@@ -24,6 +24,7 @@ import os
 __all__ = [
     "default_tag",
     "known_architectures",
+    "model_arguments",
     "pretrained_cfg",
     "pretrained_names",
     "split_timm_name",
@@ -69,6 +70,17 @@ def timm_modules():
         "towers": tuple(table["tower_modules"]),
         "of": {name: entry["module"] for name, entry in table["architectures"].items()},
     }
+
+
+def model_arguments(architecture):
+    """`(model class name, {argument: value})`: what timm's model function for `architecture`
+    gives its model class (plain values as they are, classes and partials described by name).
+
+    >>> model_arguments("deit3_small_patch16_224")[1]["init_values"]
+    1e-06
+    """
+    entry = _architecture(architecture)
+    return entry.get("model_class"), dict(entry.get("model_args", {}))
 
 
 def split_timm_name(name):
