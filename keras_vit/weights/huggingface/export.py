@@ -36,6 +36,7 @@ from keras_vit.saving import (
 )
 from keras_vit.weights import writing as W
 from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
+from keras_vit.weights.huggingface.verify import check_huggingface_state_dict
 from keras_vit.weights.huggingface.vit import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
@@ -297,7 +298,10 @@ def write_export_folder(folder, arrays, hf_config, config):
     model's input spec (`config.preprocessing`) is not the default or an earlier export left
     one, `preprocessor_config.json` into the checked `folder`, all or nothing: each file is
     staged beside its target, given the mode a new file gets there (the umask), then moved
-    over it. Returns `folder`."""
+    over it. First the model `hf_config` describes must have exactly the keys and shapes of
+    `arrays` (`keras_vit.weights.huggingface.verify`: transformers' model on the meta device,
+    or the declaration), else a `ValueError` and nothing is written. Returns `folder`."""
+    check_huggingface_state_dict(hf_config, arrays)
     files = {CONFIG_FILE: hf_config}
     processor = os.path.join(folder, PROCESSOR_FILE)
     if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):
