@@ -14,7 +14,7 @@ import sys
 
 from keras_vit.weights.timm.declared import declared_state_shapes
 
-__all__ = ["check_timm_state_dict", "expected_state_shapes", "hybrid_stem", "importable_timm"]
+__all__ = ["check_timm_state_dict", "expected_state_shapes", "importable_timm"]
 
 
 def importable_timm():
@@ -46,20 +46,6 @@ def expected_state_shapes(name, kwargs, *, stem=None):
     return declared_state_shapes(name, kwargs, stem=stem), "keras_vit's declaration"
 
 
-def hybrid_stem(arrays, tokens):
-    """What a hybrid's ResNet stem gives the declaration (`declared_state_shapes`'s `stem`), as
-    the arrays about to be written have it, or None for a model without one."""
-    backbone = {
-        k.removeprefix("patch_embed.backbone."): tuple(v.shape)
-        for k, v in arrays.items()
-        if k.startswith("patch_embed.backbone.")
-    }
-    if not backbone:
-        return None
-    features = arrays["patch_embed.proj.weight"].shape[1]
-    return {"backbone": backbone, "features": features, "tokens": tokens}
-
-
 def check_timm_state_dict(name, kwargs, arrays, *, tokens=None):
     """Raises a `ValueError` unless `arrays` has exactly the keys and shapes of timm's model.
 
@@ -72,8 +58,17 @@ def check_timm_state_dict(name, kwargs, arrays, *, tokens=None):
     Returns:
         The source of the expectation (`"timm"` or `"keras_vit's declaration"`).
     """
-    expected, source = expected_state_shapes(name, kwargs, stem=hybrid_stem(arrays, tokens))
     ours = {k: tuple(v.shape) for k, v in arrays.items()}
+    backbone = {
+        k.removeprefix("patch_embed.backbone."): shape
+        for k, shape in ours.items()
+        if k.startswith("patch_embed.backbone.")
+    }
+    stem = None  # a hybrid's ResNet stem, fixed by the name, as the arrays have it
+    if backbone:
+        features = ours["patch_embed.proj.weight"][1]
+        stem = {"backbone": backbone, "features": features, "tokens": tokens}
+    expected, source = expected_state_shapes(name, kwargs, stem=stem)
     missing = sorted(set(expected) - set(ours))
     unexpected = sorted(set(ours) - set(expected))
     shapes = sorted(

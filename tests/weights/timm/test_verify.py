@@ -76,15 +76,16 @@ def test_the_declaration_is_timm_s_own_state_dict():
 def test_a_hybrid_is_declared_with_its_stem():
     kwargs = dict(img_size=32, embed_dim=32, depth=1, num_heads=2, num_classes=3)
     theirs = _timm_shapes("vit_small_r26_s32_224", kwargs)
-    stem = verify.hybrid_stem({k: _Shaped(v) for k, v in theirs.items()}, tokens=1)
+    backbone = {
+        k.removeprefix("patch_embed.backbone."): v
+        for k, v in theirs.items()
+        if k.startswith("patch_embed.backbone.")
+    }
+    features = theirs["patch_embed.proj.weight"][1]
+    stem = {"backbone": backbone, "features": features, "tokens": 1}
     assert declared_state_shapes("vit_small_r26_s32_224", kwargs, stem=stem) == theirs
     with pytest.raises(NotDeclared, match="hybrid"):
         declared_state_shapes("vit_small_r26_s32_224", kwargs)
-
-
-class _Shaped:
-    def __init__(self, shape):
-        self.shape = shape
 
 
 @backend_independent
@@ -112,7 +113,7 @@ def test_export_refuses_a_name_whose_fixed_arguments_the_model_lacks(
                           pooling="token", approximate_gelu=False)  # fmt: skip
     named, qkv_bias = E.timm_model_for(model.config)
     wrong = E.TimmModel("deit3_small_patch16_224", dict(named.kwargs))
-    monkeypatch.setattr(E, "timm_model_for", lambda config, **_: (wrong, qkv_bias))
+    monkeypatch.setattr(E, "_named_model", lambda config, zero: (wrong, qkv_bias))
     path = tmp_path / "deit3.safetensors"
     source = "timm" if timm_installed else "keras_vit's declaration"
     with pytest.raises(ValueError, match=rf"does not load \(checked against {source}\); nothing "
