@@ -196,7 +196,7 @@ FLOORS = (
     ("version", "_public", "_plugins", "layers", "preprocessing"),
     ("models",),
     ("saving",),
-    ("weights", "training", "data", "mpp"),
+    ("weights", "training", "data", "mpp", "distribution"),
     ("families",),
     ("export", "inspect", "inspection"),
     ("recipes", "runner"),

@@ -27,6 +27,10 @@ RUNTIME = dict(
     # > 1 cuts the per-step host overhead (Python, callbacks) that can leave a fast GPU idle.
     steps_per_execution=1,
     distribution=None,
+    # The (batch, model) device mesh of the sharding strategies (fsdp, tensor_parallel, fsdp_tp;
+    # None: every device on the strategy's axis) and the devices per replica of model_parallel.
+    mesh=None,
+    model_parallel_size=None,
     # Several processes (JAX, keras.distribution.initialize): None reads Keras'
     # KERAS_DISTRIBUTION_JOB_ADDRESSES / _NUM_PROCESSES / _PROCESS_ID; multi_host=True lets JAX
     # find the cluster (Cloud TPU pod, SLURM, ...); init_timeout bounds the wait for the others.
@@ -131,6 +135,13 @@ def check_config(config):
     check_repeats(config.get("repeated_augmentation", 1), config["batch_size"])
     check_finetune_options(config)
     from keras_vit.data.carve import check_fraction
+    from keras_vit.training.distribution import check_mode
+
+    check_mode(
+        config.get("distribution"),
+        model_parallel_size=config.get("model_parallel_size"),
+        mesh=config.get("mesh"),
+    )
 
     check_fraction(config.get("validation_fraction", 0.0))
     freq = config.get("validation_freq", 1)

@@ -23,6 +23,7 @@ NAMES = [
     "convert",
     "weights",
     "export",
+    "plan",
     "inspect",
 ]
 
