@@ -10,7 +10,14 @@ import importlib
 import importlib.util
 import sys as _sys
 
+from keras_vit import _plugins
 from keras_vit.version import __version__ as __version__  # no framework imported
+
+# Who provides what the lower floors read (keras_vit/_plugins.py): the family folders fill the
+# registry of keras_vit.weights, and the weights package lends the builders .npz files and
+# presets. Nothing is imported here; each provider is imported the first time its point is read.
+_plugins.provide(_plugins.MODEL_FAMILIES, "keras_vit.families", subpackages=True)
+_plugins.provide(_plugins.WEIGHTS_HANDLER, "keras_vit.weights")
 
 
 def _load_api():

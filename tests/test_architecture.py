@@ -1,7 +1,14 @@
-"""The package's shape: no import cycle between keras_vit modules; layers register on import."""
+"""The package's shape: no import cycle between keras_vit modules; layers register on import.
+
+An import is any `import` statement (in functions too) and any module named by a string: a
+`"keras_vit.x.y"` or `"keras_vit.x.y:name"` constant (what `importlib.import_module`,
+`__import__` and the registries' `"module:function"` entries import) or an f-string starting
+with a module's name (`f"keras_vit.runner.{name}"` imports from `keras_vit.runner`).
+"""
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,8 +39,37 @@ def _modules():
     return modules
 
 
+_MODULE_STRING = re.compile(r"keras_vit(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?")
+
+
+def _named_module(text, modules):
+    """The module a string names (`"keras_vit.a.b"`, `"keras_vit.a.b:name"`, a name inside a
+    module: the longest module prefix), or None."""
+    name = text.partition(":")[0]
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return None
+
+
+def _string_imports(node, modules):
+    """The modules a string constant or f-string names (see the module docstring)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if _MODULE_STRING.fullmatch(node.value):
+            return [_named_module(node.value, modules)]
+    elif isinstance(node, ast.JoinedStr) and node.values:
+        head = node.values[0]
+        if isinstance(head, ast.Constant) and isinstance(head.value, str):
+            prefix = head.value.rstrip(".")
+            if head.value.endswith(".") and _MODULE_STRING.fullmatch(prefix):
+                return [_named_module(prefix, modules)]
+    return []
+
+
 def _imports(module, path, modules):
-    """The keras_vit modules that `module` imports anywhere (inside functions too)."""
+    """The keras_vit modules that `module` imports anywhere (inside functions too, and by
+    string: see the module docstring)."""
     is_package = path.endswith("__init__.py")
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), filename=path)
@@ -55,7 +91,7 @@ def _imports(module, path, modules):
                 for alias in node.names
             ]
         else:
-            continue
+            names = _string_imports(node, modules)
         for name in names:
             if name in modules and name != module:
                 found.add(name)
@@ -115,6 +151,34 @@ def test_relative_and_submodule_imports_resolve(tmp_path):
     assert _imports("pkg.sub", str(init), modules) == {"pkg.sub.leaf"}
 
 
+def test_imports_by_string_are_imports(tmp_path):
+    """importlib / __import__ by name, registries' "module:function" entries and f-strings
+    naming a package are edges (the registry once imported the families by string)."""
+    modules = {
+        name: ""
+        for name in ("keras_vit", "keras_vit.families", "keras_vit.families.eva",
+                     "keras_vit.families.eva.timm_table", "keras_vit.runner",
+                     "keras_vit.weights", "keras_vit.weights.registry")
+    }  # fmt: skip
+    source = tmp_path / "registry.py"
+    source.write_text(
+        "import importlib\n"
+        "def load():\n"
+        "    importlib.import_module('keras_vit.families')\n"
+        "    __import__('keras_vit.weights')\n"
+        "LAYOUT = 'keras_vit.families.eva.timm_table:TIMM_LAYOUT'\n"
+        "def run(name):\n"
+        "    return importlib.import_module(f'keras_vit.runner.{name}')\n"
+        "MESSAGE = 'see keras_vit.weights.registry for the families'  # prose: no edge\n"
+    )
+    assert _imports("keras_vit.weights.registry", str(source), modules) == {
+        "keras_vit.families",
+        "keras_vit.families.eva.timm_table",
+        "keras_vit.runner",
+        "keras_vit.weights",
+    }
+
+
 def test_no_import_cycle_in_keras_vit():
     graph = import_graph()
     assert "keras_vit.models.vit" in graph and "keras_vit.layers.std_conv" in graph
@@ -129,7 +193,7 @@ def test_no_import_cycle_in_keras_vit():
 # keras_vit; ones not listed here (new packages) are checked only in that no listed floor up to
 # `models` may import them, and that no cycle forms.
 FLOORS = (
-    ("version", "_public", "layers", "preprocessing"),
+    ("version", "_public", "_plugins", "layers", "preprocessing"),
     ("models",),
     ("saving",),
     ("weights", "training", "data", "mpp", "distribution"),
@@ -211,8 +275,12 @@ WEIGHT_SOURCES = ("timm", "huggingface", "npz", "presets")
 WEIGHT_SOURCE_READS = {"presets": {"npz"}}
 WEIGHTS_FAN_OUT = ("keras_vit.weights", "keras_vit.weights.convert")
 # `read_state_dict` reads any checkpoint file: a `.npz` through the npz source (imported when
-# one is read).
-WEIGHTS_COMMON_READS = {("keras_vit.weights.state_dict", "keras_vit.weights.npz.checkpoints")}
+# one is read); the family registry checks that no timm name is read by two families against
+# the table of timm's names (pure data).
+WEIGHTS_COMMON_READS = {
+    ("keras_vit.weights.state_dict", "keras_vit.weights.npz.checkpoints"),
+    ("keras_vit.weights.registry", "keras_vit.weights.timm.pretrained"),
+}
 
 
 def _weights_part(module):
@@ -284,10 +352,13 @@ print(type(model.get_layer("conv_root")).__module__)
 
 
 def test_layers_package_alone_registers_std_conv(tmp_path):
-    # The layers package imports StdConv2D itself (so no module imports models.hybrid "to
-    # register it"), and a hybrid's .keras file loads after `import keras_vit.models` (the
-    # model class), without the weights package or the public API.
-    assert "keras_vit.layers.std_conv" in import_graph()["keras_vit.layers"]
+    # The layers package imports every layer module itself (found, not listed: so no module
+    # imports models.hybrid "to register it"), and a hybrid's .keras file loads after
+    # `import keras_vit.models` (the model class), without the weights package or the API.
+    import keras_vit.layers
+    from keras_vit.layers import std_conv
+
+    assert keras_vit.layers.StdConv2D is std_conv.StdConv2D and "StdConv2D" in std_conv.__all__
     model = ViT(
         "mu/1", resnet_units=(1,), resnet_width=8, resnet_groups=4, image_size=16, num_classes=3
     )

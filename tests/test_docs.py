@@ -83,14 +83,30 @@ def module_paths():
 
 
 def test_design_lists_every_module():
+    """docs/design.md lists every module, but the layers' and the family folders', which the
+    generated docs/catalogue.md lists (`test_catalogue_is_generated_from_the_registries`)."""
     listed = set(re.findall(r"`(keras_vit/[\w/]+\.py)`", read("docs/design.md")))
+    listed |= set(re.findall(r"`(keras_vit/[\w/]+\.py)`", read("docs/catalogue.md")))
     actual = module_paths()
     assert not actual - listed, f"modules missing from docs/design.md: {sorted(actual - listed)}"
     assert not listed - actual, f"docs/design.md lists missing modules: {sorted(listed - actual)}"
 
 
+def test_catalogue_is_generated_from_the_registries():
+    """docs/catalogue.md is what scripts/make_catalogue.py writes now (families, timm coverage,
+    block kinds, layers): run the script after adding a family or a layer."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_catalogue", os.path.join(ROOT, "scripts", "make_catalogue.py")
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert read("docs/catalogue.md") == script.render(), "run scripts/make_catalogue.py"
+
+
 def test_design_lists_every_package():
-    text = read("docs/design.md")
+    text = read("docs/design.md") + read("docs/catalogue.md")
     for path in glob.glob(os.path.join(ROOT, "keras_vit", "**", "__init__.py"), recursive=True):
         package = os.path.relpath(os.path.dirname(path), ROOT).replace(os.sep, "/")
         assert f"`{package}/`" in text or package == "keras_vit", package

@@ -59,7 +59,7 @@ def convert_to_arguments(args):
 
 def run_convert_to(args):
     """Writes the `.keras` model for timm or transformers and prints how to load it."""
-    from keras_vit.models.mae import MaskedAutoencoder, extract_mae_encoder
+    from keras_vit.models.mae import MaskedAutoencoder
     from keras_vit.saving import check_folder_name, check_suffix, load_model
     from keras_vit.weights.huggingface.export import export_huggingface
     from keras_vit.weights.timm.export import export_timm
@@ -73,7 +73,7 @@ def run_convert_to(args):
     model = load_model(paths["MODEL"])
     mae = isinstance(model, MaskedAutoencoder)
     if args.target == "timm":
-        source = extract_mae_encoder(model) if mae else model
+        source = model.encoder if mae else model  # the encoder model the autoencoder holds
         exported = export_timm(source, output, overwrite=args.overwrite)
         if mae:
             print(
@@ -92,7 +92,7 @@ def run_convert_to(args):
         )
         print(f"  model = transformers.ViTMAEForPreTraining.from_pretrained({folder!r})")
         return 0
-    if _has_head(model):
+    if model.config.include_top:  # export_huggingface read and checked the config
         load = "AutoModelForImageClassification.from_pretrained({!r})"
     else:
         load = "ViTModel.from_pretrained({!r}, add_pooling_layer=False)"
@@ -100,8 +100,3 @@ def run_convert_to(args):
     print("  model = transformers." + load.format(folder))
     return 0
 
-
-def _has_head(model):
-    from keras_vit.weights.writing import model_config
-
-    return model_config(model).include_top

@@ -34,6 +34,36 @@ def _input_signature(model):
     ]
 
 
+def replace_erfc(graph):
+    """Rewrites every `Erfc(x)` node of an ONNX `graph` as `1 - Erf(x)`; returns how many.
+
+    TensorFlow computes the exact GELU as `0.5 x erfc(-x / sqrt(2))`, and tf2onnx writes its
+    `Erfc` as an `Erfc` node, which no ONNX opset defines: onnxruntime refuses the whole graph
+    ("No Op registered for Erfc"). `1 - erf(x)` is the same function (it differs from erfc by
+    less than 1e-7 where erfc is tiny, which the GELU multiplies by its input's half).
+    """
+    from onnx import helper
+
+    nodes, replaced = [], 0
+    for node in graph.node:
+        if node.op_type != "Erfc" or node.domain not in ("", "ai.onnx"):
+            nodes.append(node)
+            continue
+        (source,), (target,) = node.input, node.output
+        one, typed_one, erf = f"{target}/one", f"{target}/one_typed", f"{target}/erf"
+        nodes += [
+            helper.make_node("Constant", [], [one], value_float=1.0, name=one),
+            helper.make_node("Erf", [source], [erf], name=erf),
+            helper.make_node("CastLike", [one, erf], [typed_one], name=typed_one),
+            helper.make_node("Sub", [typed_one, erf], [target], name=f"{target}/sub"),
+        ]
+        replaced += 1
+    if replaced:
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return replaced
+
+
 def _write_onnx(model, path, *, overwrite):
     """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
     try:
@@ -50,7 +80,10 @@ def _write_onnx(model, path, *, overwrite):
 
     def write(staged):
         model.export(staged, format="onnx", input_signature=signature, verbose=False)
-        graph = onnx.load(staged).graph
+        proto = onnx.load(staged)
+        if replace_erfc(proto.graph):  # the exact GELU: an op onnxruntime can run
+            onnx.save(proto, staged)
+        graph = proto.graph
         return [i.name for i in graph.input], [output.name for output in graph.output]
 
     inputs, outputs = atomic_write(path, write, "model.onnx")

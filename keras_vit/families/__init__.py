@@ -1,34 +1,14 @@
 """Model families: one folder each, registered in `keras_vit.weights.registry`.
 
 A family's folder holds what only that family knows: its timm name patterns and checkpoint
-layout, its Hugging Face readers, its defaults. Importing this package imports every family
-folder listed in `FAMILY_FOLDERS` (in this order, which is the order timm names are matched
-in); each registers itself. docs/adding_a_family.md walks through adding one.
+layout, its Hugging Face readers, its defaults. Every sub-package here is a family: the
+registry imports them all (in name order) the first time it is read, and each registers
+itself; nothing lists them. docs/adding_a_family.md walks through adding one.
 """
 
-import importlib
+from keras_vit import _plugins
 
-from keras_vit.weights.registry import ModelFamily, mark_complete, register, registered
+# The family folders, found (not listed): the sub-packages of this package, in name order.
+FAMILY_FOLDERS = _plugins.subpackages(__name__)
 
-# The family folders, in registration order.
-FAMILY_FOLDERS = (
-    "vit",
-    "naflex",
-    "stems",
-    "eva",
-    "aimv2",
-    "parallel",
-    "pe",
-    "beit",
-    "radio",
-    "vlm",
-    "dinov2",
-    "mae",
-    "gemma4",
-)
-
-for _folder in FAMILY_FOLDERS:
-    importlib.import_module(f"keras_vit.families.{_folder}")
-mark_complete()
-
-__all__ = ["FAMILY_FOLDERS", "ModelFamily", "register", "registered"]
+__all__ = ["FAMILY_FOLDERS"]

@@ -6,7 +6,7 @@ import collections
 import keras
 import numpy as np
 
-from keras_vit.layers.block_kinds import ENCODER_BLOCKS
+from keras_vit.layers.block_kinds import encoder_blocks
 from keras_vit.layers.patch_encoder import PatchEncoder
 
 
@@ -57,7 +57,7 @@ def find_transformer_blocks(model):
     """Returns the model's `TransformerBlock` layers in depth order: its `blocks` role.
 
     A functional model without the role gives its encoder blocks (the
-    `keras_vit.layers.BLOCK_KINDS` classes but the sandwich one) in its own layer order, the
+    `keras_vit.layers.BLOCK_KINDS` classes) in its own layer order, the
     order of its graph (each block called once), which is depth order.
 
     Raises:
@@ -65,7 +65,7 @@ def find_transformer_blocks(model):
     """
     blocks = getattr(model, "blocks", None)
     if blocks is None:
-        blocks = [layer for layer in model.layers if isinstance(layer, ENCODER_BLOCKS)]
+        blocks = [layer for layer in model.layers if isinstance(layer, encoder_blocks())]
     blocks = list(blocks)
     if not blocks:
         raise ValueError(

@@ -2,6 +2,8 @@
 
 from keras import ops
 
+__all__ = ["quick_gelu"]
+
 ACTIVATIONS = ("gelu", "quick_gelu")
 
 

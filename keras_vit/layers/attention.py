@@ -20,6 +20,8 @@ from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.rotary import apply_rotary_embedding
 from keras_vit.layers.sharding import COLUMN, KEY_VALUE, ROW
 
+__all__ = ["MultiHeadSelfAttention"]
+
 # On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
 # keras_vit/layers/_torch_kernels.py (same variables and function, tested against the keras.ops
 # path). KERAS_VIT_TORCH_KERNELS=0 (read at import) or `portable_path()` keeps keras.ops.

@@ -46,6 +46,8 @@ from keras_vit.layers.relative_position import RelativePositionBias, RelativePos
 from keras_vit.layers.sharding import COLUMN, ROW
 from keras_vit.layers.swiglu import SwiGLU
 
+__all__ = ["EncoderBlock"]
+
 # The option tables of the blocks, declared once (models/config_checks.py imports them): the
 # MLP kinds (`mlp`) and the residual norm placements (`ViTConfig.block_norm`: pre-norm
 # `TransformerBlock`, residual post-norm `PostNormBlock`).

@@ -1,6 +1,8 @@
 """The encoder block kinds by value: `BLOCK_KINDS`, the one registry `make_block` reads.
 
-Each kind is its own registered layer class (timm passes `block_fn` by value the same way):
+Each kind is its own registered layer class, which registers itself here with
+`@register_block_kind(kind)` (timm passes `block_fn` by value the same way); importing
+`keras_vit.layers` imports every layer module, so the registry is whole once the package is:
 
 | kind | class | timm |
 | --- | --- | --- |
@@ -8,29 +10,43 @@ Each kind is its own registered layer class (timm passes `block_fn` by value the
 | `"post"` | `PostNormBlock` | `ResPostBlock`, `ResPostRelPosBlock`, `EvaBlockPostNorm` |
 | `"parallel"` | `ParallelBlock` | `ParallelThingsBlock` |
 | `"parallel_scaling"` | `ParallelScalingBlock` | `(Diff)ParallelScalingBlock` |
-| `"sandwich"` | `SandwichNormBlock` | `Gemma4Block` |
 
 The first three share `keras_vit.layers.block_base.EncoderBlock` (arguments, attention core,
-MLP family); each class checks only the arguments it takes. `ENCODER_BLOCKS`: the classes a
+MLP family); each class checks only the arguments it takes. These are the blocks a `ViTConfig`
+chooses (`keras_vit.models.blocks.block_kind`); a block a family's own model wires itself
+(Gemma 4's `SandwichNormBlock`) is a layer, not a kind. `encoder_blocks()`: the classes a
 ViT's encoder is made of (what `read_config`, layer decay and the inspection tools look for).
 """
 
-from keras_vit.layers.block_base import EncoderBlock
-from keras_vit.layers.parallel_block import ParallelBlock
-from keras_vit.layers.parallel_scaling_block import ParallelScalingBlock
-from keras_vit.layers.post_norm_block import PostNormBlock
-from keras_vit.layers.sandwich_block import SandwichNormBlock
-from keras_vit.layers.transformer_block import TransformerBlock
+__all__ = ["BLOCK_KINDS"]
 
-BLOCK_KINDS = {
-    "pre": TransformerBlock,
-    "post": PostNormBlock,
-    "parallel": ParallelBlock,
-    "parallel_scaling": ParallelScalingBlock,
-    "sandwich": SandwichNormBlock,
-}
+BLOCK_KINDS = {}
 
-ENCODER_BLOCKS = (EncoderBlock, ParallelScalingBlock)
+
+def register_block_kind(kind):
+    """Class decorator: registers a block class as the kind `kind` of `BLOCK_KINDS`.
+
+    Raises:
+        ValueError: another class is registered as `kind`.
+    """
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty str. Received: kind={kind!r}")
+
+    def register(cls):
+        if BLOCK_KINDS.get(kind, cls) is not cls:
+            raise ValueError(
+                f"Block kind {kind!r} is already {BLOCK_KINDS[kind].__name__}. "
+                f"Received: {cls.__name__}"
+            )
+        BLOCK_KINDS[kind] = cls
+        return cls
+
+    return register
+
+
+def encoder_blocks():
+    """The block classes of `BLOCK_KINDS`, a tuple (for `isinstance`)."""
+    return tuple(BLOCK_KINDS.values())
 
 
 def block_class(kind):

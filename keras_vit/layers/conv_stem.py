@@ -20,6 +20,8 @@ import keras
 
 from keras_vit.layers.resnet_d import BATCH_NORM_EPSILON, batch_norm
 
+__all__ = ["conv_stem"]
+
 
 def conv_stem(x, stem_widths, stem_strides, *, norm_epsilon=BATCH_NORM_EPSILON, dtype=None):
     """Non-overlapping conv -> BatchNorm -> GELU layers on the functional tensor `x`.

@@ -35,6 +35,8 @@ from keras_vit.layers.attention import (
 )
 from keras_vit.layers.sharding import COLUMN, ROW
 
+__all__ = ["DifferentialAttention"]
+
 ATTENTION_TYPES = ("standard", "differential")
 SUB_NORM_EPSILON = 1e-5  # timm's DiffAttention sub_norm
 LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_rate
 
+__all__ = ["DropPath"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class DropPath(keras.layers.Layer):

@@ -34,6 +34,8 @@ from keras import ops
 from keras_vit.layers._checks import check_positive_int_pair
 from keras_vit.preprocessing import normalize_pixels
 
+__all__ = ["ImagePreprocessor"]
+
 INTERPOLATIONS = ("bilinear", "bicubic")
 CROP_MODES = ("center", "squash")
 CROP_ROUNDINGS = ("round", "floor")

@@ -12,6 +12,8 @@ from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.sharding import COLUMN, ROW
 
+__all__ = ["MAPHead"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MAPHead(RecordsQuantizedSublayers):

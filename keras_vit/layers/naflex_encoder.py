@@ -14,6 +14,8 @@ from keras_vit.layers.naflex_position import INTERPOLATIONS, naflex_position_emb
 from keras_vit.layers.patch_encoder import build_patch_weights
 from keras_vit.layers.sharding import WIDTH
 
+__all__ = ["NaFlexPatchEncoder"]
+
 POSITION_EMBEDDINGS = ("learned", "factorized", None)
 
 

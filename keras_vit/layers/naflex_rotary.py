@@ -26,6 +26,8 @@ from keras_vit.layers.rotary import (
 )
 from keras_vit.layers.rotary_mixed import MixedRotaryEmbedding, mixed_token_table
 
+__all__ = ["NaFlexMixedRotaryEmbedding", "NaFlexRotaryEmbedding"]
+
 
 def token_positions(patch_coord, patch_valid):
     """float32 `(B, N)` rows and columns of each token (padding: 0), and its image's grid

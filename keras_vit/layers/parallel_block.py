@@ -5,9 +5,13 @@ import keras
 from keras_vit.layers._checks import check_layer_scale, check_positive_int
 from keras_vit.layers._token_mixer import BLOCK_CONFIG, config_values
 from keras_vit.layers.block_base import EncoderBlock
+from keras_vit.layers.block_kinds import register_block_kind
 from keras_vit.layers.norms import make_norm
 
+__all__ = ["ParallelBlock"]
 
+
+@register_block_kind("parallel")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class ParallelBlock(EncoderBlock):
     """Parallel branches: `x + sum_j MSA_j(LN_j(x))`, then `x + sum_j MLP_j(LN_j(x))`.

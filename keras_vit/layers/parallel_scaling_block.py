@@ -21,9 +21,12 @@ from keras_vit.layers._token_mixer import BLOCK_CONFIG, TokenMixer, config_value
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import build_qk_norms, check_epsilon, softmax_weights
 from keras_vit.layers.block_base import COMMON_ARGUMENTS
+from keras_vit.layers.block_kinds import register_block_kind
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.sharding import COLUMN, ROW
+
+__all__ = ["ParallelScalingBlock"]
 
 # The block arguments of every kind this block takes too (by keyword), with their one default.
 SHARED_ARGUMENTS = {
@@ -33,6 +36,7 @@ SHARED_ARGUMENTS = {
 }
 
 
+@register_block_kind("parallel_scaling")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class ParallelScalingBlock(TokenMixer):
     """Parallel attention and MLP from one norm and one fused input projection (ViT-22B).

@@ -12,6 +12,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_positive_int_pair
 
+__all__ = ["PatchCorruption"]
+
 
 def check_fractions(corruption_rate, mask_fraction, random_fraction):
     for name, value in (

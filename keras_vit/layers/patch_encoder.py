@@ -20,6 +20,8 @@ from keras_vit.layers.patch_positions import PositionTable
 from keras_vit.layers.patch_resize import resample_patch_embedding_ops
 from keras_vit.layers.sharding import WIDTH
 
+__all__ = ["PatchEncoder"]
+
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 
 

@@ -15,6 +15,8 @@ from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.sharding import COLUMN, ROW
 
+__all__ = ["PatchMerger"]
+
 
 def merged_grid(rows, columns, merge_size, padding, name="patch_merger"):
     """The merged grid `(rows / k, columns / k)` (rounded up with `padding`), checked.

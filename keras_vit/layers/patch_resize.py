@@ -31,6 +31,8 @@ from keras import ops
 from keras_vit.layers import bicubic
 from keras_vit.layers._checks import check_positive_int_pair
 
+__all__ = ["resample_patch_embedding"]
+
 PATCH_INTERPOLATIONS = ("bilinear", "bicubic")
 
 

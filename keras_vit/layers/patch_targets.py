@@ -11,6 +11,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_positive_int_pair
 
+__all__ = ["PatchTargets"]
+
 TARGETS = ("color", "downsampled", "pixels")
 DOWNSAMPLED_GRID = 4  # the paper's 4x4 downsized patch (16 x 512-way)
 

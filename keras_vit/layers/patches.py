@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_image_shape, check_positive_int_pair
 
+__all__ = ["Patches"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class Patches(keras.layers.Layer):

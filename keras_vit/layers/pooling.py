@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_non_negative_int, check_positive_int
 
+__all__ = ["TokenPooling"]
+
 POOLINGS = ("token", "gap", "distillation", "token_distillation", "token_gap")
 
 

@@ -14,6 +14,8 @@ from keras_vit.layers import bicubic
 from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
 from keras_vit.layers.naflex_position import axis_weights
 
+__all__ = ["resample_position_embedding", "sincos_2d_position_embedding"]
+
 INTERPOLATIONS = ("linear", "bicubic", "bilinear")
 
 

@@ -4,8 +4,12 @@ import keras
 
 from keras_vit.layers._token_mixer import config_values
 from keras_vit.layers.block_base import EncoderBlock
+from keras_vit.layers.block_kinds import register_block_kind
+
+__all__ = ["PostNormBlock"]
 
 
+@register_block_kind("post")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PostNormBlock(EncoderBlock):
     """Residual post-norm block: `x + LN(MSA(x))`, then `x + LN(MLP(x))`.

@@ -25,6 +25,13 @@ from keras_vit.layers._checks import (
 from keras_vit.layers.position_embedding import resample_position_embedding
 from keras_vit.layers.sharding import HEADS, REPLICATED
 
+__all__ = [
+    "RelativePositionBias",
+    "RelativePositionMLP",
+    "relative_position_index",
+    "resize_relative_position_table",
+]
+
 
 def num_relative_distances(grid_size, class_token=True):
     """Rows of the table: every (row, column) offset, plus 3 for the class token's pairs."""

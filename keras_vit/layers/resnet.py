@@ -16,6 +16,8 @@ import keras
 
 from keras_vit.layers.std_conv import STD_CONV_EPSILON, StdConv2D
 
+__all__ = ["residual_unit", "resnet_stem"]
+
 GROUP_NORM_EPSILON = 1e-6
 
 

@@ -31,6 +31,8 @@ import functools
 
 import keras
 
+__all__ = ["resnet_d_stem", "resnet_d_unit"]
+
 BATCH_NORM_EPSILON = 1e-5  # timm's (PyTorch's) BatchNorm2d
 BATCH_NORM_MOMENTUM = 0.9  # PyTorch's momentum 0.1
 

@@ -11,7 +11,7 @@ from keras import ops
 from keras_vit.layers._checks import check_bool
 from keras_vit.layers.attention import check_epsilon
 
-__all__ = ["RMSNorm", "rms_normalize"]
+__all__ = ["RMSNorm"]
 
 
 def rms_normalize(x, epsilon):

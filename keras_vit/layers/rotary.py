@@ -16,6 +16,13 @@ from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 
+__all__ = [
+    "RotaryEmbedding2D",
+    "apply_rotary_embedding",
+    "dinov3_rotary_embedding_2d",
+    "rotary_embedding_2d",
+]
+
 
 def _check_head_dim(head_dim):
     check_positive_int(head_dim, "head_dim")

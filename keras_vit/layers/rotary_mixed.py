@@ -15,6 +15,8 @@ from keras import ops
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 from keras_vit.layers.rotary import _check_head_dim, feature_grid, grid_positions, grid_tokens
 
+__all__ = ["MixedRotaryEmbedding", "mixed_rotary_embedding"]
+
 
 def mixed_rotary_frequencies(num_layers, num_heads, head_dim, temperature, angles):
     """timm's `init_random_2d_freqs`: `(2, layers, heads, head_dim / 2)` from per-head angles.

@@ -9,7 +9,7 @@ EVA-02 tables rotate interleaved pairs instead). Frequencies `1 / theta ** (2i /
 
 from keras import ops
 
-__all__ = ["apply_split_rotary", "check_split_head_dim", "split_rotary_table"]
+__all__ = ["apply_split_rotary", "split_rotary_table"]
 
 
 def check_split_head_dim(head_dim, num_axes=2):

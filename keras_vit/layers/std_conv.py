@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+__all__ = ["StdConv2D"]
+
 STD_CONV_EPSILON = 1e-5
 EPSILON_MODES = ("std", "variance")
 

@@ -9,6 +9,8 @@ from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.sharding import COLUMN, ROW
 
+__all__ = ["SwiGLU"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class SwiGLU(RecordsQuantizedSublayers):

@@ -12,7 +12,7 @@ from keras import ops
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
 from keras_vit.layers.sharding import WIDTH
 
-__all__ = ["TablePatchEmbedding", "grid_coordinates"]
+__all__ = ["TablePatchEmbedding"]
 
 
 def grid_coordinates(height, width):

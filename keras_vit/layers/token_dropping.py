@@ -25,6 +25,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_non_negative_int, check_rate
 
+__all__ = ["TokenDropping"]
+
 
 def num_kept(num_patches, rate):
     """Patches kept of `num_patches` at drop `rate`: `int(N * (1 - rate))` (MAE's `len_keep`).

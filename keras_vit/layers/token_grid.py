@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
 
+__all__ = ["TokenGrid"]
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TokenGrid(keras.layers.Layer):

@@ -7,11 +7,15 @@ import keras
 from keras_vit.layers._checks import check_bool, check_layer_scale, check_positive_int
 from keras_vit.layers._token_mixer import BLOCK_CONFIG, config_values
 from keras_vit.layers.block_base import BLOCK_NORMS, COMMON_ARGUMENTS, EncoderBlock
+from keras_vit.layers.block_kinds import register_block_kind
 from keras_vit.layers.differential_attention import check_attention_type
 from keras_vit.layers.parallel_block import ParallelBlock
 from keras_vit.layers.post_norm_block import PostNormBlock
 
+__all__ = ["TransformerBlock"]
 
+
+@register_block_kind("pre")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TransformerBlock(EncoderBlock):
     """Pre-norm Transformer encoder block: `x + MSA(LN(x))`, then `x + MLP(LN(x))`.

@@ -14,6 +14,7 @@ from keras_vit.layers._checks import (
 )
 from keras_vit.layers.activations import check_activation
 from keras_vit.layers.block_base import BLOCK_NORMS, MLPS  # declared once, by the blocks
+from keras_vit.layers.differential_attention import ATTENTION_TYPES  # declared once, there
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
 from keras_vit.models.arguments import check_num_classes
@@ -200,7 +201,6 @@ def check_block_norm(config):
 
 
 BLOCK_TYPES = ("standard", "parallel_scaling")
-ATTENTION_TYPES = ("standard", "differential")
 
 
 def check_block_type(config):
@@ -405,23 +405,32 @@ def check_class_names(config, normalize):
     normalize("class_names", names)
 
 
-def check_patch_dropout(config):
-    """Patch dropout (`patch_dropout_rate`) needs a static patch sequence it can thin out:
-    refused with what keeps every patch in place (relative position biases, a merger's grid,
-    NaFlex sequences, `dynamic_image_size`)."""
-    if not config.patch_dropout_rate:
-        return
-    for name, value, why in (
+def token_dropping_conflicts(config):
+    """`[(option, value, why)]` of `config`'s options that keep every patch token in place, so
+    that nothing may drop tokens: patch dropout (`check_patch_dropout`) and the masked
+    autoencoder (`keras_vit.models.mae.mae_encoder_config`) refuse the same ones."""
+    found = (
         ("relative_position_bias", config.relative_position_bias, "biases the full grid"),
         ("merger_size", config.merger_size, "merges neighbouring patches of the full grid"),
-        ("naflex", config.naflex, "masks padded sequences instead"),
-        ("dynamic_image_size", config.dynamic_image_size, "needs a static token count"),
-    ):
-        if value:
-            raise ValueError(
-                f"patch_dropout_rate drops patch tokens, but {name} {why}. Received: "
-                f"patch_dropout_rate={config.patch_dropout_rate}, {name}={value!r}"
-            )
+        ("naflex", config.naflex, "takes padded patch sequences, not image grids"),
+        ("dynamic_image_size", config.dynamic_image_size, "has no static token count"),
+        ("stem", config.is_hybrid, "(a hybrid) embeds a CNN feature map, not image patches"),
+    )
+    return [(name, value, why) for name, value, why in found if value]
+
+
+def check_patch_dropout(config):
+    """Patch dropout (`patch_dropout_rate`) needs a static patch sequence it can thin out:
+    refused with what keeps every patch in place (`token_dropping_conflicts`)."""
+    if not config.patch_dropout_rate:
+        return
+    for name, value, why in token_dropping_conflicts(config):
+        if name == "stem":  # patch dropout thins the stem's feature-map tokens as well
+            continue
+        raise ValueError(
+            f"patch_dropout_rate drops patch tokens, but {name} {why}. Received: "
+            f"patch_dropout_rate={config.patch_dropout_rate}, {name}={value!r}"
+        )
 
 
 def check_core(config, normalize):

@@ -38,6 +38,7 @@ from keras_vit.layers.sharding import REPLICATED, WIDTH
 from keras_vit.layers.token_dropping import TokenDropping, check_kept, gather_tokens
 from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
+from keras_vit.models.config_checks import token_dropping_conflicts
 from keras_vit.models.encoder import VisionTransformer, build_model, num_prefix_tokens
 
 # The decoder's layer names (transformers' ViTMAE names map to them). Block `i` is
@@ -104,18 +105,11 @@ def mae_encoder_config(config):
             f"MaskedAutoencoder needs a ViTConfig (or a VisionTransformer's config). "
             f"Received: {type(config).__name__}"
         )
-    for name, value, why in (
-        ("relative_position_bias", config.relative_position_bias, "biases the full grid"),
-        ("merger_size", config.merger_size, "merges neighbouring patches of the full grid"),
-        ("naflex", config.naflex, "takes patch sequences, not images"),
-        ("dynamic_image_size", config.dynamic_image_size, "has no static token count"),
-        ("stem", config.is_hybrid, "(a hybrid) embeds a CNN feature map, not image patches"),
-    ):
-        if value:
-            raise ValueError(
-                f"MaskedAutoencoder drops patch tokens, but an encoder with {name} {why}. "
-                f"Received: {name}={value!r}"
-            )
+    for name, value, why in token_dropping_conflicts(config):
+        raise ValueError(
+            f"MaskedAutoencoder drops patch tokens, but an encoder with {name} {why}. "
+            f"Received: {name}={value!r}"
+        )
     return dataclasses.replace(
         config, include_top=False, pooling=None, fc_norm=False, patch_dropout_rate=0.0
     )

@@ -4,13 +4,15 @@
 so the builders never import it. A `.weights.h5` file is Keras' own format and loads here; the
 official `.npz` files and preset names are handled by `keras_vit.weights`, which registers
 itself with `register_weights_handler` when it is imported. Where nothing has imported it yet
-(`keras_vit` imports its public names lazily), the first `.npz` or preset loads it by name, as a
-plug-in: the import graph keeps models below weights.
+(`keras_vit` imports its public names lazily), the first `.npz` or preset loads the provider of
+the `WEIGHTS_HANDLER` extension point (`keras_vit._plugins`; `keras_vit/__init__.py` names it):
+this module names no package above it.
 """
 
 import dataclasses
-import importlib
 import os
+
+from keras_vit import _plugins
 
 WEIGHT_SUFFIXES = (".npz", ".weights.h5")
 _EXPECTED = (
@@ -43,15 +45,12 @@ def register_weights_handler(handler):
     _HANDLER[:] = [handler]
 
 
-WEIGHTS_PACKAGE = "keras_vit.weights"
-
-
 def _handler():
     if not _HANDLER:
-        importlib.import_module(WEIGHTS_PACKAGE)  # registers itself (the plug-in)
+        _plugins.load(_plugins.WEIGHTS_HANDLER)  # the weights package registers itself
     if not _HANDLER:
         raise RuntimeError(
-            f"Loading .npz checkpoints and presets needs {WEIGHTS_PACKAGE}, which registers a "
+            "Loading .npz checkpoints and presets needs the weights package, which registers a "
             "WeightsHandler on import; it registered none."
         )
     return _HANDLER[0]

@@ -7,7 +7,8 @@
   (`resolve_data_config` with no config: ImageNet mean and std, crop_pct 0.875, bilinear):
   `keras_vit.weights.timm.input_spec`;
 - transformers: the folder's `preprocessor_config.json`, else the model type's image processor
-  defaults (`HF_DEFAULTS`): `keras_vit.weights.huggingface.input_spec`;
+  defaults (registered by its family: `ModelFamily.huggingface_input_specs`):
+  `keras_vit.weights.huggingface.input_spec`;
 - the official `.npz` and the presets: the default `PreprocessingConfig()` (`[-1, 1]`).
 
 A spec the user gave (`preprocessing=` to `from_timm` / `from_huggingface`) wins.

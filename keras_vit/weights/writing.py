@@ -97,6 +97,47 @@ def state_dict_from_table(model, table):
     return arrays, used
 
 
+def model_values(model, target):
+    """`{variable path: float32 array}` of every weight of `model`, read once (an exporter reads
+    its tables from these), after `check_float_variables`."""
+    check_float_variables(model, target)
+    return {path: variable_value(v) for path, v in model_variables(model).items()}
+
+
+def arrays_from_values(values, table, *, target, model_name, left_out=()):
+    """The arrays a name table maps to `values` (`model_values`), in the source library's
+    layout, after checking that every value is written or `left_out` on purpose.
+
+    Args:
+        values: dict {variable path: np.ndarray}, every weight of the model.
+        table: dict {source key: (variable path or paths, Transform)}.
+        target: str. The target format, for messages (`"timm"`).
+        model_name: str. The model's name, for messages.
+        left_out: variable paths written otherwise (folded into another array) or all zero
+            where the target has none.
+
+    Returns:
+        dict {source key: float32 np.ndarray} in the table's order.
+
+    Raises:
+        ValueError: the table names a variable the model does not have, or a value would be
+            lost (LoRA adapters, quantization scales, ...).
+    """
+    arrays, used = {}, set(left_out)
+    for key, (paths, transform) in table.items():
+        paths = (paths,) if isinstance(paths, str) else tuple(paths)
+        absent = [p for p in paths if p not in values]
+        if absent:
+            raise ValueError(
+                f"The name table maps {key!r} to {absent}, which model '{model_name}' does not "
+                "have (a table that does not fit the model's architecture)."
+            )
+        arrays[key] = invert(transform, [values[p] for p in paths])
+        used.update(paths)
+    _check_all_used(model_name, [path for path in values if path not in used], target)
+    return arrays
+
+
 def check_everything_exported(model, used, target):
     """Raises a `ValueError` naming every variable of `model` not in `used` (nothing is lost).
 
@@ -106,7 +147,11 @@ def check_everything_exported(model, used, target):
         target: str. The target format, for the message (`"timm"`).
     """
     variables = model_variables(model)
-    left = [path for path in variables if path not in used]
+    _check_all_used(model.name, [path for path in variables if path not in used], target)
+
+
+def _check_all_used(model_name, left, target):
+    """The error naming the variables `left` that a `target` export would lose, if any."""
     if not left:
         return
     hints = []
@@ -115,7 +160,7 @@ def check_everything_exported(model, used, target):
     if any(path.endswith(("_scale", "amax_history")) for path in left):
         hints.append("quantization scales: export the float model (before keras_vit.quantize)")
     raise ValueError(
-        f"Cannot export model '{model.name}' to {target}: {len(left)} variable(s) have no place "
+        f"Cannot export model '{model_name}' to {target}: {len(left)} variable(s) have no place "
         f"in a {target} checkpoint{' (' + '; '.join(hints) + ')' if hints else ''}: "
         + ", ".join(left[:8])
         + (" ..." if len(left) > 8 else "")

@@ -18,8 +18,8 @@ SwiGLU, DINOv2-giant's, is a checkpoint layout of the same `SwiGLU` layer: tests
   model then quantized to int8 (`quantize`) stays close as test_quantization's checks.
 
 The exports run where the other export tests trace in process, on the TensorFlow backend (on
-JAX and PyTorch the same TensorFlow trace runs in a subprocess, covered by tests/export/test_saved_model.py
-and test_litert.py); LoRA and int8 run on every backend.
+JAX and PyTorch the same TensorFlow trace runs in a subprocess, covered by
+tests/export/test_saved_model.py and test_litert.py); LoRA and int8 run on every backend.
 """
 
 import keras

@@ -21,6 +21,7 @@ from keras_vit.layers import (
     _legacy_layout,
 )
 from keras_vit.layers.attention import portable_path
+from keras_vit.layers.block_kinds import encoder_blocks, register_block_kind
 from keras_vit.models.blocks import block_kind, make_block
 from keras_vit.models.config import ViTConfig
 from tests.helpers import roundtrip_layer, to_numpy
@@ -36,13 +37,18 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
 
 
 def test_registry_by_value():
+    """Each kind a ViTConfig chooses registered itself (`@register_block_kind`); the sandwich
+    block Gemma 4's tower wires itself is a layer, not a kind a config can choose."""
     assert BLOCK_KINDS == {
         "pre": TransformerBlock,
         "post": PostNormBlock,
         "parallel": ParallelBlock,
         "parallel_scaling": ParallelScalingBlock,
-        "sandwich": SandwichNormBlock,
     }
+    assert SandwichNormBlock not in BLOCK_KINDS.values()
+    assert set(encoder_blocks()) == set(BLOCK_KINDS.values())
+    with pytest.raises(ValueError, match="Block kind 'pre' is already TransformerBlock"):
+        register_block_kind("pre")(PostNormBlock)
     for cls in (TransformerBlock, PostNormBlock, ParallelBlock):
         assert issubclass(cls, EncoderBlock)
     assert not issubclass(PostNormBlock, TransformerBlock)

@@ -13,5 +13,9 @@ FAMILY = register(
         huggingface_readers={
             "beit": _READER,
         },
+        # BeitImageProcessor, where a folder has no preprocessor_config.json
+        huggingface_input_specs={
+            "beit": {"image_mean": (0.5,) * 3, "image_std": (0.5,) * 3, "resample": 3},
+        },
     )
 )

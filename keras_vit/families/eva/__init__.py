@@ -3,6 +3,7 @@ Sapiens2.
 """
 
 from keras_vit.families.eva import timm_dinov3_names, timm_names
+from keras_vit.models.preprocessing_config import IMAGENET_MEAN, IMAGENET_STD
 from keras_vit.weights.registry import ModelFamily, register
 
 _READER = "keras_vit.families.eva.huggingface_dinov3:from_huggingface_dinov3"
@@ -23,6 +24,10 @@ FAMILY = register(
         timm_unsupported=(*timm_names.UNSUPPORTED,),
         huggingface_readers={
             "dinov3_vit": _READER,
+        },
+        # DINOv3ViTImageProcessorFast, where a folder has no preprocessor_config.json
+        huggingface_input_specs={
+            "dinov3_vit": {"image_mean": IMAGENET_MEAN, "image_std": IMAGENET_STD, "resample": 2},
         },
     )
 )

@@ -3,13 +3,14 @@
 `eva_name_table(config, spec)` is the `{timm key: (path(s), transform)}` table of
 `keras_vit.weights.loading.load_state_dict` for a checkpoint of timm's `timm/models/eva.py`
 (`Eva`, `EvaBlock`, `EvaAttention`, `SwiGLU` / `GluMlp` / `Mlp`), the families of
-`keras_vit.families.eva.timm_names`. `keras_vit.weights.timm.reader` uses it (through the family's
+`keras_vit.families.eva.timm_names`. `keras_vit.weights.timm.table` uses it (through the family's
 `TIMM_LAYOUT`, registered in `keras_vit.families.eva`) for every name whose family says
 `layout="eva"`; the rest of the table (tokens, position embedding, patch
 embedding, norms, head) is shared with the ViT table.
 """
 
 from keras_vit.models.variable_paths import ROTARY_EMBEDDING, block, variable_path
+from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.registry import TimmLayout
 from keras_vit.weights.timm.options import PACKED_BIAS, PACKED_WEIGHT, inner_norm, interleave_halves
@@ -133,7 +134,36 @@ def _claims(config, spec):
     return spec is not None and spec.extras.get("layout") == "eva"
 
 
-# How `keras_vit.weights.timm.reader.timm_name_table` lays out an `Eva` checkpoint (registered in
+def _size(name, kwargs, arguments):
+    """`name` (`hidden_dim`, `num_layers`) as the model will have it: the user's, the name's,
+    else its variant's."""
+    value = kwargs.get(name) or arguments.get(name)
+    return value or parse_variant(arguments["variant"])[name]
+
+
+def _config_arguments(spec, arguments, kwargs):
+    """The `ViT` arguments of an `Eva` name that follow the user's sizes (`kwargs`):
+
+    - `map_mlp_ratio` (the Perception Encoder core's attention pool): its MLP width is
+      `int(hidden_dim * ratio)`, unless `map_mlp_dim` is given;
+    - `kv_heads = (count, full)` (Sapiens2, timm's `_sapiens2_args`): grouped-query attention
+      with `count` key / value heads except in the first and last `full` blocks (None: all
+      heads), unless `num_key_value_heads` is given.
+    """
+    arguments = dict(arguments)
+    ratio = spec.extras.get("map_mlp_ratio")
+    if ratio is not None and kwargs.get("map_mlp_dim") is None:
+        arguments["map_mlp_dim"] = int(_size("hidden_dim", kwargs, arguments) * ratio)
+    kv_heads = spec.extras.get("kv_heads")
+    if kv_heads is not None and "num_key_value_heads" not in kwargs:
+        count, full = kv_heads
+        layers = _size("num_layers", kwargs, arguments)
+        heads = tuple(None if i < full or i >= layers - full else count for i in range(layers))
+        arguments["num_key_value_heads"] = heads if any(heads) else None
+    return arguments
+
+
+# How `keras_vit.weights.timm.table.timm_name_table` lays out an `Eva` checkpoint (registered in
 # keras_vit/families/eva/__init__.py).
 TIMM_LAYOUT = TimmLayout(
     claims=_claims,
@@ -141,4 +171,5 @@ TIMM_LAYOUT = TimmLayout(
     block_rows=eva_block_table,
     fills=eva_fills,
     own_qkv_fills=True,
+    config_arguments=_config_arguments,
 )

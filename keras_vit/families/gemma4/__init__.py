@@ -1,5 +1,5 @@
-"""Gemma 4's vision towers (timm's gemma4_vit_*): a model of their own kind, read by the
-family's own timm reader."""
+"""Gemma 4's vision towers (timm's gemma4_vit_*): a model of their own kind
+(`Gemma4VisionTower`, images in [0, 1]), read by the family's own timm reader."""
 
 from keras_vit.families.gemma4 import timm_names
 from keras_vit.weights.registry import ModelFamily, register

@@ -1,10 +1,10 @@
 """timm's `VisionTransformer` families: ViT (original, AugReg), DeiT, DeiT III, DINOv2, CLIP,
-SigLIP, BEiT, relpos ViTs, register ViTs, the R50 / R26 hybrids; matched first. Their checkpoint
-layout is the shared one of `keras_vit.weights.timm.reader`; transformers' `vit` is read there too.
+SigLIP, BEiT, relpos ViTs, register ViTs, the R50 / R26 hybrids. Their checkpoint layout is the
+shared one of `keras_vit.weights.timm.table`.
 """
 
-from keras_vit.families.registry import ModelFamily, register
 from keras_vit.families.vit import timm_names
+from keras_vit.weights.registry import ModelFamily, register
 
 FAMILY = register(
     ModelFamily(

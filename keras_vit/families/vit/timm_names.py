@@ -375,10 +375,6 @@ FAMILY_SPECS = (
 )
 
 # Names timm has that keras_vit does not implement, and why (checked before the families).
-UNSUPPORTED = (
-    (
-        r"samvit_.*",
-        "SAM's image encoder (windowed attention with decomposed relative positions and a "
-        "convolutional neck: timm's vision_transformer_sam, a model of its own kind)",
-    ),
-)
+# Names of the family keras_vit refuses, with why: none (a name of timm's ViT modules that no
+# family reads is refused by keras_vit.weights.timm.names as such).
+UNSUPPORTED = ()

@@ -36,6 +36,7 @@ from keras_vit.saving import (
 )
 from keras_vit.weights import writing as W
 from keras_vit.weights.export_options import SAME_OUTPUTS, check_unwritten_options_default
+from keras_vit.weights.huggingface.verify import check_huggingface_state_dict
 from keras_vit.weights.huggingface.vit import huggingface_name_table
 from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
@@ -170,7 +171,7 @@ def huggingface_config(config, *, qkv_bias=True):
 
 def _position_embedding(model, config):
     """transformers' `(1, 1 + N, D)` position embedding: a zero class row where ours has none."""
-    encoder = W.patch_encoder(model)
+    encoder = model.patch_encoder
     if config.position_embedding == "learned" and config.prefix_position_embedding:
         return keras.ops.convert_to_numpy(encoder.position_embeddings).astype("float32")
     patches = keras.ops.convert_to_numpy(encoder.patch_position_embedding()).astype("float32")
@@ -189,18 +190,20 @@ def huggingface_state_dict(model, config=None):
         `vit.` prefixes) or `ViTModel` saves them; without q/k/v biases when they are all
         zero (transformers' `qkv_bias=False`).
     """
-    config = config or W.model_config(model)
+    return _state_dict(model, config or W.model_config(model))
+
+
+def _state_dict(model, config):
+    """`huggingface_state_dict` of a model whose `ViTConfig` is `config`."""
     check_huggingface_expressible(config)
-    W.check_float_variables(model, "Hugging Face transformers")
+    values = W.model_values(model, "Hugging Face transformers")  # every weight, read once
     biases = zero_qkv_biases(config.num_layers)
-    qkv_bias = not W.is_zero(model, biases)  # all zero: written as qkv_bias=False, as it came
+    qkv_bias = any(np.any(values[path]) for path in biases)  # all zero: qkv_bias=False
     table = huggingface_name_table(config, qkv_bias=qkv_bias)
     positions, _ = table.pop(POSITIONS)
-    arrays, used = W.state_dict_from_table(model, table)
-    used.update(biases)
-    if config.position_embedding == "learned":
-        used.add(positions)
-    W.check_everything_exported(model, used, "Hugging Face transformers")
+    left_out = {*biases, positions} if config.position_embedding == "learned" else {*biases}
+    arrays = W.arrays_from_values(values, table, target="Hugging Face transformers",
+                                  model_name=model.name, left_out=left_out)  # fmt: skip
     arrays = {POSITIONS: _position_embedding(model, config), **arrays}
     if not config.include_top:
         return arrays
@@ -285,7 +288,7 @@ def export_huggingface(model, folder, *, overwrite=False):
         return writer(model, folder, overwrite=overwrite)
     folder = check_export_folder(folder, overwrite)
     config = W.model_config(model)
-    arrays = huggingface_state_dict(model, config)
+    arrays = _state_dict(model, config)
     hf = huggingface_config(
         config, qkv_bias=any(".attention.attention.query.bias" in k for k in arrays)
     )
@@ -297,7 +300,10 @@ def write_export_folder(folder, arrays, hf_config, config):
     model's input spec (`config.preprocessing`) is not the default or an earlier export left
     one, `preprocessor_config.json` into the checked `folder`, all or nothing: each file is
     staged beside its target, given the mode a new file gets there (the umask), then moved
-    over it. Returns `folder`."""
+    over it. First the model `hf_config` describes must have exactly the keys and shapes of
+    `arrays` (`keras_vit.weights.huggingface.verify`: transformers' model on the meta device,
+    or the declaration), else a `ValueError` and nothing is written. Returns `folder`."""
+    check_huggingface_state_dict(hf_config, arrays)
     files = {CONFIG_FILE: hf_config}
     processor = os.path.join(folder, PROCESSOR_FILE)
     if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):

@@ -1,32 +1,20 @@
 """The input spec and class names a transformers folder supplies (`keras_vit.weights.class_names`).
 
-The folder's `preprocessor_config.json`, else the model type's image processor defaults
-(`HF_DEFAULTS`); class names from `config.json`'s `id2label`.
+The folder's `preprocessor_config.json`, else the model type's image processor defaults (the
+ones its family registered, `ModelFamily.huggingface_input_specs`, else `VIT_DEFAULTS`); class
+names from `config.json`'s `id2label`.
 """
 
 import json
 import os
 
-from keras_vit.models.preprocessing_config import (
-    CLIP_MEAN,
-    CLIP_STD,
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    PreprocessingConfig,
-)
+from keras_vit.models.preprocessing_config import PreprocessingConfig
 from keras_vit.weights.class_names import attach_class_names
+from keras_vit.weights.registry import huggingface_input_spec_defaults
 
-# transformers' image processor defaults per model type, where a folder has no
-# preprocessor_config.json: (mean, std, resample) of the class `AutoImageProcessor` picks.
-HF_DEFAULTS = {
-    "vit": ((0.5,) * 3, (0.5,) * 3, 2),  # ViTImageProcessor
-    "dinov2": (IMAGENET_MEAN, IMAGENET_STD, 3),  # BitImageProcessor (DINOv2's config)
-    "dinov2_with_registers": (IMAGENET_MEAN, IMAGENET_STD, 3),
-    "dinov3_vit": (IMAGENET_MEAN, IMAGENET_STD, 2),  # DINOv3ViTImageProcessorFast
-    "beit": ((0.5,) * 3, (0.5,) * 3, 3),  # BeitImageProcessor
-    "siglip2_vision_model": ((0.5,) * 3, (0.5,) * 3, 2),
-    "aimv2_vision_model": (CLIP_MEAN, CLIP_STD, 3),
-}
+# transformers' ViTImageProcessor defaults, where a folder has no preprocessor_config.json and
+# no family registered its model type's (`ModelFamily.huggingface_input_specs`).
+VIT_DEFAULTS = {"image_mean": (0.5,) * 3, "image_std": (0.5,) * 3, "resample": 2}
 
 
 def _read_json(path):
@@ -67,10 +55,9 @@ def huggingface_input_spec(folder, hf_config, image_size):
             if "another size" not in str(error):
                 raise
             return _at_other_size(processor, image_size)
-    mean, std, resample = HF_DEFAULTS.get(hf_config.get("model_type"), HF_DEFAULTS["vit"])
-    return PreprocessingConfig.from_huggingface(
-        {"image_mean": mean, "image_std": std, "resample": resample}, image_size
-    )
+    model_type = hf_config.get("model_type")
+    defaults = huggingface_input_spec_defaults(model_type) if isinstance(model_type, str) else None
+    return PreprocessingConfig.from_huggingface(defaults or VIT_DEFAULTS, image_size)
 
 
 def _at_other_size(processor, image_size):

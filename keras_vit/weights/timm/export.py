@@ -28,12 +28,14 @@ whose q/k/v biases are all zero exports to a name without them (e.g. `vit_base_p
 as it came.
 """
 
+import functools
 import json
 import math
 import os
 from typing import NamedTuple
 
 import keras
+import numpy as np
 
 from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights.registry import family_of_timm_name
@@ -41,15 +43,14 @@ from keras_vit.weights.timm import names as timm_names
 from keras_vit.weights.timm.export_checks import HYBRID_FIELDS, check_timm_expressible, refuse
 from keras_vit.weights.timm.input_spec import timm_label_fields
 from keras_vit.weights.timm.names import HYBRIDS, parse_timm_name
+from keras_vit.weights.timm.pretrained import model_arguments
 from keras_vit.weights.timm.reader import timm_config, timm_name_table
+from keras_vit.weights.timm.verify import check_timm_state_dict
 from keras_vit.weights.writing import (
+    arrays_from_values,
     check_destination,
-    check_everything_exported,
-    check_float_variables,
-    is_zero,
     model_config,
-    patch_encoder,
-    state_dict_from_table,
+    model_values,
     write_json_file,
     write_state_dict,
 )
@@ -151,9 +152,17 @@ def timm_arguments(config, *, qkv_bias=True):
     }
 
 
-def _candidates(config=None):
-    """timm names that may express `config`: its own name first, then each family's."""
-    names = [config.name] if config is not None and isinstance(config.name, str) else []
+def _candidate_specs(own_name=None):
+    """timm names that may express a model: its own name (`own_name`) first, then each
+    family's.
+
+    A name is a candidate only when everything it fixes is what `timm_arguments` writes: its
+    own model passes `check_timm_expressible` and its checkpoint has no layout of its own
+    (`extras` other than `mlp_ratio` and how its position table is resized when loaded). A
+    name fixing more (another norm, an inner norm, no final norm, ...) could not be
+    overridden by keyword arguments into the model written.
+    """
+    names = [own_name] if isinstance(own_name, str) else []
     names += [family.example for family in timm_names.FAMILIES]
     names += [f"{arch}_224" for arch in HYBRIDS]
     found = {}
@@ -162,12 +171,28 @@ def _candidates(config=None):
             spec = parse_timm_name(name)
         except ValueError:
             continue
-        if spec.extras.get("layout") == "eva":
-            continue  # timm's Eva models: not written (check_timm_expressible)
         if family_of_timm_name(spec.name) is not None:
             continue  # a family's own kind of model (its own timm reader): not a ViTConfig
-        found.setdefault(spec.name, spec)
+        if set(spec.extras) - {"mlp_ratio", "position_resize"} or spec.name in found:
+            continue  # a checkpoint layout of its own (Eva, AIMv2's unpacked SwiGLU, ...)
+        try:
+            check_timm_expressible(timm_config(spec))
+        except ValueError:
+            continue  # the name fixes what timm_arguments does not write
+        found[spec.name] = spec
     return list(found.values())
+
+
+def _candidate(spec):
+    """`(spec, what the name fixes, its timm arguments)` of a candidate name."""
+    theirs = timm_config(spec)
+    return spec, _fixed(theirs), timm_arguments(theirs, qkv_bias=spec.qkv_bias)
+
+
+@functools.cache
+def _candidates(own_name=None):
+    """`_candidate` of every candidate name (`_candidate_specs`), read once per own name."""
+    return tuple(_candidate(spec) for spec in _candidate_specs(own_name))
 
 
 def _fixed(config):
@@ -183,7 +208,7 @@ def _same_fixed(ours, theirs):
 
 def _no_candidate(config):
     """The `ValueError` for a config no timm name fixes the same way (naming what differs)."""
-    fixed = [(spec, _fixed(timm_config(spec))) for spec in _candidates()]
+    fixed = [(spec, theirs) for spec, theirs, _ in _candidates()]
     epsilons = sorted({f[0] for _, f in fixed})
     if not any(math.isclose(config.layer_norm_epsilon, e, rel_tol=1e-9) for e in epsilons):
         return refuse(
@@ -232,30 +257,45 @@ def timm_model_for(config, *, zero_qkv_bias=False):
     'vit_base_patch16_224'
     """
     check_timm_expressible(config)
+    return _named_model(config, zero_qkv_bias)
+
+
+def _named_model(config, zero_qkv_bias):
+    """`timm_model_for` of a config already checked (`check_timm_expressible`)."""
     ours_fixed = _fixed(config)
+    own = config.name if isinstance(config.name, str) else None
     best = None
-    for spec in _candidates(config):
-        try:
-            theirs = timm_config(spec)
-        except ValueError:  # a name our table parses but cannot build (the model's own name)
-            continue
-        if not _same_fixed(ours_fixed, _fixed(theirs)):
+    for spec, theirs_fixed, defaults in _candidates(own):
+        if not _same_fixed(ours_fixed, theirs_fixed):
             continue
         qkv_bias = spec.qkv_bias or not zero_qkv_bias
         ours = timm_arguments(config, qkv_bias=qkv_bias)
-        defaults = timm_arguments(theirs, qkv_bias=spec.qkv_bias)
         kwargs = {
             key: value
             for key, value in ours.items()
             if key in ALWAYS
             or value != defaults[key]
-            or (key == "fc_norm" and ours["global_pool"] == "avg")  # timm's default depends
+            or (key == "fc_norm" and _fc_norm_given(spec.name, value, ours["global_pool"]))
         }
         if best is None or len(kwargs) < len(best[0].kwargs):
             best = (TimmModel(spec.name, kwargs), qkv_bias)
     if best is None:
         raise _no_candidate(config)
     return best
+
+
+def _fc_norm_given(name, fc_norm, global_pool):
+    """Whether `fc_norm` must be a keyword argument: timm's `fc_norm=None` (the default of
+    most names) means "on with average pooling", so it follows `global_pool` unless given."""
+    fixed = model_arguments(name)[1].get("fc_norm")
+    timm_default = global_pool in ("avg", "avgmax", "max") if fixed is None else fixed
+    return global_pool == "avg" or fc_norm != timm_default
+
+
+def _tokens(config):
+    """The model's patch tokens (its grid's size)."""
+    height, width = config.grid_size
+    return height * width
 
 
 def _qkv_bias_paths(config):
@@ -309,22 +349,33 @@ def timm_state_dict(model, *, qkv_bias=True, config=None):
             `pre_norm` without a position embedding to carry it.
     """
     config = config or model_config(model)
-    check_float_variables(model, "timm")
-    arrays, used = state_dict_from_table(model, timm_export_table(config, qkv_bias=qkv_bias))
+    return _state_dict(model, config, qkv_bias, model_values(model, "timm"))
+
+
+def _state_dict(model, config, qkv_bias, values):
+    """`timm_state_dict` of a model whose `ViTConfig` is `config` and whose weights are
+    `values` (`model_values`, read once)."""
+    left_out = set()
     if not qkv_bias:
-        if not is_zero(model, _qkv_bias_paths(config)):
+        if not _all_zero(values, _qkv_bias_paths(config)):
             raise ValueError("qkv_bias=False, but the model's q/k/v biases are not all zero.")
-        used.update(_qkv_bias_paths(config))
-    if config.position_embedding == "sincos2d":
-        encoder = patch_encoder(model)
-        table = keras.ops.convert_to_numpy(encoder.patch_position_embedding())
-        arrays = _insert_after(arrays, "pos_embed", table.astype("float32"), before="patch_embed")
+        left_out.update(_qkv_bias_paths(config))
     if config.pre_norm:
-        used.add(PATHS["patch_bias"])
-        if not is_zero(model, [PATHS["patch_bias"]]):
-            _fold_patch_bias(model, config, arrays)
-    check_everything_exported(model, used, "timm")
+        left_out.add(PATHS["patch_bias"])  # folded into the position embedding, if not zero
+    table = timm_export_table(config, qkv_bias=qkv_bias)
+    arrays = arrays_from_values(values, table, target="timm", model_name=model.name,
+                                left_out=left_out)  # fmt: skip
+    if config.position_embedding == "sincos2d":
+        table = keras.ops.convert_to_numpy(model.patch_encoder.patch_position_embedding())
+        arrays = _insert_after(arrays, "pos_embed", table.astype("float32"), before="patch_embed")
+    if config.pre_norm and not _all_zero(values, [PATHS["patch_bias"]]):
+        _fold_patch_bias(values[PATHS["patch_bias"]], config, arrays)
     return arrays
+
+
+def _all_zero(values, paths):
+    """Whether the weights at `paths` are all zero."""
+    return all(not np.any(values[path]) for path in paths)
 
 
 def _insert_after(arrays, key, value, before):
@@ -339,7 +390,7 @@ def _insert_after(arrays, key, value, before):
     return out
 
 
-def _fold_patch_bias(model, config, arrays):
+def _fold_patch_bias(bias, config, arrays):
     """timm's pre-norm models have no patch bias: add ours to the patch tokens' positions."""
     if "pos_embed" not in arrays:
         raise refuse(
@@ -348,21 +399,24 @@ def _fold_patch_bias(model, config, arrays):
             "timm's pre-norm models have no patch-embedding bias, and this model's non-zero "
             "bias has no position embedding to go into (position_embedding=None)",
         )
-    encoder = patch_encoder(model)
-    bias = keras.ops.convert_to_numpy(encoder.bias).astype("float32")
     rows = _prefix_rows(config)
     posemb = arrays["pos_embed"].copy()
     posemb[:, rows:] += bias
     arrays["pos_embed"] = posemb
 
 
-def timm_hub_config(model, exported):
+def timm_hub_config(model, exported, config=None):
     """timm's Hub `config.json` (a dict) for an exported model: `architecture`, `num_classes`,
     `model_args` and the model's input spec as `pretrained_cfg` (`resolve_data_config` reads
     it), plus the class names of its head as timm's top-level `label_names` (ImageNet-1k's as
     WordNet ids with `label_descriptions`: `keras_vit.weights.timm.input_spec.timm_label_fields`),
-    which timm moves into the model's `pretrained_cfg` and `from_timm` reads back."""
-    config = model_config(model)
+    which timm moves into the model's `pretrained_cfg` and `from_timm` reads back. `config`:
+    the model's `ViTConfig` (read from it when None)."""
+    return _hub_config(exported, config or model_config(model))
+
+
+def _hub_config(exported, config):
+    """`timm_hub_config` of a model whose `ViTConfig` is `config`."""
     pretrained = config.preprocessing.to_timm(config.image_size, config.num_channels)
     num_classes = exported.kwargs["num_classes"]
     pretrained.update(num_classes=num_classes, architecture=exported.name)
@@ -409,8 +463,11 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
         FileExistsError: `path` exists and `overwrite` is False.
         ValueError: what export_timm cannot write (a `backbone` stem, `representation_size`,
             `classifier_activation`, another LayerNorm epsilon or ResNet stem than timm's,
-            LoRA adapters or quantized weights), naming the option and its value. Nothing
-            is written.
+            LoRA adapters or quantized weights), naming the option and its value; or a state
+            dict whose keys and shapes are not exactly those of the timm model it names
+            (checked against timm's model on the meta device where timm imports, keras_vit's
+            declaration of it otherwise: `keras_vit.weights.timm.verify`). Nothing is
+            written.
 
     Example:
 
@@ -424,8 +481,8 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
     config = model_config(model)
     check_timm_expressible(config)  # before reading the q/k/v biases (q/v-only: no key bias)
     path = check_destination(path, overwrite)
-    zero = is_zero(model, _qkv_bias_paths(config))
-    exported, qkv_bias = timm_model_for(config, zero_qkv_bias=zero)
+    values = model_values(model, "timm")  # every weight, read once
+    exported, qkv_bias = _named_model(config, _all_zero(values, _qkv_bias_paths(config)))
     if config_json is not None:  # checked (and made) before anything is written
         if config_json is True:
             config_json = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
@@ -436,8 +493,11 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
             content="a JSON file",
             argument="config_json",
         )
-        hub_config = timm_hub_config(model, exported)
-    arrays = timm_state_dict(model, qkv_bias=qkv_bias, config=config)
+        hub_config = _hub_config(exported, config)
+    arrays = _state_dict(model, config, qkv_bias, values)
+    # The named architecture must have exactly these keys and shapes (timm's model on the meta
+    # device, or keras_vit's declaration of it): else a ValueError, and nothing is written.
+    check_timm_state_dict(exported.name, exported.kwargs, arrays, tokens=_tokens(config))
     metadata = {
         "format": "pt",
         "timm_model": exported.name,

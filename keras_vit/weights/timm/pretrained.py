@@ -1,10 +1,12 @@
-"""timm's pretrained configs of the architectures keras_vit reads: `pretrained_cfg(name)`.
+"""timm's pretrained configs of the architectures keras_vit knows of: `pretrained_cfg(name)`.
 
 The data is `pretrained.json` beside this module, written from timm 1.0.31's
 `get_pretrained_cfg` by `scripts/make_timm_pretrained_table.py` (timm is not needed at run
-time; tests/weights/timm/test_pretrained.py checks the table against the installed timm). It
-is also the registry of timm's architecture names that `keras_vit.weights.timm.names` accepts
-(`known_architectures`): a name is looked up, never parsed for numbers.
+time; tests/weights/timm/test_pretrained.py checks the table against the installed timm): every
+name of timm's ViT modules and VLM vision towers, whether a registered family reads it or not.
+It is also the registry of timm's architecture names that `keras_vit.weights.timm.names`
+accepts (`known_architectures`): a name is looked up, never parsed for numbers; a registered
+family must read it too.
 
 Per `<arch>.<tag>` (and per architecture without pretrained weights, under its own name):
 `hf_hub_id`, `hf_hub_filename`, `url`, `num_classes`, `input_size` (C, H, W),
@@ -22,9 +24,11 @@ import os
 __all__ = [
     "default_tag",
     "known_architectures",
+    "model_arguments",
     "pretrained_cfg",
     "pretrained_names",
     "split_timm_name",
+    "timm_modules",
     "unknown_name_message",
 ]
 
@@ -39,7 +43,8 @@ def _table():
 
 
 def known_architectures():
-    """The timm architecture names (no tag) keras_vit reads: a frozenset.
+    """The timm architecture names (no tag) of the table: a frozenset (`from_timm` reads those a
+    registered family reads: `keras_vit.weights.timm.reader.reads_timm_name`).
 
     >>> "vit_base_patch16_224" in known_architectures()
     True
@@ -50,6 +55,32 @@ def known_architectures():
 @functools.cache
 def _known():
     return frozenset(_table()["architectures"])
+
+
+def timm_modules():
+    """timm's modules whose every name is in the table: `{"vit": (...), "towers": (...)}` (its
+    ViT modules, its VLM vision towers' modules), and `"of"`: `{architecture: module}`.
+
+    >>> timm_modules()["of"]["vit_base_patch16_224"]
+    'vision_transformer'
+    """
+    table = _table()
+    return {
+        "vit": tuple(table["vit_modules"]),
+        "towers": tuple(table["tower_modules"]),
+        "of": {name: entry["module"] for name, entry in table["architectures"].items()},
+    }
+
+
+def model_arguments(architecture):
+    """`(model class name, {argument: value})`: what timm's model function for `architecture`
+    gives its model class (plain values as they are, classes and partials described by name).
+
+    >>> model_arguments("deit3_small_patch16_224")[1]["init_values"]
+    1e-06
+    """
+    entry = _architecture(architecture)
+    return entry.get("model_class"), dict(entry.get("model_args", {}))
 
 
 def split_timm_name(name):
@@ -99,7 +130,7 @@ def pretrained_cfg(name):
         `interpolation`, `label_set`, `license` (and `test_input_size` where timm has one).
 
     Raises:
-        ValueError: an architecture timm does not register or keras_vit does not read, or a
+        ValueError: an architecture timm does not register or keras_vit does not know, or a
             tag timm does not have for it (the message lists the known ones).
 
     Example:
@@ -140,5 +171,5 @@ def unknown_name_message(architecture):
     hint = f" Did you mean: {', '.join(near)}?" if near else ""
     return (
         f"Unknown timm model name {architecture!r}: it is not one of the {len(_known())} timm "
-        f"architectures keras_vit reads.{hint}"
+        f"architectures keras_vit knows of (timm's ViT modules).{hint}"
     )

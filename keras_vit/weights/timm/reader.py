@@ -13,11 +13,12 @@ hybrid ResNet (`StdConv2dSame` with epsilon 1e-8 under the square root, GroupNor
 1e-5), and timm's position-embedding resampling (bicubic with antialiasing, `F.interpolate`
 exactly: `keras_vit.layers.bicubic`; FlexiViT's and C-RADIO's bilinear without antialiasing)
 when the image size differs from the checkpoint's.
-Architectures keras_vit does not implement (SwiGLU, rotary embeddings, ...: `UNSUPPORTED`) are
-refused with a `ValueError` saying what they need.
+A timm name no registered family reads, or one a family refuses (`UNSUPPORTED`), is refused
+with a `ValueError` saying so.
 """
 
 import logging
+import textwrap
 
 from keras_vit.models.arguments import check_size_arguments, head_arguments
 from keras_vit.models.config import ViTConfig
@@ -25,7 +26,12 @@ from keras_vit.models.encoder import build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
 from keras_vit.weights.class_names import attach_class_names
-from keras_vit.weights.registry import family_of_timm_name, load_callable, timm_layouts_for
+from keras_vit.weights.registry import (
+    family_of_timm_name,
+    load_callable,
+    registered,
+    timm_layouts_for,
+)
 from keras_vit.weights.state_dict import read_state_dict
 from keras_vit.weights.timm.hub_checkpoint import hub_checkpoint
 from keras_vit.weights.timm.input_spec import timm_class_names, timm_input_spec
@@ -130,42 +136,10 @@ def from_timm(
     unexpected or mis-shaped array, and nothing is assigned.
 
     Families (timm's numerics; outputs equal timm's within 1e-5 in the tests; one folder each
-    under `keras_vit/families/`, and tests/families checks this list against the registry):
-    - vit: `vit_*_patch*_*` (original and AugReg, tiny to gigantic, `vit_base_patch16_224_miil`,
-      `vit_base_*_plus_*`, `vit_small_patch16_36x1_224`, `vit_*_patch16_18x2_*`,
-      `vit_*_patch16_rpn_*`), `deit_*` and distilled `deit_*_distilled_*` (timm's eval output:
-      the mean of both heads), DeiT III `deit3_*`, `vit_*_gap_*`, register models
-      `vit_*_reg{N}_{gap,map}_*`, DINOv2 (`vit_*_patch14_dinov2`, `vit_*_patch14_reg4_dinov2`;
-      giant with its SwiGLU MLP), CLIP / OpenCLIP towers (`vit_*_clip_*`,
-      `*_clip_quickgelu_*`), SigLIP towers (`*_siglip_*` with the MAP head, `*_siglip_gap_*`),
-      BEiT (`beit_*`, `beitv2_*`) and relpos ViTs (`vit_relpos_*`), EVA-01
-      `eva_large_patch14_*`, and the hybrids `vit_tiny_r_s16_p8_*`, `vit_small_r26_s32_*`,
-      `vit_base_r26_s32_*`, `vit_base_r50_s16_*`, `vit_large_r50_s32_*`;
-    - naflex: FlexiViT `flexivit_*` (use `keras_vit.with_patch_size` for other patch sizes)
-      and timm's NaFlex ViTs `naflexvit_*` as NaFlex models (`naflex=True`: a dict input of
-      `patches`, `patch_coord`, `patch_valid`, made by `keras_vit.data.naflex_batch`);
-    - stems: ResNet-D stems (`vit_*_resnet26d_*`, `vit_*_resnet50d_*`) and MobileCLIP's
-      `vit_*_mci_*`;
-    - eva: timm's `eva.py`: EVA-02 (`eva02_*`, RoPE + SwiGLU), EVA (`eva_giant_*`), rotary
-      register ViTs (`vit_*_rope_reg*_gap_256`), RoPE-ViT
-      (`vit_*_patch16_rope*_224`), DINOv3 (`vit_*_patch16_dinov3*`, DINOv3's RoPE:
-      `rotary_embedding="dinov3"`), LingBot (`vit_*_lingbot`), Sapiens2 (`vit_*_sapiens2*`);
-    - aimv2: `aimv2_*` (RMSNorm, `patch_norm`, SwiGLU, no biases);
-    - parallel: parallel-block ViTs (`vit_*_xp_*`, `vit_pwee_*`, differential attention
-      `vit_dpwee_*`);
-    - pe: Perception Encoder (`vit_pe_*`: 'xy' RoPE, `final_norm=False` for lang / spatial,
-      the core towers' attention pool);
-    - beit: BEiT-3 (`beit3_*`);
-    - radio: C-RADIO (`vit_*_patch16_radio_v*`, `naflexvit_*_radio_v*`; its 128 x 128 table
-      resized bilinearly as timm does), TIPSv2 (`vit_*_patch14_reg1_tipsv2`),
-      `vit_intern300m_patch14_448`, timm's `test_vit*` models;
-    - vlm: the vision towers of Qwen3-VL (`qwen3_vit_*`) and DeepSeek-V4 (`deepseek_vit_*`;
-      `_merge` / `_align` / `_enc` keep the projector: `model.merger`, its width from the
-      name's tag);
-    - gemma4: Gemma 4's vision towers (`gemma4_vit_*`), read by the family's own reader
-      (`timm_reader`) into a `keras_vit.families.gemma4.model.Gemma4VisionTower` taking images
-      in [0, 1].
-    Other timm names (SAM, ...) raise a `ValueError` saying what they need.
+    under `keras_vit/families/`: this list is generated from their registration,
+    `keras_vit.weights.registry`):
+    {families}
+    Other timm names raise a `ValueError` saying why (`keras_vit.weights.timm.names`).
 
     By name (timm's `create_model(name, pretrained=True)`): `pretrained=True` downloads the
     tag's checkpoint from the Hugging Face Hub (the repo `timm/<arch>.<tag>` or the tag's
@@ -233,7 +207,10 @@ def from_timm(
             "force_download=True downloads the name's weights again: it needs pretrained=True "
             f"(without it nothing is downloaded). Received name={name!r}, pretrained=False."
         )
-    if pretrained or name.startswith(("hf-hub:", "hf_hub:")):
+    hub_repo = isinstance(name, str) and name.startswith(("hf-hub:", "hf_hub:"))
+    if not hub_repo and family_of_timm_name(_architecture(name)) is None:
+        parse_timm_name(name)  # a name no family reads is refused before any download
+    if pretrained or hub_repo:
         name, checkpoint = hub_checkpoint(
             name, checkpoint, pretrained, revision, cache_dir, force_download=force_download
         )
@@ -258,6 +235,22 @@ def from_timm(
         _load(model, spec, arrays, checkpoint, config)
         attach_class_names(model, timm_class_names(name, checkpoint))  # when they fit the head
     return model
+
+
+def families_doc(indent="    "):
+    """The list of families in `from_timm`'s docstring, from the registry: each family's name,
+    description and an example of each of its name patterns."""
+    lines = []
+    for record in registered():
+        if not (record.timm_specs or record.timm_reader):
+            continue
+        examples = ", ".join(f"`{spec[2].split('.')[0]}`" for spec in record.timm_specs)
+        text = f"- {record.name}: {record.description}" + (f" E.g. {examples}." if examples else "")
+        lines += textwrap.wrap(text, 96 - len(indent), subsequent_indent="  ")
+    return f"\n{indent}".join(lines)
+
+
+from_timm.__doc__ = from_timm.__doc__.replace("{families}", families_doc())
 
 
 def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
@@ -286,19 +279,13 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
     arguments = dict(spec.arguments)
     num_classes = spec.num_classes if num_classes is None else num_classes
     num_classes, include_top = head_arguments(num_classes, kwargs.pop("include_top", None))
-    # A family's arguments that depend on the tag (keras_vit.families: the VLM projector width).
+    # A family's arguments that depend on the tag or the user's sizes (its TimmLayout's).
     for layout in timm_layouts_for(None, spec):
         if layout.config_arguments:
             arguments = layout.config_arguments(spec, arguments, kwargs)
     ratio = spec.extras.get("mlp_ratio")
     hidden = kwargs.get("hidden_dim") or arguments.get("hidden_dim")
     hidden = hidden or parse_variant(arguments["variant"])["hidden_dim"]
-    map_ratio = spec.extras.get("map_mlp_ratio")  # Perception Encoder core's attention pool
-    if map_ratio is not None and kwargs.get("map_mlp_dim") is None:
-        arguments["map_mlp_dim"] = int(hidden * map_ratio)
-    kv_heads = spec.extras.get("kv_heads")  # Sapiens2: (grouped count, MHA blocks at each end)
-    if kv_heads is not None and "num_key_value_heads" not in kwargs:
-        arguments["num_key_value_heads"] = _kv_heads(kv_heads, kwargs, arguments)
     if ratio is not None and kwargs.get("mlp_dim") is None:
         # timm: int(hidden * mlp_ratio), also for a hidden_dim override.
         # A packed SwiGLU's ratio counts both halves (timm's SwiGLUPacked fc1).
@@ -318,16 +305,6 @@ def timm_config(spec, *, image_size=None, num_classes=None, **kwargs):
             **kwargs,
         },
     )
-
-
-def _kv_heads(kv_heads, kwargs, arguments):
-    """timm's `_sapiens2_args` rule for the final depth: grouped-query attention with `count`
-    key / value heads except in the first and last `full` blocks (None: all heads)."""
-    count, full = kv_heads
-    layers = kwargs.get("num_layers") or arguments.get("num_layers")
-    layers = layers or parse_variant(arguments["variant"])["num_layers"]
-    heads = tuple(None if i < full or i >= layers - full else count for i in range(layers))
-    return heads if any(heads) else None
 
 
 def reads_timm_name(name):

@@ -1,17 +1,20 @@
-"""The records of `keras_vit.weights.timm.names`: a `Family` of timm names, a parsed name.
+"""The records of `keras_vit.weights.timm.names`: a pattern of timm names, a parsed name.
 
-`Family` is one entry of `timm_names.FAMILIES` (each family module's `FAMILY_SPECS` rows are its
-fields); `TimmArchitecture` is what `timm_names.parse_timm_name` returns.
+`TimmNamePattern` is one entry of `names.FAMILIES` (each family folder's `FAMILY_SPECS` rows are
+its fields); `TimmArchitecture` is what `names.parse_timm_name` returns. A model family (one
+folder of `keras_vit/families/`, a `keras_vit.weights.registry.ModelFamily`) registers one or
+more name patterns.
 """
 
 import dataclasses
 
-__all__ = ["Family", "TimmArchitecture"]
+__all__ = ["Family", "TimmArchitecture", "TimmNamePattern"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Family:
-    """A family of timm model names and the keras_vit arguments they mean.
+class TimmNamePattern:
+    """A pattern of timm model names and the keras_vit arguments they mean (one row of a model
+    family's `timm_specs`; `Family` is its earlier name).
 
     Attributes:
         name: str. Short name (`"vit"`, `"deit3"`, ...).
@@ -38,7 +41,9 @@ class TimmArchitecture:
     Attributes:
         name: str. The architecture name, without tag or Hub prefix.
         tag: str. The pretrained tag (`"augreg_in21k"`) or "".
-        family: `Family`.
+        family: `TimmNamePattern`. The pattern the name matched (its `name` is the pattern's,
+            not the model family's: `spec.family.name` of a DeiT is `"deit"`, its folder
+            `vit`).
         arguments: dict. `keras_vit.ViT` arguments (no `image_size` / `num_classes`
             decisions yet, except DINOv2's 518 px).
         extras: dict. The checkpoint-layout keys of the family's arguments (`layout`,
@@ -56,10 +61,14 @@ class TimmArchitecture:
 
     name: str
     tag: str
-    family: Family
+    family: TimmNamePattern
     arguments: dict
     image_size: int
     num_classes: int
     qkv_bias: bool
     patch_bias: bool
     extras: dict = dataclasses.field(default_factory=dict)
+
+
+# The earlier name of `TimmNamePattern` (it is one pattern of names, not a model family).
+Family = TimmNamePattern

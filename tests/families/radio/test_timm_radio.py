@@ -35,7 +35,8 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as tests/weights/timm/test_reader.py)
+# The position embedding resampled at every call (as tests/weights/timm/test_reader.py).
+DYNAMIC_RTOL = 1e-4
 SMALL = dict(depth=1, embed_dim=32, num_heads=2, num_classes=3)
 OURS = dict(num_layers=1, hidden_dim=32, num_heads=2)
 # id: (timm name, image size: a 2 x 2 grid).

@@ -1,4 +1,4 @@
-"""keras_vit/families/vit: timm's `VisionTransformer` names, registered first; their defaults."""
+"""keras_vit/families/vit: timm's `VisionTransformer` names and their defaults."""
 
 import pytest
 
@@ -10,10 +10,14 @@ from tests.helpers import backend_independent
 pytestmark = backend_independent
 
 
-def test_vit_family_is_registered_first_and_matched_first():
-    assert R.registered()[0].name == "vit"
+def test_vit_family_s_patterns_are_its_rows_in_the_joined_table():
+    """The registry holds the vit family's rows in its order; no other family's pattern
+    matches a name of the family (the registry refuses that), so the order decides nothing."""
     core = [spec[0] for spec in V.FAMILY_SPECS]
-    assert [family.name for family in N.FAMILIES[: len(core)]] == core
+    joined = [family.name for family in N.FAMILIES]
+    start = joined.index(core[0])
+    assert joined[start : start + len(core)] == core
+    assert R.family("vit").timm_specs == V.FAMILY_SPECS
 
 
 @pytest.mark.parametrize(
@@ -41,5 +45,20 @@ def test_headless_families_and_refusals_come_from_the_registry():
     assert "dinov3" in N._table("HEADLESS")  # registered by the eva family
     for pattern, _ in V.UNSUPPORTED:
         assert (pattern, _) in N.UNSUPPORTED
-    with pytest.raises(ValueError, match="samvit_base_patch16.*not supported by keras_vit"):
-        N.parse_timm_name("samvit_base_patch16")
+    with pytest.raises(ValueError, match="'vit_tiny_patch16_244'.*Did you mean"):
+        N.parse_timm_name("vit_tiny_patch16_244")  # not one of timm's names
+
+
+def test_a_name_of_timm_s_table_no_family_reads_is_refused_as_such(monkeypatch):
+    """A name of keras_vit's table of timm's names (timm's ViT modules) that no registered
+    family reads is refused saying so, before anything is downloaded."""
+    import keras_vit
+    from keras_vit.weights.timm import pretrained
+
+    known = pretrained.known_architectures() | {"vit_unread_patch16_224"}
+    monkeypatch.setattr(N, "known_architectures", lambda: known)
+    message = "'vit_unread_patch16_224' is one of the timm architectures.*no registered model"
+    with pytest.raises(ValueError, match=message):
+        N.parse_timm_name("vit_unread_patch16_224")
+    with pytest.raises(ValueError, match=message):  # refused before the Hub is asked
+        keras_vit.from_timm("vit_unread_patch16_224.tag", pretrained=True)

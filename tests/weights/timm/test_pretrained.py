@@ -21,9 +21,14 @@ def test_table_is_timms_pretrained_cfg_for_every_name():
     timm = import_timm()
     from timm.data import infer_imagenet_subset
     from timm.models import get_pretrained_cfg
+    from timm.models._registry import _model_to_module
 
-    read = {a for a in timm.list_models() if match_timm_family(a) is not None}
-    assert read == timm_pretrained.known_architectures() and len(read) == 309
+    modules = timm_pretrained.timm_modules()
+    in_modules = {n for m in modules["vit"] + modules["towers"] for n in timm.list_models(module=m)}
+    matched = {a for a in timm.list_models() if match_timm_family(a) is not None}
+    read = in_modules | matched  # every name of the modules, and every one a family reads
+    assert read == timm_pretrained.known_architectures() and len(read) >= 313
+    assert all(modules["of"][a] == _model_to_module[a] for a in read)
     names = timm_pretrained.pretrained_names()
     assert len(names) == sum(len(timm.list_pretrained(f"{a}.*")) for a in read)
     untagged = [a for a in read if timm_pretrained.default_tag(a) is None]

@@ -439,71 +439,33 @@ def test_every_relpos_name_is_timms_architecture():
 
 
 def test_supported_count_over_all_timm_names():
-    """How many of timm's registered names `from_timm` reads (a regression shows here)."""
-    reads = 0
+    """No timm name outside keras_vit's table of timm's names is read, and the registered
+    families read at least the 309 names of timm 1.0.31 they read when this was written (a
+    regression shows here)."""
+    from keras_vit.weights.timm.pretrained import known_architectures
+
+    reads = set()
     for name in timm.list_models():
         try:
             N.parse_timm_name(name)
         except ValueError:
             continue
-        reads += 1
-    # timm 1.0.31: 147 VisionTransformer names (140, the 2 parallel *_18x2_*, DINOv2 giant's 2,
-    # EVA-01 large 2, the post-norm vit_base_patch16_rpn_224), BEiT 7, relpos 13 (with the 4
-    # post-norm *_rpn_*), eva.py 56 (19 + RoPE-ViT's 12 axial / mixed + DINOv3 12 + EVA-02
-    # enormous's post-norm + Perception Encoder 12), NaFlexVit 14 (C-RADIO's 6 included),
-    # FlexiViT 3, AIMv2 12, BEiT-3 4, ParallelScalingBlock 4 (*_xp_* 3, vit_pwee_*) and
-    # differential attention 3 (vit_dwee_*, vit_dlittle_*, vit_dpwee_*), C-RADIO 6, TIPSv2 4,
-    # InternViT-300M 1, test_vit* 5, LingBot 4, ResNet-D hybrids 4 and MobileCLIP's
-    # vit_base_mci_224 (test_timm_stems.py), Sapiens2 5, Qwen3-VL towers 9 and DeepSeek-V4
-    # towers 3 (test_timm_vlm.py), Gemma 4 towers 4 (tests/families/gemma4) (of 1371 names)
-    assert reads == 309
+        reads.add(name)
+    assert reads <= known_architectures()
+    assert reads == {name for name in known_architectures() if T.reads_timm_name(name)}
+    assert len(reads) >= 309
 
 
-def test_every_vit_module_name_is_read_or_refused_with_its_reason():
-    """Over timm's ViT modules (297 names in 1.0.31) only SAM's encoders are refused; of the
-    VLM vision towers Qwen3-VL's, DeepSeek-V4's and Gemma 4's are read (Gemma 4's by the
-    gemma4 family's own reader)."""
-    modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
-               "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
-    refused = {}
-    for module in modules:
-        for name in timm.list_models(module=module):
-            try:
-                N.parse_timm_name(name)
-            except ValueError as error:
-                refused[name] = str(error)
-    assert sorted(refused) == sorted(timm.list_models("samvit_*")) and len(refused) == 4
-    assert all("SAM's image encoder" in why for why in refused.values())
-    for module in ("qwen3_vit", "deepseek_vit", "gemma4_vit"):
-        assert all(N.parse_timm_name(name) for name in timm.list_models(module=module))
-    assert len(timm.list_models(module="gemma4_vit")) == 4
-    assert {N.parse_timm_name(n).family.name for n in timm.list_models(module="gemma4_vit")} == {
-        "gemma4"
-    }
+def test_every_vit_module_name_is_in_the_table_and_read_or_refused_saying_why():
+    """keras_vit's table of timm's names holds every name of timm's ViT modules and VLM vision
+    towers; each is read, or refused saying that no registered family reads it."""
+    from keras_vit.weights.timm.pretrained import known_architectures, timm_modules
 
-
-def test_readme_and_docs_counts_are_the_registry_s():
-    """README.md's and docs/weights.md's coverage figures, computed: how many names of timm's
-    ViT modules (and with the VLM towers) `from_timm` reads (`reads_timm_name`)."""
-    from timm.models import _registry
-
-    vit_modules = ("vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
-                   "vision_transformer_sam", "eva", "beit", "deit", "naflexvit")  # fmt: skip
-    towers = vit_modules + ("qwen3_vit", "gemma4_vit", "deepseek_vit")
-    names = timm.list_models()
-    module_of = {name: _registry._model_to_module[name] for name in names}
-    vit = [n for n in names if module_of[n] in vit_modules]
-    vlm = [n for n in names if module_of[n] in towers]
-    read_vit = sum(T.reads_timm_name(n) for n in vit)
-    read_vlm = sum(T.reads_timm_name(n) for n in vlm)
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-    def text(page):
-        with open(os.path.join(here, page), encoding="utf-8") as f:
-            return " ".join(f.read().split())
-
-    readme, weights = text("README.md"), text("docs/weights.md")
-    assert f"{read_vit} of the {len(vit)} names of timm's ViT modules" in readme
-    assert f"{read_vlm} of {len(vlm)} with timm's VLM vision towers" in readme
-    assert f"| {len(vit)} | {read_vit} (" in weights
-    assert f"| {len(vlm)} | {read_vlm} (" in weights
+    modules = timm_modules()
+    in_modules = {n for m in modules["vit"] + modules["towers"] for n in timm.list_models(module=m)}
+    assert in_modules <= known_architectures()
+    for name in sorted(in_modules):
+        if T.reads_timm_name(name):
+            continue
+        with pytest.raises(ValueError, match="no registered model family reads it"):
+            N.parse_timm_name(name)
