@@ -9,6 +9,7 @@ import os
 import keras
 
 import keras_vit.saving as saving
+from keras_vit.layers._checks import check_bool
 from keras_vit.models.config import ViTConfig
 
 METHODS = ("auto", "subprocess")
@@ -17,6 +18,12 @@ METHODS = ("auto", "subprocess")
 def check_method(method):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+
+
+def check_flags(**flags):
+    """The exporters' bool arguments (`overwrite`, `verbose`), each a bool, in order."""
+    values = tuple(check_bool(value, name) for name, value in flags.items())
+    return values if len(values) > 1 else values[0]
 
 
 def import_tensorflow():

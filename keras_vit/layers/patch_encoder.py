@@ -202,7 +202,7 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
         self.patch_norm_epsilon = check_epsilon(patch_norm_epsilon, "patch_norm_epsilon")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
-        self.class_token = bool(class_token)
+        self.class_token = check_bool(class_token, "class_token")
         if position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"position_embedding must be one of {POSITION_EMBEDDINGS}. "
@@ -215,20 +215,15 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
             )
         self.position_embedding = position_embedding
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
-        self.use_mask_embedding = bool(use_mask_embedding)
+        self.use_mask_embedding = check_bool(use_mask_embedding, "use_mask_embedding")
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         num_register_tokens = check_non_negative_int(num_register_tokens, "num_register_tokens")
         self.num_register_tokens = num_register_tokens
-        for name, value in (
-            ("distillation_token", distillation_token),
-            ("prefix_position_embedding", prefix_position_embedding),
-            ("dynamic_image_size", dynamic_image_size),
-        ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be a bool. Received: {name}={value!r}")
-        self.distillation_token = distillation_token
-        self.prefix_position_embedding = prefix_position_embedding
-        self.dynamic_image_size = dynamic_image_size
+        self.distillation_token = check_bool(distillation_token, "distillation_token")
+        self.prefix_position_embedding = check_bool(
+            prefix_position_embedding, "prefix_position_embedding"
+        )
+        self.dynamic_image_size = check_bool(dynamic_image_size, "dynamic_image_size")
         if position_embedding_grid is not None:
             position_embedding_grid = check_positive_int_pair(
                 position_embedding_grid, "position_embedding_grid"

@@ -23,7 +23,7 @@ tables the attention layers take (as a NaFlex batch's).
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_non_negative_int, check_rate
+from keras_vit.layers._checks import check_bool, check_non_negative_int, check_rate
 
 
 def num_kept(num_patches, rate):
@@ -140,11 +140,7 @@ class TokenDropping(keras.layers.Layer):
         super().__init__(**kwargs)
         self.rate = check_rate(rate, "rate")
         self.num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
-        if not isinstance(training_only, bool):
-            raise ValueError(
-                f"training_only must be a bool. Received: training_only={training_only!r}"
-            )
-        self.training_only = training_only
+        self.training_only = check_bool(training_only, "training_only")
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed, name="seed_generator")
 

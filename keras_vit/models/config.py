@@ -34,7 +34,6 @@ from keras_vit.models import config_stem_checks as stem_checks
 from keras_vit.models import merger, variants
 from keras_vit.models.arguments import nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
-    BOOLS,
     MLPS,
     NAFLEX_RESIZE,
     POOLINGS,
@@ -373,3 +372,5 @@ ViTConfig.__doc__ = ViTConfig.__doc__.replace(
     "        (the entries of `keras_vit.models.config_docs.OPTIONS`)\n", args_section(8) + "\n"
 )
 HYBRID_KWARGS = ViTConfig.field_names("hybrid")
+# The bool options (checked by `checks.check_core`, which reads the same annotations).
+BOOLS = tuple(f.name for f in dataclasses.fields(ViTConfig) if f.type in (bool, "bool"))
