@@ -4,7 +4,6 @@ The folder's `preprocessor_config.json`, else the model type's image processor d
 (`HF_DEFAULTS`); class names from `config.json`'s `id2label`.
 """
 
-import json
 import os
 
 from keras_vit.models.preprocessing_config import (
@@ -14,6 +13,7 @@ from keras_vit.models.preprocessing_config import (
     IMAGENET_STD,
     PreprocessingConfig,
 )
+from keras_vit.weights.config_types import HF_PROCESSOR_FIELDS, check_fields, read_json_object
 from keras_vit.weights.input_specs import attach_class_names
 
 # transformers' image processor defaults per model type, where a folder has no
@@ -27,11 +27,6 @@ HF_DEFAULTS = {
     "siglip2_vision_model": ((0.5,) * 3, (0.5,) * 3, 2),
     "aimv2_vision_model": (CLIP_MEAN, CLIP_STD, 3),
 }
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def huggingface_class_names(hf_config):
@@ -60,12 +55,13 @@ def huggingface_input_spec(folder, hf_config, image_size):
     """
     path = os.path.join(os.fspath(folder), "preprocessor_config.json")
     if os.path.isfile(path):
-        processor = _read_json(path)
+        processor = read_json_object(path, "preprocessor_config.json")
+        check_fields(processor, HF_PROCESSOR_FIELDS, path)
         try:
             return PreprocessingConfig.from_huggingface(processor, image_size)
         except ValueError as error:  # another image_size than the processor's: its crop ratio
             if "another size" not in str(error):
-                raise
+                raise ValueError(f"{path}: {error}") from error
             return _at_other_size(processor, image_size)
     mean, std, resample = HF_DEFAULTS.get(hf_config.get("model_type"), HF_DEFAULTS["vit"])
     return PreprocessingConfig.from_huggingface(
