@@ -30,6 +30,8 @@ checks cannot run without breaking the trace: validate such data where it is mad
 import keras
 import numpy as np
 
+from keras_vit.layers._checks import concrete
+
 NAFLEX_KEYS = ("patches", "patch_coord", "patch_valid")
 
 
@@ -57,36 +59,6 @@ def _kind(value):
         return "f"
     if keras.backend.is_int_dtype(name):
         return "i"
-    return None
-
-
-def concrete(value):
-    """`value` as a NumPy array when its values are known here (NumPy, an eager tensor), else
-    None (a symbolic or traced tensor)."""
-    try:
-        return _concrete(value)
-    except Exception:  # a fake / exported tensor of a tracer keras_vit does not know: no values
-        return None
-
-
-def _concrete(value):
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, keras.KerasTensor):
-        return None
-    module = type(value).__module__
-    if module.startswith("jax"):
-        import jax
-
-        return None if isinstance(value, jax.core.Tracer) else np.asarray(value)
-    if module.startswith("tensorflow"):
-        import tensorflow as tf
-
-        if tf.is_symbolic_tensor(value) or not tf.executing_eagerly():
-            return None
-        return value.numpy()
-    if module.startswith("torch"):  # on an accelerator: no device-to-host copy per step
-        return value.detach().numpy() if value.device.type == "cpu" else None
     return None
 
 
