@@ -10,7 +10,7 @@ import keras
 
 import keras_vit.saving as saving
 from keras_vit.layers._checks import check_bool
-from keras_vit.models.config import ViTConfig
+from keras_vit.models.config import ViTConfig, check_not_pretraining_model
 
 METHODS = ("auto", "subprocess")
 
@@ -47,13 +47,17 @@ def check_model_argument(model):
         FileNotFoundError: the file does not exist.
     """
     if isinstance(model, keras.Model):
+        check_not_pretraining_model(model, "keras_vit.export")
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise ValueError(
             "model must be a keras.Model or a path to a .keras file. "
             f"Received: {type(model).__name__}"
         )
-    return saving.check_model_file(model)
+    path = saving.check_model_file(model)
+    config = saving.archive_config(path)
+    check_not_pretraining_model(path, "keras_vit.export", class_name=config.get("class_name"))
+    return path
 
 
 load_model = saving.load_model

@@ -123,6 +123,24 @@ def check_image_shape(shape, patch_size, name, channels=None, image_size=None):
     return shape
 
 
+SEED_LIMIT = 2**32  # what every backend's random generator takes (JAX: a uint32)
+
+
+def check_seed(value, name="seed"):
+    """A random seed: None or an int in [0, 2**32) (NumPy ints too), as a Python int.
+
+    >>> check_seed(-3)
+    Traceback (most recent call last):
+        ...
+    ValueError: seed must be None or an int in [0, 2**32). Received: seed=-3
+    """
+    if value is None:
+        return None
+    if not is_int(value) or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{name} must be None or an int in [0, 2**32). Received: {name}={value!r}")
+    return int(value)
+
+
 def check_bool(value, name, allow_none=False):
     """`value` as a Python bool (`True`, `False` or a NumPy `np.bool_`), else a ValueError.
 

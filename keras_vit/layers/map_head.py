@@ -126,7 +126,9 @@ class MAPHead(RecordsQuantizedSublayers):
         query = ops.broadcast_to(
             ops.reshape(query, (1, 1, heads, head_dim)), (batch, 1, heads, head_dim)
         )
-        kv = ops.reshape(self.kv(x), (batch, -1, 2, heads, head_dim))
+        # No -1: an empty batch has no size to infer it from.
+        tokens = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+        kv = ops.reshape(self.kv(x), (batch, tokens, 2, heads, head_dim))
         key, value = kv[:, :, 0], kv[:, :, 1]
         mask = None
         if patch_valid is not None:

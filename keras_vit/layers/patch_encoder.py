@@ -333,10 +333,12 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
 
             return _torch_kernels.patch_projection(self, images)
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
+        # Explicit sizes, no -1: an empty batch (0 images) has no size to infer it from.
+        shape = ops.shape(x)
         if self.dynamic_image_size:
-            x = ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], shape[1] * shape[2], self.hidden_dim))
         else:
-            x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], self.num_patches, self.hidden_dim))
         return x + self.bias
 
     def _check_per_patch(self, value, name):
@@ -385,7 +387,7 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
             x = self._project_grid(images, patch_size)
             shape = ops.shape(x)
             grid = (shape[1], shape[2])
-            x = ops.reshape(x, (shape[0], -1, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], shape[1] * shape[2], self.hidden_dim))
         else:
             x = self.project(images)
             grid = None

@@ -226,6 +226,14 @@ def run_checked(model, method, x, args, kwargs):
     `predict` left every later call failing ("'NoneType' object is not callable"). The values
     are kept here and put back when `method` raises.
     """
+    if isinstance(x, (list, tuple)) and len(x) != 1 and all(map(_is_batch, x)):
+        shapes = [_shape(item) for item in x][:4]
+        raise ValueError(
+            f"Model '{model.name}' takes one array of images (batch, height, width, channels). "
+            f"Received: a {type(x).__name__} of {len(x)} arrays of shapes {shapes}"
+            f"{' ...' if len(x) > 4 else ''}. Stack them into one batch: np.stack(images) for "
+            "single images, np.concatenate(batches) for batches."
+        )
     if x is not None and _is_batch(x):
         check_inputs(model.config, x, model.name)
     if keras.backend.backend() != "jax":
@@ -263,6 +271,10 @@ class CheckedInputs:
         return super().call(inputs, *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
+        shape = _shape(x) if not isinstance(x, dict) and _is_batch(x) else None
+        if shape and shape[0] == 0:  # Keras' predict has no batch to run (UnboundLocalError)
+            check_inputs(self.config, x, self.name)
+            return keras.ops.convert_to_numpy(self(x))
         return run_checked(self, super().predict, x, args, kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
