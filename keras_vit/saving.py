@@ -291,15 +291,17 @@ def load_model(path):
     >>> os.remove(path)
     """
     path = check_model_file(path)
-    check_archive_config(path, archive_config(path))
+    config = archive_config(path)
+    check_archive_config(path, config)
     try:
         model = keras.saving.load_model(path, compile=False)
     except ValueError as error:
         if not str(error).startswith("A total of"):
             raise
         raise ValueError(
-            f"{path}: the weights in the file do not fit the model its config.json describes "
-            f"(was the config edited?). Keras: {error}"
+            f"{path}: the weights in the file do not fit the model its config.json describes"
+            f"{_patch_embedding_disagreement(path, config)} (was the config edited?). Keras: "
+            f"{error}"
         ) from error
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as error:
         raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
@@ -310,6 +312,35 @@ def load_model(path):
         raise not_a_keras_archive(path, reason) from error
     check_all_weights_taken(path, model)
     return legacy.upgrade(model)
+
+
+def _patch_embedding_disagreement(path, config):
+    """`": config.json says hidden_dim=64, the weights are for 32"` for the ViTConfig keys the
+    file's patch embedding kernel `(ph, pw, C, D)` contradicts, or ""."""
+    import h5py
+
+    fields = ((config.get("config") or {}).get("config") or {}) if isinstance(config, dict) else {}
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open("model.weights.h5") as handle:
+            with h5py.File(handle, "r") as weights:
+                shape = tuple(weights["layers/patch_encoder/vars/0"].shape)
+    except (KeyError, OSError):
+        return ""
+    if len(shape) != 4:
+        return ""
+    patch = fields.get("patch_size")
+    patch = list(patch) if isinstance(patch, (list, tuple)) else [patch, patch]
+    found = {
+        "patch_size": (list(shape[:2]), patch),
+        "num_channels": (shape[2], fields.get("num_channels")),
+        "hidden_dim": (shape[3], fields.get("hidden_dim")),
+    }
+    wrong = [
+        f"{key}={said!r} (the weights: {saved!r})"
+        for key, (saved, said) in found.items()
+        if said is not None and saved != said
+    ]
+    return f": config.json says {', '.join(wrong)}" if wrong else ""
 
 
 def check_all_weights_taken(path, model):

@@ -88,7 +88,7 @@ CHANGED = [
     ("fewer layers", lambda c: c.update(num_layers=1), "40 weight arrays .* takes 24 .*1 more "
                                                           "transformer_block"),
     ("hidden_dim changed", lambda c: c.update(hidden_dim=64, mlp_dim=128),
-     "do not fit the model its config.json describes"),
+     "config.json says hidden_dim=64 \\(the weights: 32\\)"),
     ("missing hidden_dim", lambda c: c.pop("hidden_dim"), "hidden_dim"),
     ("unknown future key", lambda c: c.update(future_option=1), "future_option"),
     ("not JSON", b"{not json", "config.json is not valid JSON"),
