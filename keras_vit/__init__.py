@@ -11,7 +11,12 @@ import importlib.util
 import sys as _sys
 
 from keras_vit import _plugins
+from keras_vit._import_order import install_triton_guard as _install_triton_guard
 from keras_vit.version import __version__ as __version__  # no framework imported
+
+# triton loaded after TensorFlow crashes the process; from now on it loads safely in any order
+# (keras_vit/_import_order.py). Imports nothing.
+_install_triton_guard()
 
 # Who provides what the lower floors read (keras_vit/_plugins.py): the family folders fill the
 # registry of keras_vit.weights, and the weights package lends the builders .npz files and

@@ -6,54 +6,15 @@ import keras
 import numpy as np
 from keras import ops
 
+# The arithmetic lives with the layers (keras_vit.layers.image_preprocessor computes it too);
+# this module is where users find it.
+from keras_vit.layers._pixels import (  # noqa: F401  (public names of this module)
+    is_official_scaling,
+    normalize_pixels,
+    scale_pixels,
+)
+
 DISPLAY_MAX_SIDE = 512
-
-
-def scale_pixels(images):
-    """`x / 127.5 - 1`: values in [0, 255] to [-1, 1], in the arithmetic of `images` itself.
-
-    The one definition of the input scaling: `preprocess_input` (backend tensors), `load_image`
-    and LiteRT calibration (NumPy), and the `tf.data` pipelines (`tf.Tensor`s inside the graph, on
-    every Keras backend) all call it. Expects a float array; see `preprocess_input` for checks.
-    """
-    return images / 127.5 - 1.0
-
-
-def is_official_scaling(mean, std, scale):
-    """True when `(x * scale - mean) / std` is the official `x / 127.5 - 1` (mean = std = 0.5)."""
-    return (
-        all(float(m) == 0.5 for m in mean)
-        and all(float(s) == 0.5 for s in std)
-        and abs(float(scale) * 255.0 - 1.0) < 1e-12
-    )
-
-
-def normalize_pixels(images, mean, std, scale, xp=None):
-    """`(images * scale - mean) / std` per channel (last axis), in float32.
-
-    The arithmetic of every input spec (`keras_vit.models.PreprocessingConfig`): mean = std =
-    0.5 at scale 1/255 is `scale_pixels` itself (bit for bit today's `[-1, 1]`).
-
-    Args:
-        images: float array: NumPy or `tf.Tensor` (`xp=None`: plain arithmetic), or a backend
-            tensor with `xp=keras.ops`.
-        mean, std: sequences of floats (one, or one per channel).
-        scale: float.
-        xp: None or a namespace with `convert_to_tensor` (`keras.ops`, or TensorFlow's in
-            `tf.data`). Defaults to None.
-
-    Example:
-
-    >>> normalize_pixels(np.array([0.0, 255.0]), [0.5], [0.5], 1 / 255).tolist()
-    [-1.0, 1.0]
-    """
-    if is_official_scaling(mean, std, scale):
-        return scale_pixels(images)
-    mean = np.asarray(mean, "float32")
-    std = np.asarray(std, "float32")
-    if xp is not None:
-        mean, std = xp.convert_to_tensor(mean), xp.convert_to_tensor(std)
-    return (images * np.float32(scale) - mean) / std
 
 
 def scaled_pixels(pixels, preprocessing=None):
@@ -83,14 +44,20 @@ def preprocess_input(images, model=None):
     `model.config.preprocessing` (ImageNet or CLIP mean and std for DeiT, DINOv2, CLIP, ...).
     `model.preprocessor` also resizes and crops images of any size.
 
+    The pixels follow `model.preprocessor`'s rule (`keras_vit.layers._pixel_checks`): values
+    0..255 (uint8, or integers or floats holding 0..255; floats in [0, 1], bools and strings
+    are refused), and with `model`, channels last with the model's channel count.
+
     Args:
-        images: array or tensor of any shape, values 0..255 (uint8 or float); with `model`, the
-            last axis is the channels.
+        images: array, list or tensor of any shape, values 0..255; with `model`, the last axis
+            is the channels.
         model: optional `keras_vit.models.VisionTransformer` (or its `ViTConfig`, or a
             `PreprocessingConfig`). Defaults to None.
 
     Returns:
-        float32 tensor of the same shape.
+        float32, of the same shape and the same kind: a NumPy array for a NumPy array or a
+        list (what onnxruntime and LiteRT's runners take), a `tf.Tensor` for a `tf.Tensor`
+        (a `tf.data` pipeline, on any backend), else a tensor of the backend.
 
     Example:
 
@@ -98,25 +65,38 @@ def preprocess_input(images, model=None):
     >>> np.asarray(preprocess_input(np.array([0, 255], "uint8"))).tolist()
     [-1.0, 1.0]
     """
-    dtype = getattr(images, "dtype", None)
-    if dtype is None or isinstance(dtype, np.dtype):
-        images = np.asarray(images)
-        dtype = images.dtype
-    try:
-        name = keras.backend.standardize_dtype(dtype)
-    except (ValueError, TypeError):
-        name = str(dtype)
-    if not name.startswith(("uint", "int", "float", "bfloat")):
-        raise ValueError(
-            "preprocess_input expects images with numeric pixel values in [0, 255] (uint8, "
-            f"an integer or a float dtype). Received: dtype={name}. Decode image files first "
-            "(e.g. keras_vit.preprocessing.load_image) and pass their pixel arrays."
-        )
-    images = ops.cast(images, "float32")
-    if model is None:
+    # (imported here: keras_vit.layers imports this module)
+    from keras_vit.layers._pixel_checks import check_pixels, is_tf_tensor
+
+    spec = None if model is None else input_spec(model)
+    channels = None if model is None else _channels(model, spec)
+    images = check_pixels(images, channels=channels)
+    if isinstance(images, np.ndarray):  # NumPy in, NumPy out
+        images = images.astype("float32")
+        if spec is None:
+            return scale_pixels(images)
+        return np.asarray(normalize_pixels(images, spec.mean, spec.std, spec.scale), "float32")
+    if is_tf_tensor(images) and keras.backend.backend() != "tensorflow":
+        import tensorflow as tf  # a tf.data pipeline on another backend: TensorFlow ops
+
+        images = tf.cast(images, "float32")
+        xp = None
+    else:
+        images, xp = ops.cast(images, "float32"), ops
+    if spec is None:
         return scale_pixels(images)
-    spec = input_spec(model)
-    return normalize_pixels(images, spec.mean, spec.std, spec.scale, xp=ops)
+    return normalize_pixels(images, spec.mean, spec.std, spec.scale, xp=xp)
+
+
+def _channels(model, spec):
+    """The channel count a model's inputs must have: its `num_channels`, else one per value of
+    its spec's mean / std when they have several, else None (any)."""
+    config = getattr(model, "config", model)
+    channels = getattr(config, "num_channels", None)
+    if channels is not None:
+        return channels
+    counts = {len(spec.mean), len(spec.std)} - {1}
+    return counts.pop() if counts else None
 
 
 def input_spec(model):

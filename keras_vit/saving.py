@@ -1,6 +1,9 @@
 """Reading and writing model files: `.keras` loading with clear errors, atomic writes."""
 
+import collections
+import json
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -212,7 +215,50 @@ def check_model_file(path):
             raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from None
         if "config.json" not in names:
             raise not_a_keras_archive(path, "it has no config.json")
+        if not any(name.startswith("model.weights.") for name in names):
+            raise not_a_keras_archive(path, "it has no model.weights.h5 (the weights)")
     return path
+
+
+def archive_config(path):
+    """The model config (`config.json`) of a checked `.keras` archive, as a dict.
+
+    Raises:
+        ValueError: `config.json` is not JSON or not an object (naming the file).
+    """
+    with zipfile.ZipFile(path) as archive:
+        raw = archive.read("config.json")
+    try:
+        config = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise not_a_keras_archive(path, f"its config.json is not valid JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise not_a_keras_archive(path, "its config.json holds no JSON object")
+    return config
+
+
+def check_archive_config(path, config):
+    """Refuses a `VisionTransformer` config that does not make a `ViTConfig` (a missing,
+    unknown or ill-typed key), naming the file and the key, before Keras builds anything."""
+    from keras_vit.models.config import ViTConfig
+
+    if config.get("class_name") != "VisionTransformer":
+        return
+    inner = config.get("config")
+    fields = inner.get("config") if isinstance(inner, dict) else None
+    if not isinstance(fields, dict):
+        raise ValueError(
+            f"{path}: its config.json describes a VisionTransformer without its ViTConfig (the "
+            "'config' -> 'config' object). Save the model again with model.save()."
+        )
+    try:
+        ViTConfig.from_dict(fields)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{path}: its config.json does not describe a valid ViTConfig: {error}. Was it "
+            "edited, or written by another keras_vit version? Save the model again with "
+            "model.save()."
+        ) from error
 
 
 def load_model(path):
@@ -245,8 +291,18 @@ def load_model(path):
     >>> os.remove(path)
     """
     path = check_model_file(path)
+    config = archive_config(path)
+    check_archive_config(path, config)
     try:
         model = keras.saving.load_model(path, compile=False)
+    except ValueError as error:
+        if not str(error).startswith("A total of"):
+            raise
+        raise ValueError(
+            f"{path}: the weights in the file do not fit the model its config.json describes"
+            f"{_patch_embedding_disagreement(path, config)} (was the config edited?). Keras: "
+            f"{error}"
+        ) from error
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as error:
         raise not_a_keras_archive(path, f"{type(error).__name__}: {error}") from error
     except OSError as error:  # h5py: the archive's model.weights.h5 is truncated or corrupt
@@ -254,7 +310,76 @@ def load_model(path):
             raise
         reason = f"its model.weights.h5 cannot be read: {error}"
         raise not_a_keras_archive(path, reason) from error
+    check_all_weights_taken(path, model)
     return legacy.upgrade(model)
+
+
+def _patch_embedding_disagreement(path, config):
+    """`": config.json says hidden_dim=64, the weights are for 32"` for the ViTConfig keys the
+    file's patch embedding kernel `(ph, pw, C, D)` contradicts, or ""."""
+    import h5py
+
+    fields = ((config.get("config") or {}).get("config") or {}) if isinstance(config, dict) else {}
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open("model.weights.h5") as handle:
+            with h5py.File(handle, "r") as weights:
+                shape = tuple(weights["layers/patch_encoder/vars/0"].shape)
+    except (KeyError, OSError):
+        return ""
+    if len(shape) != 4:
+        return ""
+    patch = fields.get("patch_size")
+    patch = list(patch) if isinstance(patch, (list, tuple)) else [patch, patch]
+    found = {
+        "patch_size": (list(shape[:2]), patch),
+        "num_channels": (shape[2], fields.get("num_channels")),
+        "hidden_dim": (shape[3], fields.get("hidden_dim")),
+    }
+    wrong = [
+        f"{key}={said!r} (the weights: {saved!r})"
+        for key, (saved, said) in found.items()
+        if said is not None and saved != said
+    ]
+    return f": config.json says {', '.join(wrong)}" if wrong else ""
+
+
+def check_all_weights_taken(path, model):
+    """Refuses a model that left weights of its file unread (Keras skips them silently).
+
+    A `.keras` file whose config says fewer layers (or blocks) than its `model.weights.h5`
+    holds loads without the extra arrays; the file's arrays (optimizer state aside) must be
+    exactly the model's.
+    """
+    import h5py
+
+    with zipfile.ZipFile(path) as archive:
+        if "model.weights.h5" not in archive.namelist():
+            return  # sharded or NumPy weights: Keras checks those itself
+        with archive.open("model.weights.h5") as handle, h5py.File(handle, "r") as weights:
+            arrays = []
+            weights.visititems(
+                lambda name, item: arrays.append(name) if isinstance(item, h5py.Dataset) else None
+            )
+    arrays = [name for name in arrays if not name.startswith("optimizer/")]
+    if len(arrays) <= len(model.weights):
+        return
+    # Keras files a functional model's layers as `layers/<class in snake case>[_<n>]/...`.
+    in_file = collections.Counter(
+        re.sub(r"_\d+$", "", group)
+        for group in {name.split("/")[1] for name in arrays if name.startswith("layers/")}
+    )
+    in_model = collections.Counter(
+        re.sub(r"(?<!^)(?=[A-Z])", "_", type(layer).__name__).lower()
+        for layer in getattr(model, "layers", ())
+    )
+    extra = [f"{count} more {kind}" for kind, count in (in_file - in_model).items()]
+    where = f" (the file has {', '.join(extra)})" if extra else ""
+    raise ValueError(
+        f"{path} holds {len(arrays)} weight arrays but the model its config.json describes "
+        f"takes {len(model.weights)}{where}. The config was changed after saving (fewer "
+        "layers or blocks?); loading would drop weights silently. Save the model again with "
+        "model.save()."
+    )
 
 
 def _inner_h5(error):

@@ -50,3 +50,56 @@ def test_finetune_init_with_a_truncated_model_is_a_user_error(saved, tmp_path, c
     err = capsys.readouterr().err
     assert code == 2
     assert "not a valid .keras archive" in err and "Traceback" not in err
+
+
+# --- a .keras file whose config.json was changed (issue 56): refused naming the file and key --
+
+
+def _with_config(source, target, change):
+    """A copy of the `.keras` archive `source` at `target` with its config.json `change`d
+    (a function of the parsed dict, or raw bytes)."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(source) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    if callable(change):
+        config = json.loads(entries["config.json"])
+        change(config["config"]["config"])
+        entries["config.json"] = json.dumps(config).encode()
+    elif change is None:
+        del entries["model.weights.h5"]
+    else:
+        entries["config.json"] = change
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return target
+
+
+@pytest.fixture(scope="module")
+def two_layers(tmp_path_factory):
+    path = tmp_path_factory.mktemp("saving") / "two.keras"
+    keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=2).save(path)
+    return path
+
+
+CHANGED = [
+    ("fewer layers", lambda c: c.update(num_layers=1), "40 weight arrays .* takes 24 .*1 more "
+                                                          "transformer_block"),
+    ("hidden_dim changed", lambda c: c.update(hidden_dim=64, mlp_dim=128),
+     "config.json says hidden_dim=64 \\(the weights: 32\\)"),
+    ("missing hidden_dim", lambda c: c.pop("hidden_dim"), "hidden_dim"),
+    ("unknown future key", lambda c: c.update(future_option=1), "future_option"),
+    ("not JSON", b"{not json", "config.json is not valid JSON"),
+    ("no weights", None, "no model.weights.h5"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case, change, message", CHANGED, ids=[c[0] for c in CHANGED])
+def test_a_changed_keras_file_is_refused_naming_the_file(two_layers, tmp_path, case, change,
+                                                         message):  # fmt: skip
+    bad = _with_config(two_layers, tmp_path / "changed.keras", change)
+    with pytest.raises(ValueError, match=message) as info:
+        keras_vit.load_model(bad)
+    assert str(bad) in str(info.value)

@@ -9,7 +9,8 @@ import os
 import keras
 
 import keras_vit.saving as saving
-from keras_vit.models.config import ViTConfig
+from keras_vit.layers._checks import check_bool
+from keras_vit.models.config import ViTConfig, check_not_pretraining_model
 
 METHODS = ("auto", "subprocess")
 
@@ -17,6 +18,12 @@ METHODS = ("auto", "subprocess")
 def check_method(method):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+
+
+def check_flags(**flags):
+    """The exporters' bool arguments (`overwrite`, `verbose`), each a bool, in order."""
+    values = tuple(check_bool(value, name) for name, value in flags.items())
+    return values if len(values) > 1 else values[0]
 
 
 def import_tensorflow():
@@ -40,13 +47,19 @@ def check_model_argument(model):
         FileNotFoundError: the file does not exist.
     """
     if isinstance(model, keras.Model):
+        check_not_pretraining_model(model, "Exporting (keras_vit.export)")
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise ValueError(
             "model must be a keras.Model or a path to a .keras file. "
             f"Received: {type(model).__name__}"
         )
-    return saving.check_model_file(model)
+    path = saving.check_model_file(model)
+    config = saving.archive_config(path)
+    check_not_pretraining_model(
+        path, "Exporting (keras_vit.export)", class_name=config.get("class_name")
+    )
+    return path
 
 
 load_model = saving.load_model
@@ -118,4 +131,3 @@ def check_file_target(path, overwrite, suffixes=None, content=None):
             "line) to replace it."
         )
     check_writable_parent(path)
-

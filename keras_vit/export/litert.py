@@ -336,6 +336,7 @@ def export_litert(
         https://ai.google.dev/edge/litert/models/post_training_quantization
     """
     _checks.check_method(method)
+    overwrite, verbose = _checks.check_flags(overwrite=overwrite, verbose=verbose)
     _check_quantize(quantize, representative_data)
     _checks.import_tensorflow()
     path = os.path.abspath(_checks.saving.check_path_argument(path))

@@ -136,6 +136,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     >>> export_onnx(model, "/tmp/vit.onnx", overwrite=True)  # doctest: +SKIP
     """
     _checks.check_method(method)
+    overwrite, verbose = _checks.check_flags(overwrite=overwrite, verbose=verbose)
     _checks.import_tensorflow()
     path = os.path.abspath(_checks.saving.check_path_argument(path))
     _checks.check_file_target(path, overwrite, (".onnx",), "an ONNX model")

@@ -391,6 +391,7 @@ def export_saved_model(
         TF Serving REST API, https://www.tensorflow.org/tfx/serving/api_rest
     """
     _checks.check_method(method)
+    overwrite, verbose = _checks.check_flags(overwrite=overwrite, verbose=verbose)
     _checks.import_tensorflow()
     target = _target_dir(export_dir, version)
     _check_target(target, overwrite)

@@ -13,6 +13,7 @@ from keras_vit.inspection.structure import (
     is_naflex,
     model_geometry,
 )
+from keras_vit.layers._checks import check_bool
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -176,6 +177,7 @@ def compute_rollout(
         raise ValueError(
             f"discard_ratio must be a number in [0, 1). Received: discard_ratio={discard_ratio!r}"
         )
+    class_token = check_bool(class_token, "class_token", allow_none=True)
     if class_token is None:
         class_token = num_prefix_tokens > 0
     fused = fuse_heads(attention, head_fusion)  # (B, L, T, T)
@@ -213,6 +215,7 @@ def rollout_to_grid(rollout, grid_size, num_prefix_tokens=1, class_token=None):
     Returns:
         float32 `(B, gh, gw)`.
     """
+    class_token = check_bool(class_token, "class_token", allow_none=True)
     rollout = np.asarray(rollout)
     gh, gw = grid_size
     if rollout.shape[-1] != num_prefix_tokens + gh * gw:

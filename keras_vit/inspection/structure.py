@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_vit.layers.block_kinds import encoder_blocks
 from keras_vit.layers.patch_encoder import PatchEncoder
+from keras_vit.models.config import check_not_pretraining_model
 
 
 class ModelGeometry(
@@ -141,6 +142,7 @@ def check_naflex_batch(batch):
 
 
 def model_input_shape(model):
+    check_not_pretraining_model(model, "Inspection (keras_vit.inspection)")
     shape = model.input_shape
     if isinstance(shape, list):
         if len(shape) != 1:

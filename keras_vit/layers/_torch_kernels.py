@@ -138,7 +138,8 @@ def self_attention(attention, x, read=None, bias=None, mask=None):
 
     def project(layer):  # (B, T, D) -> (B, heads, T, head_dim), a strided view
         kernel, bias = _weights(layer, x.dtype, width, read)
-        return F.linear(x, kernel, bias).view(batch, tokens, heads, -1).transpose(1, 2)
+        out = F.linear(x, kernel, bias)  # no -1: an empty batch has no size to infer it from
+        return out.view(batch, tokens, heads, out.shape[-1] // heads).transpose(1, 2)
 
     query = project(attention.query_dense)
     key = project(attention.key_dense)
@@ -265,7 +266,8 @@ def patch_projection(encoder, images):
     kernel = kernel.contiguous(memory_format=torch.channels_last)
     images = images.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
     x = F.conv2d(images, kernel, stride=encoder.patch_size)
-    x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1, encoder.hidden_dim)
+    # No -1: an empty batch (0 images) has no size to infer it from.
+    x = x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2] * x.shape[3], encoder.hidden_dim)
     return x + encoder.bias.value
 
 

@@ -115,7 +115,7 @@ class EncoderBlock(BlockRemat, TokenMixer):
         for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
             setattr(self, name, check_rate(given[name], name))
         self.layer_norm_epsilon = check_epsilon(given["layer_norm_epsilon"])
-        self.approximate_gelu = bool(given["approximate_gelu"])
+        self.approximate_gelu = check_bool(given["approximate_gelu"], "approximate_gelu")
         remat = check_bool(given["remat"], "remat")
         if remat and not hasattr(keras, "remat"):
             raise ValueError(

@@ -57,9 +57,10 @@ class GridCellPooling(keras.layers.Layer):
         height, width = self._check(grid_size)
         k, width_d = self.kernel_size, inputs.shape[-1]
         x = ops.cast(inputs, "float32")
-        x = ops.reshape(x, (-1, height // k, k, width // k, k, width_d))
+        batch = ops.shape(x)[0]  # no -1: an empty batch has no size to infer it from
+        x = ops.reshape(x, (batch, height // k, k, width // k, k, width_d))
         x = ops.mean(x, axis=(2, 4))
-        x = ops.reshape(x, (-1, (height // k) * (width // k), width_d))
+        x = ops.reshape(x, (batch, (height // k) * (width // k), width_d))
         if self.scale_by_root_width:
             x = x * math.sqrt(width_d)
         return ops.cast(x, inputs.dtype)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_rate
+from keras_vit.layers._checks import check_rate, check_seed
 
 __all__ = ["DropPath"]
 
@@ -35,7 +35,7 @@ class DropPath(keras.layers.Layer):
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.rate = check_rate(rate, "rate")
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self.supports_masking = True
 

@@ -31,8 +31,9 @@ import types
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int_pair
-from keras_vit.preprocessing import normalize_pixels
+from keras_vit.layers._checks import check_positive_int, check_positive_int_pair, is_int, is_number
+from keras_vit.layers._pixel_checks import check_pixels, is_tf_tensor
+from keras_vit.layers._pixels import normalize_pixels
 
 __all__ = ["ImagePreprocessor"]
 
@@ -50,12 +51,13 @@ def check_preprocessing(
     normalised (floats, tuples of floats, `resize` None, an int or an `(h, w)` pair)."""
 
     def channels(value, name):
-        values = (value,) if isinstance(value, (int, float)) else value
+        values = (value,) if is_number(value) else value
         try:
-            values = tuple(float(v) for v in values)
-        except (TypeError, ValueError):
+            numbers = all(is_number(v) for v in values) and not isinstance(values, (str, bytes))
+            values = tuple(float(v) for v in values) if numbers else ()
+        except TypeError:
             values = ()
-        if not values or isinstance(value, (str, bool)) or not all(map(math.isfinite, values)):
+        if not values or not all(map(math.isfinite, values)):
             raise ValueError(
                 f"{name} must be a number or a sequence of numbers (one per channel). "
                 f"Received: {name}={value!r}"
@@ -65,16 +67,14 @@ def check_preprocessing(
     mean, std = channels(mean, "mean"), channels(std, "std")
     if min(std) <= 0:
         raise ValueError(f"std must be positive. Received: std={std}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+    if not is_number(scale) or not scale > 0:
         raise ValueError(f"scale must be a positive number (e.g. 1/255). Received: scale={scale!r}")
     if interpolation not in INTERPOLATIONS:
         raise ValueError(
             f"interpolation must be one of {INTERPOLATIONS}. "
             f"Received: interpolation={interpolation!r}"
         )
-    if isinstance(crop_pct, bool) or not isinstance(crop_pct, (int, float)) or not (
-        0 < crop_pct <= 1
-    ):
+    if not is_number(crop_pct) or not 0 < crop_pct <= 1:
         raise ValueError(f"crop_pct must be in (0, 1]. Received: crop_pct={crop_pct!r}")
     if crop_mode not in CROP_MODES:
         raise ValueError(
@@ -87,7 +87,8 @@ def check_preprocessing(
             f"Received: crop_rounding={crop_rounding!r}"
         )
     if resize is not None:
-        if isinstance(resize, int) and not isinstance(resize, bool):
+        if is_int(resize):
+            resize = int(resize)
             if resize < 1:
                 raise ValueError(f"resize must be positive. Received: resize={resize!r}")
         else:
@@ -102,11 +103,13 @@ def tf_namespace(tf):
         cast=tf.cast,
         abs=tf.abs,
         maximum=tf.maximum,
+        minimum=tf.minimum,
         where=tf.where,
         sum=lambda x, axis, keepdims: tf.reduce_sum(x, axis=axis, keepdims=keepdims),
         einsum=tf.einsum,
         round=tf.round,
         floor=tf.floor,
+        ceil=tf.math.ceil,
         clip=tf.clip_by_value,
         shape=tf.shape,
         convert_to_tensor=tf.convert_to_tensor,
@@ -131,11 +134,19 @@ def _axis_weights(in_size, resized, crop, interpolation, crop_rounding, xp):
     scale = in_f / resized_f
     stretch = xp.maximum(scale, 1.0)
     offset = (resized_f - float(crop)) / 2.0
-    top = xp.round(offset) if crop_rounding == "round" else xp.floor(offset)
-    center = scale * (xp.cast(xp.arange(crop), dtype) + top + 0.5)
+    if crop_rounding == "round":  # torchvision: round; a crop larger than the image pads
+        top = xp.where(offset < 0.0, xp.ceil(offset), xp.round(offset))  # (crop - size) // 2
+    else:
+        top = xp.floor(offset)
+    index = xp.cast(xp.arange(crop), dtype) + top  # the resized image's row of each crop row
+    center = scale * (index + 0.5)
     source = xp.cast(xp.arange(in_size), dtype) + 0.5
     weights = _filter((source[None, :] - center[:, None]) / stretch, interpolation, xp)
-    return weights / xp.sum(weights, axis=1, keepdims=True)
+    # Rows of a crop larger than the resized image are its zero padding (torchvision's
+    # CenterCrop pads with 0, before normalisation); the others are normalised to sum 1.
+    inside = xp.cast(index >= 0.0, dtype) * xp.cast(index < resized_f, dtype)
+    total = xp.sum(weights, axis=1, keepdims=True)
+    return weights / xp.maximum(total, 1e-12) * inside[:, None]
 
 
 def resized_size(height, width, image_size, *, crop_pct, crop_mode, resize, xp=ops):
@@ -150,12 +161,13 @@ def resized_size(height, width, image_size, *, crop_pct, crop_mode, resize, xp=o
         target = tuple(math.floor(s / crop_pct) for s in image_size)
         if crop_mode == "squash":
             return target
-        if target[0] != target[1]:  # timm's ResizeKeepRatio: the smaller ratio of the two
+        if target[0] != target[1]:  # timm's ResizeKeepRatio (longest=0): the smaller ratio
+            # of the two, so that both sides cover the target and the crop fits
             if static:
-                ratio = max(height / target[0], width / target[1])
+                ratio = min(height / target[0], width / target[1])
                 return round(height / ratio), round(width / ratio)
             h, w = xp.cast(height, "float32"), xp.cast(width, "float32")
-            ratio = xp.maximum(h / target[0], w / target[1])
+            ratio = xp.minimum(h / target[0], w / target[1])
             return (
                 xp.cast(xp.round(h / ratio), "int32"),
                 xp.cast(xp.round(w / ratio), "int32"),
@@ -207,7 +219,15 @@ class ImagePreprocessor(keras.layers.Layer):
     Resize (PIL's bilinear or bicubic), centre crop to `image_size`, then
     `(x * scale - mean) / std`: the evaluation transform of timm and transformers (see
     `keras_vit.layers.image_preprocessor`). `model.preprocessor` is one, built from the model's
-    `config.preprocessing` (`keras_vit.models.PreprocessingConfig`).
+    `config.preprocessing` (`keras_vit.models.PreprocessingConfig`). A crop larger than the
+    resized image (a non-square `image_size`, or a `resize` smaller than it) is padded with
+    pixel 0 first, as timm's (torchvision's) `CenterCrop` does.
+
+    Inputs follow one rule (`keras_vit.layers._pixel_checks`): pixel values 0..255 (uint8,
+    or integers or floats holding 0..255), channels last, `num_channels` of them; NumPy arrays,
+    Python lists and tensors of the backend. A `tf.Tensor` (a `tf.data` pipeline's
+    `dataset.map(model.preprocessor)`) is processed with TensorFlow ops on every backend and
+    comes back a `tf.Tensor`.
 
     Args:
         image_size: int or (height, width): the output size.
@@ -221,6 +241,8 @@ class ImagePreprocessor(keras.layers.Layer):
             Defaults to None.
         crop_rounding: `"round"` (timm: crop offset `round((resized - size) / 2)`) or
             `"floor"` (transformers). Defaults to `"round"`.
+        num_channels: optional int. The channels the images must have; None: one per value
+            of `mean` / `std` when they have several, else any. Defaults to None.
 
     Example:
 
@@ -243,17 +265,53 @@ class ImagePreprocessor(keras.layers.Layer):
         crop_mode="squash",
         resize=None,
         crop_rounding="round",
+        num_channels=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.image_size = check_positive_int_pair(image_size, "image_size")
+        self.num_channels = check_positive_int(num_channels, "num_channels", allow_none=True)
         self.interpolation, self.crop_mode = interpolation, crop_mode
         self.crop_rounding = crop_rounding
         self.mean, self.std, self.scale, self.crop_pct, self.resize = check_preprocessing(
             mean=mean, std=std, scale=scale, interpolation=interpolation,
             crop_pct=crop_pct, crop_mode=crop_mode, resize=resize, crop_rounding=crop_rounding,
         )
+        for name in ("mean", "std"):
+            values = getattr(self, name)
+            if self.num_channels is not None and len(values) not in (1, self.num_channels):
+                raise ValueError(
+                    f"{name} needs 1 or num_channels ({self.num_channels}) values. "
+                    f"Received: {name}={list(values)}"
+                )
         self.built = True
+
+    @property
+    def channels(self):
+        """The channel count the images must have (None: any)."""
+        if self.num_channels is not None:
+            return self.num_channels
+        counts = {len(self.mean), len(self.std)} - {1}
+        return counts.pop() if counts else None
+
+    def __call__(self, images, *args, **kwargs):
+        images = check_pixels(images, channels=self.channels, min_rank=3)
+        if is_tf_tensor(images) and keras.backend.backend() != "tensorflow":
+            # Adapter for `tf.data` on the JAX and PyTorch backends: the same arithmetic in
+            # TensorFlow ops, returning a tf.Tensor (tests/layers/test_image_preprocessor.py
+            # compares it with the keras.ops path).
+            import tensorflow as tf
+
+            options = self._options()
+            return preprocess_images(images, self.image_size, xp=tf_namespace(tf), **options)
+        return super().__call__(images, *args, **kwargs)
+
+    def _options(self):
+        return dict(
+            mean=self.mean, std=self.std, scale=self.scale, interpolation=self.interpolation,
+            crop_pct=self.crop_pct, crop_mode=self.crop_mode, resize=self.resize,
+            crop_rounding=self.crop_rounding,
+        )  # fmt: skip
 
     def call(self, images):
         return preprocess_images(
@@ -282,5 +340,6 @@ class ImagePreprocessor(keras.layers.Layer):
             crop_mode=self.crop_mode,
             resize=list(resize) if isinstance(resize, tuple) else resize,
             crop_rounding=self.crop_rounding,
+            num_channels=self.num_channels,
         )
         return config

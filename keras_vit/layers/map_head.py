@@ -5,7 +5,12 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_non_negative_int, check_positive_int, check_token_shape
+from keras_vit.layers._checks import (
+    check_bool,
+    check_non_negative_int,
+    check_positive_int,
+    check_token_shape,
+)
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
@@ -82,7 +87,7 @@ class MAPHead(RecordsQuantizedSublayers):
         self.mlp_dim = check_positive_int(mlp_dim, "mlp_dim")
         self.layer_norm_epsilon = check_epsilon(layer_norm_epsilon)
         self.activation = check_activation(activation)
-        self.approximate_gelu = bool(approximate_gelu)
+        self.approximate_gelu = check_bool(approximate_gelu, "approximate_gelu")
         num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
         self.num_prefix_tokens = num_prefix_tokens
 
@@ -127,7 +132,9 @@ class MAPHead(RecordsQuantizedSublayers):
         query = ops.broadcast_to(
             ops.reshape(query, (1, 1, heads, head_dim)), (batch, 1, heads, head_dim)
         )
-        kv = ops.reshape(self.kv(x), (batch, -1, 2, heads, head_dim))
+        # No -1: an empty batch has no size to infer it from.
+        tokens = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+        kv = ops.reshape(self.kv(x), (batch, tokens, 2, heads, head_dim))
         key, value = kv[:, :, 0], kv[:, :, 1]
         mask = None
         if patch_valid is not None:

@@ -128,8 +128,10 @@ class NormedSelfAttention(SameShape, keras.layers.Layer):
     def call(self, inputs, rotary_cos=None, rotary_sin=None, training=None):
         tokens = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
 
+        batch = ops.shape(inputs)[0]  # no -1: an empty batch has no size to infer it from
+
         def heads(x, count):
-            return ops.reshape(x, (-1, tokens, count, self.head_dim))
+            return ops.reshape(x, (batch, tokens, count, self.head_dim))
 
         q = self.query_norm(heads(self.query(inputs), self.num_heads))
         k = self.key_norm(heads(self.key(inputs), self._kv_heads))
@@ -142,5 +144,5 @@ class NormedSelfAttention(SameShape, keras.layers.Layer):
             k, v = ops.repeat(k, groups, axis=2), ops.repeat(v, groups, axis=2)
         weights = self.dropout(softmax_weights(q, k, scale=self.scale), training=training)
         x = ops.einsum("bhqk,bkhd->bqhd", weights, v)
-        x = ops.reshape(x, (-1, tokens, self.num_heads * self.head_dim))
+        x = ops.reshape(x, (batch, tokens, self.num_heads * self.head_dim))
         return self.dropout(self.out(x), training=training)

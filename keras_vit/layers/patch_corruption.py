@@ -10,7 +10,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_positive_int_pair, check_seed
 
 __all__ = ["PatchCorruption"]
 
@@ -148,7 +148,7 @@ class PatchCorruption(keras.layers.Layer):
         self.corruption_rate = float(corruption_rate)
         self.mask_fraction = float(mask_fraction)
         self.random_fraction = float(random_fraction)
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.seed_generator = keras.random.SeedGenerator(seed, name="seed_generator")
 
     def _num_patches(self, shape):

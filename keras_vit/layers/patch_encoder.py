@@ -208,7 +208,7 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
         self.patch_norm_epsilon = check_epsilon(patch_norm_epsilon, "patch_norm_epsilon")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
         self.patch_size = check_positive_int_pair(patch_size, "patch_size")
-        self.class_token = bool(class_token)
+        self.class_token = check_bool(class_token, "class_token")
         if position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"position_embedding must be one of {POSITION_EMBEDDINGS}. "
@@ -221,20 +221,15 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
             )
         self.position_embedding = position_embedding
         self.dropout_rate = check_rate(dropout_rate, "dropout_rate")
-        self.use_mask_embedding = bool(use_mask_embedding)
+        self.use_mask_embedding = check_bool(use_mask_embedding, "use_mask_embedding")
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         num_register_tokens = check_non_negative_int(num_register_tokens, "num_register_tokens")
         self.num_register_tokens = num_register_tokens
-        for name, value in (
-            ("distillation_token", distillation_token),
-            ("prefix_position_embedding", prefix_position_embedding),
-            ("dynamic_image_size", dynamic_image_size),
-        ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be a bool. Received: {name}={value!r}")
-        self.distillation_token = distillation_token
-        self.prefix_position_embedding = prefix_position_embedding
-        self.dynamic_image_size = dynamic_image_size
+        self.distillation_token = check_bool(distillation_token, "distillation_token")
+        self.prefix_position_embedding = check_bool(
+            prefix_position_embedding, "prefix_position_embedding"
+        )
+        self.dynamic_image_size = check_bool(dynamic_image_size, "dynamic_image_size")
         if position_embedding_grid is not None:
             position_embedding_grid = check_positive_int_pair(
                 position_embedding_grid, "position_embedding_grid"
@@ -344,10 +339,12 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
 
             return _torch_kernels.patch_projection(self, images)
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
+        # Explicit sizes, no -1: an empty batch (0 images) has no size to infer it from.
+        shape = ops.shape(x)
         if self.dynamic_image_size:
-            x = ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], shape[1] * shape[2], self.hidden_dim))
         else:
-            x = ops.reshape(x, (-1, self.num_patches, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], self.num_patches, self.hidden_dim))
         return x + self.bias
 
     def _check_per_patch(self, value, name):
@@ -396,7 +393,7 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
             x = self._project_grid(images, patch_size)
             shape = ops.shape(x)
             grid = (shape[1], shape[2])
-            x = ops.reshape(x, (shape[0], -1, self.hidden_dim))
+            x = ops.reshape(x, (shape[0], shape[1] * shape[2], self.hidden_dim))
         else:
             x = self.project(images)
             grid = None

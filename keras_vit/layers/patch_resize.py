@@ -29,7 +29,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers import bicubic
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_bool, check_positive_int_pair
 
 __all__ = ["resample_patch_embedding"]
 
@@ -157,6 +157,7 @@ def resample_patch_embedding(kernel, patch_size, interpolation="bilinear", antia
     kernel = np.asarray(kernel)
     _check_kernel_shape(kernel.shape)
     new_size = check_positive_int_pair(patch_size, "patch_size")
+    antialias = check_bool(antialias, "antialias")
     old_size = tuple(kernel.shape[:2])
     if old_size == new_size:
         return kernel

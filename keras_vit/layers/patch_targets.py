@@ -27,9 +27,10 @@ def _image_patches(images, patch_size):
     _, height, width, channels = tuple(images.shape)
     ph, pw = patch_size
     gh, gw = height // ph, width // pw
-    x = ops.reshape(images, (-1, gh, ph, gw, pw, channels))
+    batch = ops.shape(images)[0]  # no -1: an empty batch has no size to infer it from
+    x = ops.reshape(images, (batch, gh, ph, gw, pw, channels))
     x = ops.transpose(x, (0, 1, 3, 2, 4, 5))
-    return ops.reshape(x, (-1, gh * gw, ph, pw, channels))
+    return ops.reshape(x, (batch, gh * gw, ph, pw, channels))
 
 
 def quantize_colors(values, color_bits=3):
@@ -95,7 +96,7 @@ def patch_targets(images, patch_size, target="color", color_bits=3):
     ph, pw = patch_size
     channels = shape[-1]
     if target == "pixels":
-        return ops.reshape(patches, (-1, patches.shape[1], ph * pw * channels))
+        return ops.reshape(patches, (ops.shape(patches)[0], patches.shape[1], ph * pw * channels))
     if target == "color":
         return _color_class(quantize_colors(ops.mean(patches, axis=(2, 3)), color_bits), color_bits)
     g = DOWNSAMPLED_GRID
@@ -105,10 +106,11 @@ def patch_targets(images, patch_size, target="color", color_bits=3):
             f"Received: patch_size={patch_size}"
         )
     n = patches.shape[1]
-    cells = ops.reshape(patches, (-1, n, g, ph // g, g, pw // g, channels))
+    batch = ops.shape(patches)[0]
+    cells = ops.reshape(patches, (batch, n, g, ph // g, g, pw // g, channels))
     cells = ops.mean(cells, axis=(3, 5))  # (B, N, 4, 4, C)
     classes = _color_class(quantize_colors(cells, color_bits), color_bits)
-    return ops.reshape(classes, (-1, n, g * g))
+    return ops.reshape(classes, (batch, n, g * g))
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

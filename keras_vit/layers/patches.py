@@ -52,9 +52,10 @@ class Patches(keras.layers.Layer):
         if height is None or width is None:
             height, width = ops.shape(images)[1], ops.shape(images)[2]
         gh, gw = height // ph, width // pw
-        x = ops.reshape(images, (-1, gh, ph, gw, pw, channels))
+        batch = ops.shape(images)[0]  # no -1: an empty batch has no size to infer it from
+        x = ops.reshape(images, (batch, gh, ph, gw, pw, channels))
         x = ops.transpose(x, (0, 1, 3, 2, 4, 5))
-        return ops.reshape(x, (-1, gh * gw, ph * pw * channels))
+        return ops.reshape(x, (batch, gh * gw, ph * pw * channels))
 
     def compute_output_shape(self, input_shape):
         check_image_shape(input_shape, self.patch_size, name=self.name)

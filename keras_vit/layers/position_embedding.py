@@ -11,7 +11,7 @@ import scipy.ndimage
 from keras import ops
 
 from keras_vit.layers import bicubic
-from keras_vit.layers._checks import check_non_negative_int, check_positive_int_pair
+from keras_vit.layers._checks import check_bool, check_non_negative_int, check_positive_int_pair
 from keras_vit.layers.naflex_position import axis_weights
 
 __all__ = ["resample_position_embedding", "sincos_2d_position_embedding"]
@@ -96,6 +96,8 @@ def resample_position_embedding(
             f"Received: interpolation={interpolation!r}"
         )
     num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
+    antialias = check_bool(antialias, "antialias")
+    align_corners = check_bool(align_corners, "align_corners")
     posemb = np.asarray(posemb)
     if posemb.ndim == 2:
         posemb = posemb[None]

@@ -58,6 +58,7 @@ def relative_position_index(grid_size, class_token=True):
            [4, 2, 1]], dtype=int32)
     """
     h, w = check_positive_int_pair(grid_size, "grid_size")
+    class_token = check_bool(class_token, "class_token")
     rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     coords = np.stack([rows.reshape(-1), cols.reshape(-1)])  # (2, h w), row-major
     offsets = coords[:, :, None] - coords[:, None, :]
@@ -136,7 +137,7 @@ def resize_relative_position_table(table, grid_size, old_grid_size=None, class_t
     """
     table = np.asarray(table)
     h, w = check_positive_int_pair(grid_size, "grid_size")
-    extra = 3 if class_token else 0
+    extra = 3 if check_bool(class_token, "class_token") else 0
     dst = (2 * h - 1, 2 * w - 1)
     count = table.shape[0] - extra
     if old_grid_size is not None:

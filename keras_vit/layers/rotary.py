@@ -219,7 +219,7 @@ def apply_rotary_embedding(x, embedding):
     dtype = x.dtype
     x = ops.cast(x, sin.dtype)
     shape = ops.shape(x)
-    pairs = ops.reshape(x, (*shape[:-1], -1, 2))
+    pairs = ops.reshape(x, (*shape[:-1], x.shape[-1] // 2, 2))  # no -1: an empty batch
     rotated = ops.reshape(ops.stack([-pairs[..., 1], pairs[..., 0]], axis=-1), shape)
     return ops.cast(x * cos + rotated * sin, dtype)
 

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 __all__ = ["StdConv2D"]
+from keras_vit.layers._checks import check_bool
 
 STD_CONV_EPSILON = 1e-5
 EPSILON_MODES = ("std", "variance")
@@ -84,6 +85,7 @@ class StdConv2D(keras.layers.Conv2D):
         epsilon_mode="std",
         **kwargs,
     ):
+        use_bias = check_bool(use_bias, "use_bias")
         super().__init__(
             filters=filters,
             kernel_size=kernel_size,

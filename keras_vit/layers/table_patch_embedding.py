@@ -93,9 +93,10 @@ class TablePatchEmbedding(keras.layers.Layer):
     def call(self, inputs):
         height, width = self._grid(inputs.shape)
         (ph, pw), channels = self.patch_size, inputs.shape[-1]
-        x = ops.reshape(inputs, (-1, height, ph, width, pw, channels))
+        batch = ops.shape(inputs)[0]  # no -1: an empty batch has no size to infer it from
+        x = ops.reshape(inputs, (batch, height, ph, width, pw, channels))
         x = ops.transpose(x, (0, 1, 3, 5, 2, 4))  # (B, h, w, C, ph, pw): channels first
-        x = ops.reshape(x, (-1, height * width, channels * ph * pw))
+        x = ops.reshape(x, (batch, height * width, channels * ph * pw))
         x = ops.matmul(x, ops.cast(self.kernel, x.dtype))
         rows, cols = grid_coordinates(height, width)
         table = ops.cast(self.position_table, x.dtype)

@@ -21,9 +21,10 @@ tables the attention layers take (as a NaFlex batch's).
 """
 
 import keras
+import numpy as np
 from keras import ops
 
-from keras_vit.layers._checks import check_non_negative_int, check_rate
+from keras_vit.layers._checks import check_bool, check_non_negative_int, check_rate, check_seed
 
 __all__ = ["TokenDropping"]
 
@@ -99,6 +100,44 @@ def random_masking(patches, noise, keep):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
+def check_noise(noise, batch, num_patches, name="noise"):
+    """MAE's `noise` as `(batch, num_patches)` numbers (a list becomes a NumPy array), else a
+    ValueError naming what was expected; `batch` / `num_patches` None: not checked."""
+    if noise is None:
+        return None
+    if isinstance(noise, (list, tuple)):
+        try:
+            noise = np.asarray(noise)
+        except ValueError as error:
+            raise ValueError(
+                f"{name} must be a (batch, patches) array. Received: {error}"
+            ) from None
+    dtype = getattr(noise, "dtype", None)
+    try:
+        kind = keras.backend.standardize_dtype(dtype) if dtype is not None else None
+    except (TypeError, ValueError):  # strings, objects
+        kind = None
+    if kind is None or kind == "bool" or not (
+        keras.backend.is_float_dtype(kind) or keras.backend.is_int_dtype(kind)
+    ):
+        raise ValueError(
+            f"{name} must be numbers (its argsort orders the patches; uniform [0, 1) floats as "
+            f"MAE draws). Received: {type(noise).__name__} of dtype {dtype}"
+        )
+    shape = tuple(noise.shape)
+    if (
+        len(shape) != 2
+        or (num_patches is not None and shape[1] is not None and shape[1] != num_patches)
+        or (batch is not None and shape[0] is not None and shape[0] != batch)
+    ):
+        rows = "batch" if batch is None else batch
+        raise ValueError(
+            f"{name} must have shape ({rows}, {num_patches}): one row per image, one value per "
+            f"patch. Received: {name}.shape={shape}"
+        )
+    return noise
+
+
 class TokenDropping(keras.layers.Layer):
     """Drops a random fraction of each image's patch tokens (MAE masking, patch dropout).
 
@@ -142,13 +181,15 @@ class TokenDropping(keras.layers.Layer):
         super().__init__(**kwargs)
         self.rate = check_rate(rate, "rate")
         self.num_prefix_tokens = check_non_negative_int(num_prefix_tokens, "num_prefix_tokens")
-        if not isinstance(training_only, bool):
-            raise ValueError(
-                f"training_only must be a bool. Received: training_only={training_only!r}"
-            )
-        self.training_only = training_only
-        self.seed = seed
+        self.training_only = check_bool(training_only, "training_only")
+        self.seed = check_seed(seed)
         self.seed_generator = keras.random.SeedGenerator(seed, name="seed_generator")
+
+    def __call__(self, tokens, *args, noise=None, **kwargs):
+        shape = tuple(getattr(tokens, "shape", ()))
+        patches = shape[1] - self.num_prefix_tokens if len(shape) == 3 and shape[1] else None
+        noise = check_noise(noise, shape[0] if shape else None, patches)
+        return super().__call__(tokens, *args, noise=noise, **kwargs)
 
     def _num_patches(self, shape):
         if len(shape) != 3 or shape[1] is None:

@@ -44,6 +44,18 @@ class TokenGrid(keras.layers.Layer):
     def call(self, tokens, reference):
         shape = ops.shape(reference)
         rows, cols = shape[1] // self.patch_size[0], shape[2] // self.patch_size[1]
+        static = (tokens.shape[1], reference.shape[1], reference.shape[2])
+        if None not in static:
+            patches = static[0] - self.num_prefix_tokens
+            grid = (static[1] // self.patch_size[0], static[2] // self.patch_size[1])
+            if patches != grid[0] * grid[1]:
+                raise ValueError(
+                    f"Layer '{self.name}' lays patch tokens on the image's {grid[0]}x{grid[1]} "
+                    f"grid, but received {patches} patch tokens: tokens were dropped on the way "
+                    "(patch dropout runs with training=True). Call the feature extractor with "
+                    "training=False, or build the model with patch_dropout_rate=0. Received: "
+                    f"tokens shape={tuple(tokens.shape)}"
+                )
         patches = tokens[:, self.num_prefix_tokens :]
         return ops.reshape(patches, (ops.shape(tokens)[0], rows, cols, tokens.shape[-1]))
 

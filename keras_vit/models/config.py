@@ -34,7 +34,6 @@ from keras_vit.models import config_stem_checks as stem_checks
 from keras_vit.models import merger, variants
 from keras_vit.models.arguments import nearest_keys, unknown_keys_message
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
-    BOOLS,
     MLPS,
     NAFLEX_RESIZE,
     POOLINGS,
@@ -339,22 +338,46 @@ class ViTConfig:
         """
         config = getattr(model, "config", None)
         if not isinstance(config, cls):
-            extract = {
-                "MaskedAutoencoder": "extract_mae_encoder",
-                "MaskedPatchPredictor": "extract_encoder",
-            }.get(type(model).__name__)
-            hint = (
-                f" A {type(model).__name__} is a pre-training model: its encoder "
-                f"(keras_vit.models.{extract}(model)) is a VisionTransformer."
-                if extract
-                else ""
-            )
+            hint = pretraining_hint(type(model).__name__)
             raise ValueError(
                 "ViTConfig.from_model needs a model built by keras_vit (a VisionTransformer; "
                 ".keras files of earlier versions load as one through keras_vit.load_model). "
                 f"Received: {type(model).__name__} {getattr(model, 'name', '')!r}.{hint}"
             )
         return config
+
+
+# The pre-training models (encoder + decoder or prediction head) and their encoder's extractor.
+PRETRAINING_MODELS = {
+    "MaskedAutoencoder": "extract_mae_encoder",
+    "MaskedPatchPredictor": "extract_encoder",
+}
+
+
+def pretraining_hint(class_name):
+    """`" A MaskedAutoencoder is a pre-training model: its encoder (...) is a
+    VisionTransformer."`, or "" for any other class."""
+    extract = PRETRAINING_MODELS.get(class_name)
+    if extract is None:
+        return ""
+    return (
+        f" A {class_name} is a pre-training model: its encoder "
+        f"(keras_vit.models.{extract}(model)) is a VisionTransformer."
+    )
+
+
+def check_not_pretraining_model(model, what, class_name=None):
+    """Refuses a pre-training model (an MAE, a masked patch predictor: no single image-to-output
+    graph) where `what` (an exporter, inspection) takes a VisionTransformer, saying how to get
+    its encoder. `class_name`: the class of a `.keras` file's model, read without loading."""
+    name = class_name or type(model).__name__
+    if name in PRETRAINING_MODELS:
+        raise ValueError(
+            f"{what} takes a VisionTransformer (images in, features or logits out). Received: "
+            f"a {name}{f' {model.name!r}' if hasattr(model, 'name') else ''}, which trains an "
+            f"encoder by reconstruction.{pretraining_hint(name)} Export or inspect that "
+            "(keras-vit finetune --init loads it too)."
+        )
 
 
 def override_defaults(*groups):
@@ -373,3 +396,5 @@ ViTConfig.__doc__ = ViTConfig.__doc__.replace(
     "        (the entries of `keras_vit.models.config_docs.OPTIONS`)\n", args_section(8) + "\n"
 )
 HYBRID_KWARGS = ViTConfig.field_names("hybrid")
+# The bool options (checked by `checks.check_core`, which reads the same annotations).
+BOOLS = tuple(f.name for f in dataclasses.fields(ViTConfig) if f.type in (bool, "bool"))

@@ -6,7 +6,10 @@ ValueError naming the expected and the received values. The option tables they c
 live here too, and config.py imports them.
 """
 
+import dataclasses
+
 from keras_vit.layers._checks import (
+    check_bool,
     check_non_negative_int,
     check_positive_int,
     check_positive_int_pair,
@@ -21,29 +24,6 @@ from keras_vit.models.arguments import check_num_classes
 
 # NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
 POOLINGS = ("token", "gap", "map", "token_gap", None)
-BOOLS = (
-    "dynamic_image_size",
-    "fc_norm",
-    "distillation_token",
-    "prefix_position_embedding",
-    "pre_norm",
-    "qk_norm",
-    "key_bias",
-    "mlp_inner_norm",
-    "attention_inner_norm",
-    "patch_norm",
-    "final_norm",
-    "map_prefix_tokens",
-    "attention_only_layer_scale",
-    "merger_norm",
-    "merger_padding",
-    "final_and_fc_norm",
-    # NaFlex (issue 31)
-    "naflex",
-    "position_embedding_antialias",
-    "position_embedding_align_corners",
-    "position_embedding_aspect_preserving",
-)
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate")
 NAFLEX_RESIZE = {
     "position_embedding_interpolation": "bicubic",
@@ -438,9 +418,16 @@ def check_core(config, normalize):
     runs this first, then each option group's check)."""
     normalize("image_size", check_positive_int_pair(config.image_size, "image_size"))
     normalize("patch_size", check_positive_int_pair(config.patch_size, "patch_size"))
+    for field in dataclasses.fields(config):  # every bool option (the `bool` annotations)
+        if field.type in (bool, "bool"):
+            normalize(field.name, check_bool(getattr(config, field.name), field.name))
+    normalize("class_token", check_bool(config.class_token, "class_token", allow_none=True))
     for name in ("num_layers", "hidden_dim", "mlp_dim", "num_heads", "num_channels"):
-        check_positive_int(getattr(config, name), name)
-    check_positive_int(config.representation_size, "representation_size", allow_none=True)
+        normalize(name, check_positive_int(getattr(config, name), name))
+    normalize(
+        "representation_size",
+        check_positive_int(config.representation_size, "representation_size", allow_none=True),
+    )
     check_num_classes(config.num_classes)
     if config.include_top:
         check_positive_int(config.num_classes, "num_classes")
@@ -464,10 +451,7 @@ def check_core(config, normalize):
             f"pooling={config.pooling!r}, class_token=False"
         )
     for name in RATES:
-        check_rate(getattr(config, name), name)
-    for name in BOOLS:
-        if not isinstance(getattr(config, name), bool):
-            raise ValueError(f"{name} must be a bool. Received: {name}={getattr(config, name)!r}")
+        normalize(name, check_rate(getattr(config, name), name))
     normalize(
         "num_register_tokens",
         check_non_negative_int(config.num_register_tokens, "num_register_tokens"),

@@ -19,7 +19,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import PatchEncoder
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_positive_int_pair, check_seed
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 
@@ -59,6 +59,13 @@ def _dynamic_copy(model):
     config = ViTConfig.from_model(model)
     if config.dynamic_image_size:
         return model
+    if config.patch_dropout_rate:  # refused in FlexiViT's words, not the rebuilt config's
+        raise ValueError(
+            "FlexiViT changes the patch grid at every batch (it runs its backbone with "
+            "dynamic_image_size=True), and patch dropout needs a static token count. Build the "
+            "backbone with patch_dropout_rate=0. Received: backbone with patch_dropout_rate="
+            f"{config.patch_dropout_rate}"
+        )
     copy = build_model(dataclasses.replace(config, dynamic_image_size=True))
     for old, new in zip(model.layers, copy.layers, strict=True):
         new.set_weights(old.get_weights())
@@ -131,7 +138,7 @@ class FlexiViT(keras.Model):
         self.patch_size = own if patch_size is None else check_positive_int_pair(
             patch_size, "patch_size"
         )
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         features = self.patch_encoder.input
         self.stem = None

@@ -30,6 +30,8 @@ checks cannot run without breaking the trace: validate such data where it is mad
 import keras
 import numpy as np
 
+from keras_vit.layers._checks import concrete
+
 NAFLEX_KEYS = ("patches", "patch_coord", "patch_valid")
 
 
@@ -57,36 +59,6 @@ def _kind(value):
         return "f"
     if keras.backend.is_int_dtype(name):
         return "i"
-    return None
-
-
-def concrete(value):
-    """`value` as a NumPy array when its values are known here (NumPy, an eager tensor), else
-    None (a symbolic or traced tensor)."""
-    try:
-        return _concrete(value)
-    except Exception:  # a fake / exported tensor of a tracer keras_vit does not know: no values
-        return None
-
-
-def _concrete(value):
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, keras.KerasTensor):
-        return None
-    module = type(value).__module__
-    if module.startswith("jax"):
-        import jax
-
-        return None if isinstance(value, jax.core.Tracer) else np.asarray(value)
-    if module.startswith("tensorflow"):
-        import tensorflow as tf
-
-        if tf.is_symbolic_tensor(value) or not tf.executing_eagerly():
-            return None
-        return value.numpy()
-    if module.startswith("torch"):  # on an accelerator: no device-to-host copy per step
-        return value.detach().numpy() if value.device.type == "cpu" else None
     return None
 
 
@@ -254,6 +226,14 @@ def run_checked(model, method, x, args, kwargs):
     `predict` left every later call failing ("'NoneType' object is not callable"). The values
     are kept here and put back when `method` raises.
     """
+    if isinstance(x, (list, tuple)) and len(x) != 1 and all(map(_is_batch, x)):
+        shapes = [_shape(item) for item in x][:4]
+        raise ValueError(
+            f"Model '{model.name}' takes one array of images (batch, height, width, channels). "
+            f"Received: a {type(x).__name__} of {len(x)} arrays of shapes {shapes}"
+            f"{' ...' if len(x) > 4 else ''}. Stack them into one batch: np.stack(images) for "
+            "single images, np.concatenate(batches) for batches."
+        )
     if x is not None and _is_batch(x):
         check_inputs(model.config, x, model.name)
     if keras.backend.backend() != "jax":
@@ -291,6 +271,10 @@ class CheckedInputs:
         return super().call(inputs, *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
+        shape = _shape(x) if not isinstance(x, dict) and _is_batch(x) else None
+        if shape and shape[0] == 0:  # Keras' predict has no batch to run (UnboundLocalError)
+            check_inputs(self.config, x, self.name)
+            return keras.ops.convert_to_numpy(self(x))
         return run_checked(self, super().predict, x, args, kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):

@@ -33,13 +33,21 @@ from keras_vit.layers._checks import (
     check_non_negative_int,
     check_positive_int,
     check_rate,
+    check_seed,
 )
 from keras_vit.layers.sharding import REPLICATED, WIDTH
-from keras_vit.layers.token_dropping import TokenDropping, check_kept, gather_tokens
+from keras_vit.layers.token_dropping import (
+    TokenDropping,
+    check_kept,
+    check_noise,
+    gather_tokens,
+)
 from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
+from keras_vit.models.arguments import nearest_keys
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.config_checks import token_dropping_conflicts
 from keras_vit.models.encoder import VisionTransformer, build_model, num_prefix_tokens
+from keras_vit.models.variable_paths import PATHS
 
 # The decoder's layer names (transformers' ViTMAE names map to them). Block `i` is
 # `DECODER_BLOCK.format(i)`.
@@ -49,7 +57,7 @@ DECODER_NORM = "decoder_norm"
 DECODER_PRED = "decoder_pred"
 
 
-def mae_sincos_table(grid_size, width, num_prefix=1):
+def mae_sincos_table(grid_size, width, num_prefix=1, name="width"):
     """MAE's fixed 2-D sincos table `(1, num_prefix + rows * columns, width)` (NumPy float32).
 
     Each patch gets `[sin(c w), cos(c w), sin(r w), cos(r w)]` for its column c and row r,
@@ -62,7 +70,10 @@ def mae_sincos_table(grid_size, width, num_prefix=1):
     [0.841, 0.01, 0.54, 1.0, 0.0, 0.0, 1.0, 1.0]
     """
     if width % 4:
-        raise ValueError(f"MAE's sincos table needs a width divisible by 4. Received: {width}")
+        raise ValueError(
+            f"{name} must be divisible by 4: MAE's fixed 2-D sincos position table gives each "
+            f"patch a quarter of it per sin / cos of row and column. Received: {name}={width}"
+        )
     quarter = width // 4
     omega = 1.0 / 10000.0 ** (np.arange(quarter, dtype="float64") / quarter)
     rows, cols = np.meshgrid(np.arange(grid_size[0]), np.arange(grid_size[1]), indexing="ij")
@@ -121,9 +132,11 @@ class MaskedAutoencoder(keras.Model):
 
     Args:
         encoder_config: a `ViTConfig` (or its dict, or a `VisionTransformer` whose config and
-            weights are taken): the encoder, made headless with token outputs.
-        mask_ratio: float in [0, 1). Fraction of the patches dropped per image. Defaults to
-            0.75.
+            encoder weights are taken): the encoder, made headless with token outputs (a
+            classifier, pre-logits, `fc_norm` or attention pool of the model is not part of
+            it and is left out).
+        mask_ratio: float in (0, 1). Fraction of the patches dropped per image (the loss is
+            over them: 0 would drop none and train nothing). Defaults to 0.75.
         decoder_hidden_dim, decoder_num_layers, decoder_num_heads, decoder_mlp_dim: the
             decoder's sizes. Default to the paper's 512, 8, 16 and 2048.
         norm_pix_loss: bool. Targets normalised per patch. Defaults to False.
@@ -133,7 +146,8 @@ class MaskedAutoencoder(keras.Model):
 
     Call arguments:
         images: `(B, H, W, C)`.
-        noise: optional `(B, N)` float: its argsort orders the patches (kept first).
+        noise: optional `(B, N)` float (a NumPy array, list or tensor): its argsort orders
+            the patches (kept first); one row per image.
         training: bool.
 
     Returns:
@@ -174,6 +188,12 @@ class MaskedAutoencoder(keras.Model):
         self._encoder_config = config
         # Checked, never coerced: 16.7 is not truncated to 16, nor "False" read as True.
         self.mask_ratio = check_rate(mask_ratio, "mask_ratio")
+        if self.mask_ratio == 0:
+            raise ValueError(
+                "mask_ratio must be in (0, 1): MAE's loss is over the dropped patches, and 0 "
+                "drops none (the loss is 0 and nothing is learned). Received: "
+                f"mask_ratio={mask_ratio!r}"
+            )
         self.decoder_hidden_dim = check_positive_int(decoder_hidden_dim, "decoder_hidden_dim")
         self.decoder_num_layers = check_non_negative_int(decoder_num_layers, "decoder_num_layers")
         self.decoder_num_heads = check_positive_int(decoder_num_heads, "decoder_num_heads")
@@ -188,15 +208,19 @@ class MaskedAutoencoder(keras.Model):
                 f"decoder_hidden_dim={self.decoder_hidden_dim}, "
                 f"decoder_num_heads={self.decoder_num_heads}"
             )
-        self.seed = seed
+        self.seed = check_seed(seed)
+        if self.decoder_hidden_dim % 4:
+            mae_sincos_table((1, 1), self.decoder_hidden_dim, name="decoder_hidden_dim")
+        if self.fixed_position_embedding and config.position_embedding == "learned":
+            mae_sincos_table((1, 1), config.hidden_dim, name="hidden_dim")
         self.encoder = build_model(config)
         if source is not None:
-            self.encoder.set_weights(source.get_weights())
+            copy_encoder_weights(source, self.encoder)
         prefix = num_prefix_tokens(config)
         grid = config.grid_size
         num_patches = grid[0] * grid[1]
         check_kept(num_patches, self.mask_ratio, "mask_ratio")
-        self.masking = TokenDropping(mask_ratio, prefix, seed=seed, name="masking")
+        self.masking = TokenDropping(self.mask_ratio, prefix, seed=self.seed, name="masking")
         self.masking.build((None, prefix + num_patches, config.hidden_dim))
         encoder_positions = self.encoder.patch_encoder
         if self.fixed_position_embedding and config.position_embedding == "learned":
@@ -278,7 +302,15 @@ class MaskedAutoencoder(keras.Model):
         x = self.decoder_pred(self.decoder_norm(x))
         return x[:, prefix:]
 
+    def __call__(self, images, *args, noise=None, **kwargs):
+        shape = tuple(getattr(images, "shape", ()))
+        grid = self.encoder_config.grid_size
+        noise = check_noise(noise, shape[0] if shape else None, grid[0] * grid[1])
+        return super().__call__(images, *args, noise=noise, **kwargs)
+
     def call(self, images, noise=None, training=None):
+        if not keras.backend.is_float_dtype(keras.backend.standardize_dtype(images.dtype)):
+            images = ops.cast(images, self.compute_dtype)  # as a functional ViT casts its input
         latent, mask, ids_restore = self.encode(images, noise=noise, training=training)
         logits = self.decode(latent, ids_restore, training=training)
         targets = patch_pixels(images, self.encoder_config.patch_size)
@@ -322,6 +354,33 @@ class MaskedAutoencoder(keras.Model):
         return cls(**config)
 
 
+def copy_encoder_weights(source, encoder):
+    """Copies a `VisionTransformer`'s weights into an MAE encoder built from its config.
+
+    The encoder is the source's trunk (patch encoder, blocks, norms), headless: variables are
+    matched by path, and the source's head-side ones the encoder lacks (classifier,
+    pre-logits, attention pool) are left out. A source whose final norm is its `fc_norm`
+    (pooling "gap" with `fc_norm=True`, MAE's fine-tuning head) gives that norm to the
+    encoder's final norm, as timm maps MAE's `norm` to `fc_norm` the other way. Every encoder
+    variable must be found with its shape.
+    """
+    weights = {variable.path: variable for variable in source.weights}
+    final, fc = PATHS["encoder_norm"], PATHS["fc_norm"]
+    for variable in list(weights.values()):  # fc_norm standing in for the final norm
+        if variable.path.startswith(fc + "/"):
+            weights.setdefault(final + variable.path[len(fc) :], variable)
+    missing = [v.path for v in encoder.weights if v.path not in weights]
+    shapes = [v.path for v in encoder.weights
+              if v.path in weights and tuple(weights[v.path].shape) != tuple(v.shape)]  # fmt: skip
+    if missing or shapes:
+        raise ValueError(
+            f"MaskedAutoencoder could not take the encoder weights of {source.name!r}: "
+            f"missing {missing[:5]}, other shapes {shapes[:5]}."
+        )
+    for variable in encoder.weights:
+        variable.assign(ops.convert_to_numpy(weights[variable.path]))
+
+
 def build_mae_model(variant="B/16", *, image_size=224, num_channels=3, name=None, **kwargs):
     """Builds a `MaskedAutoencoder` on a `ViT(variant)` encoder.
 
@@ -347,6 +406,13 @@ def build_mae_model(variant="B/16", *, image_size=224, num_channels=3, name=None
         "decoder_mlp_dim", "norm_pix_loss", "fixed_position_embedding", "seed",
     )  # fmt: skip
     options = {key: kwargs.pop(key) for key in own if key in kwargs}
+    unknown = sorted(set(kwargs) - set(ViTConfig.field_names()))
+    if unknown:  # a misspelt MAE argument: suggest among both lists
+        valid = [*own, *ViTConfig.field_names()]
+        raise TypeError(
+            f"Unknown build_mae_model arguments {unknown}{nearest_keys(unknown, valid)}. "
+            f"Expected MaskedAutoencoder's {list(own)} or ViT encoder arguments."
+        )
     config = ViTConfig.from_variant(
         variant,
         image_size=image_size,

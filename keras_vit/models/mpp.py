@@ -31,7 +31,7 @@ import inspect
 import keras
 from keras import ops
 
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_positive_int_pair, check_seed
 from keras_vit.layers.patch_corruption import PatchCorruption, check_fractions
 from keras_vit.layers.patch_targets import (
     DOWNSAMPLED_GRID,
@@ -199,7 +199,7 @@ class MaskedPatchPredictor(keras.Model):
         self.mask_fraction = mask_fraction
         self.random_fraction = random_fraction
         self.color_bits = color_bits
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.encoder_kwargs = encoder_kwargs
         self._encoder_config = config
 

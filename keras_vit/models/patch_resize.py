@@ -4,7 +4,7 @@ import dataclasses
 
 import keras
 
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_bool, check_positive_int_pair
 from keras_vit.layers.patch_resize import PATCH_INTERPOLATIONS, resample_patch_embedding
 from keras_vit.layers.position_embedding import INTERPOLATIONS
 from keras_vit.models.encoder import VisionTransformer, build_model
@@ -88,6 +88,7 @@ def with_patch_size(
         )
     check_not_naflex(source, "with_patch_size")
     check_positive_int_pair(patch_size, "patch_size")
+    antialias = check_bool(antialias, "antialias")
     if image_size is not None:
         check_positive_int_pair(image_size, "image_size")
     old_encoder = _patch_encoder(source)

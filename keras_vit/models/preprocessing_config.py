@@ -138,8 +138,8 @@ class PreprocessingConfig:
                 f"Received: interpolation={interpolation!r}"
             )
         return cls(
-            mean=tuple(cfg.get("mean") or IMAGENET_MEAN),
-            std=tuple(cfg.get("std") or IMAGENET_STD),
+            mean=IMAGENET_MEAN if cfg.get("mean") is None else cfg["mean"],
+            std=IMAGENET_STD if cfg.get("std") is None else cfg["std"],
             interpolation=interpolation,
             crop_pct=cfg.get("crop_pct") or TIMM_DEFAULT_CROP_PCT,
             crop_mode=cfg.get("crop_mode") or "center",
@@ -232,8 +232,8 @@ class PreprocessingConfig:
         normalize = cfg.get("do_normalize", True)
         rescale = cfg.get("rescale_factor", 1 / 255) if cfg.get("do_rescale", True) else 1.0
         return cls(
-            mean=tuple(cfg.get("image_mean", (0.5,))) if normalize else 0.0,
-            std=tuple(cfg.get("image_std", (0.5,))) if normalize else 1.0,
+            mean=cfg.get("image_mean", (0.5,)) if normalize else 0.0,
+            std=cfg.get("image_std", (0.5,)) if normalize else 1.0,
             scale=rescale,
             interpolation=PIL_RESAMPLE[resample],
             crop_pct=1.0,
@@ -339,7 +339,10 @@ class InputSpecMixin:
                 "keras_vit.preprocess_input(x, model=model)). Received: a model with naflex=True"
             )
         return ImagePreprocessor(
-            self.config.image_size, name="preprocessor", **self.preprocessing.layer_arguments()
+            self.config.image_size,
+            name="preprocessor",
+            num_channels=self.config.num_channels,
+            **self.preprocessing.layer_arguments(),
         )
 
 

@@ -14,6 +14,8 @@ timm and transformers sources (a timm name's repo and file:
 import os
 import re
 
+from keras_vit.weights import hub_errors
+
 __all__ = [
     "INSTALL_HINT",
     "download_file",
@@ -104,19 +106,28 @@ def download_file(repo_id, filename, *, revision=None, cache_dir=None, force_dow
 
     if filename.endswith(_PICKLES):
         raise ValueError(_pickle_refusal(repo_id, revision, filename))
+    cache_dir = hub_errors.check_cache_dir(cache_dir)
     _check_force_download(force_download, repo_id, revision)
+    unreachable = _unreachable(force_download)
     try:
         return hub.hf_hub_download(
-            repo_id, filename, revision=revision, cache_dir=cache_dir, force_download=force_download
+            repo_id,
+            filename,
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            local_files_only=unreachable is not None,
         )
     except errors.LocalEntryNotFoundError as error:
         raise FileNotFoundError(
-            _offline_message(repo_id, revision, cache_dir, filename, error)
+            hub_errors.offline_message(repo_id, revision, cache_dir, filename, error, unreachable)
         ) from error
     except errors.RemoteEntryNotFoundError as error:
         if filename.endswith(".safetensors"):
             raise FileNotFoundError(_pickle_refusal(repo_id, revision, filename)) from error
-        raise
+        raise hub_errors.translate(error, repo_id, revision, filename) from error
+    except (errors.HfHubHTTPError, errors.HFValidationError) as error:
+        raise hub_errors.translate(error, repo_id, revision, filename) from error
 
 
 def download_snapshot(
@@ -141,7 +152,10 @@ def download_snapshot(
     hub = import_hub()
     from huggingface_hub import errors
 
+    cache_dir = hub_errors.check_cache_dir(cache_dir)
     _check_force_download(force_download, repo_id, revision)
+    unreachable = _unreachable(force_download)
+    what = ", ".join(allow_patterns)
     try:
         folder = hub.snapshot_download(
             repo_id,
@@ -149,14 +163,35 @@ def download_snapshot(
             cache_dir=cache_dir,
             allow_patterns=list(allow_patterns),
             force_download=force_download,
+            local_files_only=unreachable is not None,
         )
     except errors.LocalEntryNotFoundError as error:
         raise FileNotFoundError(
-            _offline_message(repo_id, revision, cache_dir, ", ".join(allow_patterns), error)
+            hub_errors.offline_message(repo_id, revision, cache_dir, what, error, unreachable)
         ) from error
+    except (errors.HfHubHTTPError, errors.HFValidationError) as error:
+        raise hub_errors.translate(error, repo_id, revision, what) from error
     if not any(name.endswith(".safetensors") for name in os.listdir(folder)):
         raise FileNotFoundError(_pickle_refusal(repo_id, revision, "*.safetensors"))
     return folder
+
+
+def _unreachable(force_download):
+    """Online, the transport error of one request to the Hub (then only the cache is read, at
+    once, instead of huggingface_hub's ~23 s of retries), else None. `force_download` needs the
+    Hub: unreachable, it is refused."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None  # huggingface_hub reads the cache alone, without any request
+    error = hub_errors.hub_unreachable()
+    if error is not None and force_download:
+        raise FileNotFoundError(
+            f"force_download=True downloads again, but the Hub at {constants.ENDPOINT} could "
+            f"not be reached ({type(error).__name__}: {error}). Retry with a connection, or "
+            "drop force_download to use the cached files."
+        ) from error
+    return error
 
 
 def _check_force_download(force_download, repo_id, revision):
@@ -171,8 +206,7 @@ def _check_force_download(force_download, repo_id, revision):
         )
 
 
-def _where(repo_id, revision):
-    return repo_id + (f"@{revision}" if revision else "")
+_where = hub_errors.where
 
 
 def _pickle_refusal(repo_id, revision, filename):
@@ -183,24 +217,4 @@ def _pickle_refusal(repo_id, revision, filename):
         "transformers: save_pretrained(..., safe_serialization=True)) or choose a repo that has "
         f"one; a local .bin/.pth file still loads with checkpoint= (torch.load(weights_only="
         "True))."
-    )
-
-
-def _offline_message(repo_id, revision, cache_dir, filename, error):
-    from huggingface_hub import constants
-
-    cache = os.fspath(cache_dir) if cache_dir is not None else constants.HF_HUB_CACHE
-    offline = constants.HF_HUB_OFFLINE
-    why = (
-        "HF_HUB_OFFLINE is set, so nothing is downloaded"
-        if offline
-        else f"the Hub could not be reached ({type(error).__name__})"
-    )
-    return (
-        f"{filename} of the Hub repo {_where(repo_id, revision)!r} is not in the Hugging Face "
-        f"cache {cache!r} and {why}. Download it once with a connection, into that cache: "
-        f"`hf download {repo_id} {filename.split(', ')[0]}"
-        + (f" --revision {revision}" if revision else "")
-        + (f" --cache-dir {cache}" if cache_dir is not None else "")
-        + "` (or the same keras_vit call without HF_HUB_OFFLINE=1)."
     )

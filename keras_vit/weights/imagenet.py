@@ -15,6 +15,8 @@ import os
 import keras
 import numpy as np
 
+from keras_vit.layers._checks import check_bool, is_int
+
 # Package data of `keras_vit` (pyproject: `data/*.txt`), one folder above this module.
 CLASSES_FILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "imagenet_classes.txt"
@@ -68,6 +70,7 @@ def decode_predictions(predictions, top=5, *, from_logits=True, model=None):
     >>> decode_predictions(logits, top=1)[0][0][:2]
     ('n01443537', 'goldfish')
     """
+    from_logits = check_bool(from_logits, "from_logits")
     scores = np.asarray(keras.ops.convert_to_numpy(predictions), dtype="float64")
     names = getattr(getattr(model, "config", None), "class_names", None)
     if names:
@@ -90,7 +93,7 @@ def _decode(scores, classes, top, from_logits):
             f"decode_predictions expects predictions of shape (batch, {len(classes)}) (one "
             f"score per class name). Received: shape={scores.shape}"
         )
-    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= len(classes):
+    if not is_int(top) or not 1 <= top <= len(classes):
         raise ValueError(f"top must be an int in [1, {len(classes)}]. Received: top={top!r}")
     if from_logits:
         scores = np.exp(scores - scores.max(axis=1, keepdims=True))

@@ -427,6 +427,14 @@ def unwrap(state_dict):
                 f"{sorted(map(str, state_dict))[:8]}"
             )
         state_dict = inner
+    broken = [f"{k}={v!r}"[:80] for k, v in state_dict.items() if not _is_array(v)
+              and not isinstance(v, dict)]  # fmt: skip
+    if broken:
+        raise ValueError(
+            "A state dict maps names to arrays or tensors, but these entries are not arrays: "
+            f"{', '.join(broken[:8])}{' ...' if len(broken) > 8 else ''}. Remove them or give "
+            "their arrays."
+        )
     arrays = {str(k): to_numpy(v) for k, v in state_dict.items() if _is_array(v)}
     stripped = True
     while stripped:

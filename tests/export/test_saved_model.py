@@ -478,6 +478,25 @@ def test_feature_extractor_raises(tmp_path):
         export_saved_model(model, tmp_path / "serving")
 
 
+@pytest.mark.parametrize("as_file", [False, True])
+def test_a_masked_autoencoder_is_refused_saying_how(tmp_path, as_file):
+    """An MAE has no single image-to-output graph ('has no attribute inputs' before): each
+    exporter says to take its encoder, before writing anything (issue 56)."""
+    from keras_vit.models.mae import build_mae_model
+
+    mae = build_mae_model("mu/4", image_size=16, decoder_hidden_dim=8, decoder_num_layers=0,
+                          decoder_num_heads=2, decoder_mlp_dim=8)  # fmt: skip
+    model = mae
+    if as_file:
+        model = tmp_path / "mae.keras"
+        mae.save(model)
+    for export, target in ((export_onnx, "m.onnx"), (export_litert, "m.tflite"),
+                           (export_saved_model, "serving")):  # fmt: skip
+        with pytest.raises(ValueError, match=r"MaskedAutoencoder.*extract_mae_encoder\(model\)"):
+            export(model, tmp_path / target)
+        assert not (tmp_path / target).exists()
+
+
 def test_missing_model_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError, match="Model file not found"):
         export_saved_model(tmp_path / "nope.keras", tmp_path / "serving")

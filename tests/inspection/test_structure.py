@@ -66,3 +66,15 @@ def test_geometry_errors():
         vi.find_transformer_blocks(keras.Model(inputs, keras.layers.Dense(2)(inputs)))
     with pytest.raises(ValueError, match="images must have shape"):
         vi.attention_maps(tiny_vit(), np.zeros((1, 16, 16, 3), "float32"))
+
+
+def test_a_masked_autoencoder_is_refused_saying_how():
+    """Inspection takes a VisionTransformer; an MAE's encoder is one (issue 56)."""
+    from keras_vit.models.mae import build_mae_model
+
+    mae = build_mae_model("mu/4", image_size=16, decoder_hidden_dim=8, decoder_num_layers=0,
+                          decoder_num_heads=2, decoder_mlp_dim=8)  # fmt: skip
+    with pytest.raises(ValueError, match=r"MaskedAutoencoder.*extract_mae_encoder"):
+        vi.model_input_shape(mae)
+    with pytest.raises(ValueError, match=r"MaskedAutoencoder.*extract_mae_encoder"):
+        vi.attention_maps(mae, np.zeros((1, 16, 16, 3), "float32"))

@@ -67,14 +67,22 @@ TIMM_CASES = [
         32,
         (20, 25),
     ),  # enlarged
-]
+    # A non-square image_size: timm's ResizeKeepRatio leaves the resized image narrower (or
+    # shorter) than the crop, and CenterCrop pads it with pixel 0 (odd padding: one more
+    # pixel after than before): issue 56's NaN.
+    (dict(mean=IMAGENET_MEAN, std=IMAGENET_STD, crop_pct=0.9, interpolation="bicubic"), (16, 28),
+     (40, 40)),
+    (dict(mean=(0.5,) * 3, std=(0.5,) * 3, crop_pct=1.0, interpolation="bilinear"), (24, 12),
+     (30, 50)),
+]  # fmt: skip
 
 
 def timm_eval(cfg, size, image):
     timm = import_timm()
     from PIL import Image
 
-    cfg = dict(cfg, input_size=(3, size, size))
+    size = (size, size) if isinstance(size, int) else size
+    cfg = dict(cfg, input_size=(3, *size))
     config = timm.data.resolve_data_config({}, pretrained_cfg=cfg)
     transform = timm.data.create_transform(**config)
     return transform(Image.fromarray(image)).permute(1, 2, 0).numpy()
@@ -91,7 +99,9 @@ def test_preprocessor_matches_timm_eval_transform(cfg, size, shape):
     spec = PreprocessingConfig.from_timm(cfg)
     layer = ImagePreprocessor(size, **spec.layer_arguments())
     got = keras.ops.convert_to_numpy(layer(image[None]))[0]
-    assert got.shape == expected.shape == (size, size, 3)
+    pair = (size, size) if isinstance(size, int) else size
+    assert got.shape == expected.shape == (*pair, 3)
+    assert np.isfinite(got).all()
     # In pixel levels: the resize's difference only.
     diff = np.abs(unnormalise(got, spec) - unnormalise(expected, spec))
     assert diff.max() <= PIXEL_TOLERANCE, diff.max()
@@ -235,14 +245,41 @@ def test_written_preprocessor_config_gives_the_same_inputs(
 
 def test_preprocessor_runs_on_unknown_sizes_in_a_compiled_function():
     """The resize sizes come from the input's shape at run time (jit / tf.function / torch)."""
-    layer = ImagePreprocessor(8, **PreprocessingConfig.from_timm({}).layer_arguments())
-    inputs = keras.Input((None, None, 3), dtype="uint8")
-    model = keras.Model(inputs, layer(inputs))
-    for shape in ((12, 20), (30, 9)):
-        image = photo(*shape)[None]
-        np.testing.assert_allclose(
-            model.predict(image, verbose=0), keras.ops.convert_to_numpy(layer(image)), atol=1e-5
-        )
+    # A square size, and a non-square one (timm's ResizeKeepRatio: the dynamic ratio as the
+    # static one, the smaller of the two).
+    for size in (8, (8, 12)):
+        layer = ImagePreprocessor(size, **PreprocessingConfig.from_timm({}).layer_arguments())
+        inputs = keras.Input((None, None, 3), dtype="uint8")
+        model = keras.Model(inputs, layer(inputs))
+        for shape in ((12, 20), (30, 9)):
+            image = photo(*shape)[None]
+            np.testing.assert_allclose(
+                model.predict(image, verbose=0), keras.ops.convert_to_numpy(layer(image)),
+                atol=1e-5,
+            )  # fmt: skip
+
+
+@pytest.mark.parametrize("resize, size", [((16, 16), 32), ((15, 20), (24, 24))])
+def test_a_crop_larger_than_the_resized_image_is_zero_padded_as_torchvision(resize, size):
+    """torchvision's CenterCrop pads a smaller image with pixel 0 (odd padding: the extra pixel
+    after); keras_vit did the same arithmetic with a zero weight sum, NaN (issue 56)."""
+    from PIL import Image
+
+    import_timm()  # torchvision with it
+    from torchvision import transforms
+
+    image = photo(40, 50)
+    pair = (size, size) if isinstance(size, int) else size
+    resized = Image.fromarray(image).resize(resize[::-1], Image.BILINEAR)
+    expected = np.asarray(transforms.CenterCrop(pair)(resized), "float32")
+    layer = ImagePreprocessor(size, mean=0.0, std=1.0, scale=1.0, resize=resize)
+    got = keras.ops.convert_to_numpy(layer(image[None]))[0]
+    assert np.isfinite(got).all()
+    inside = np.zeros(pair, bool)  # where the resized image lies in the crop
+    top, left = ((c - r) // 2 for c, r in zip(pair, resize, strict=True))
+    inside[top : top + resize[0], left : left + resize[1]] = True
+    assert (got[~inside] == 0).all() and (expected[~inside] == 0).all()  # padding: pixel 0
+    assert np.abs(got - expected).max() <= PIXEL_TOLERANCE
 
 
 def test_bad_arguments_name_the_argument():

@@ -104,8 +104,13 @@ def test_bad_arguments_are_refused():
     # Refused when the model is made, in the user's word, not at the first training step.
     with pytest.raises(ValueError, match="patch_dropout_rate=0.999 drops every one of the 16"):
         keras_vit.ViT("mu/4", image_size=16, patch_dropout_rate=0.999)
-    with pytest.raises(ValueError, match=r"noise must have shape \(batch, 4\)"):
+    with pytest.raises(ValueError, match=r"noise must have shape \(1, 4\)"):
         TokenDropping(0.5)(np.zeros((1, 4, 2), "float32"), noise=np.zeros((1, 3), "float32"))
+    # One row per image: a (1, 4) noise for two images gave a (1, 4) mask (issue 56).
+    with pytest.raises(ValueError, match=r"noise must have shape \(2, 4\).*\(1, 4\)"):
+        TokenDropping(0.5)(np.zeros((2, 4, 2), "float32"), noise=np.zeros((1, 4), "float32"))
+    with pytest.raises(ValueError, match="seed must be None or an int"):
+        TokenDropping(0.5, seed=-3)
     with pytest.raises(ValueError, match="patch_dropout_rate drops patch tokens, but naflex"):
         keras_vit.models.ViTConfig.from_variant(
             "mu/4", image_size=16, naflex=True, pooling="gap", patch_dropout_rate=0.5

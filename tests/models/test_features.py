@@ -96,3 +96,16 @@ def test_errors(model):
         keras_vit.feature_extractor(cnn, 1)
     with pytest.raises(ValueError, match="a VisionTransformer.*Received: str"):
         keras_vit.feature_extractor("model.keras", 1)
+
+
+def test_patch_dropout_in_training_is_said_not_a_reshape_error():
+    """Patch dropout drops tokens in training: the grid cannot be laid (a raw reshape error
+    before, issue 56); inference is unaffected."""
+    vit = keras_vit.ViT("mu/4", image_size=16, num_layers=1, patch_dropout_rate=0.5)
+    features = keras_vit.feature_extractor(vit, indices=[0])
+    images = np.zeros((2, 16, 16, 3), "float32")
+    out = features(images, training=False)
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    assert tuple(to_numpy(out).shape) == (2, 4, 4, 32)
+    with pytest.raises(ValueError, match=r"4x4 grid, but received 8 patch tokens.*training=False"):
+        features(images, training=True)

@@ -138,6 +138,13 @@ def test_bad_arguments(args, match):
         keras_vit.FlexiViT(backbone if first == "backbone" else first, sizes)
 
 
+def test_a_backbone_with_patch_dropout_is_refused_in_flexivits_words():
+    backbone = keras_vit.ViT("mu/8", image_size=32, num_classes=5, num_layers=1,
+                             patch_dropout_rate=0.5)  # fmt: skip
+    with pytest.raises(ValueError, match="FlexiViT changes the patch grid.*patch_dropout_rate=0"):
+        keras_vit.FlexiViT(backbone, SIZES)
+
+
 def test_patch_encoder_refuses_another_patch_size_without_dynamic_image_size():
     encoder = keras_vit.PatchEncoder(16, 8)
     with pytest.raises(ValueError, match="dynamic_image_size=True"):

@@ -139,6 +139,13 @@ def test_refusals():
         ("decoder_mlp_dim", True, "decoder_mlp_dim must be a positive integer"),
         ("norm_pix_loss", "False", "norm_pix_loss must be a bool"),
         ("fixed_position_embedding", 1, "fixed_position_embedding must be a bool"),
+        # issue 56: 0 drops nothing and trains nothing; seeds a generator takes; the sincos
+        # table's width in the argument's own name
+        ("mask_ratio", 0.0, r"mask_ratio must be in \(0, 1\).*drops none"),
+        ("seed", -3, r"seed must be None or an int in \[0, 2\*\*32\)"),
+        ("seed", 2**40, r"seed must be None or an int in \[0, 2\*\*32\)"),
+        ("decoder_hidden_dim", 18, "decoder_hidden_dim must be divisible by 4.*=18"),
+        ("hidden_dim", 30, "hidden_dim must be divisible by 4.*hidden_dim=30"),
     ],
 )
 def test_arguments_are_checked_not_coerced(argument, value, message):
@@ -149,12 +156,70 @@ def test_arguments_are_checked_not_coerced(argument, value, message):
 
 def test_numpy_integers_and_a_decoder_without_blocks_are_accepted():
     model = build_mae_model(
-        "mu/4", image_size=16, **{**TINY, "decoder_hidden_dim": np.int64(16)}, mask_ratio=0
-    )
+        "mu/4", image_size=16, **{**TINY, "decoder_hidden_dim": np.int64(16)},
+        mask_ratio=np.float32(0.5), seed=np.int64(3),
+    )  # fmt: skip
     assert type(model.decoder_hidden_dim) is int and model.get_config()["decoder_hidden_dim"] == 16
+    assert type(model.mask_ratio) is float and model.get_config()["mask_ratio"] == 0.5
+    assert type(model.seed) is int
     linear = build_mae_model("mu/4", image_size=16, **{**TINY, "decoder_num_layers": 0})
     out = linear(_images(2))
     assert linear.decoder_blocks == [] and tuple(out["logits"].shape) == (2, 16, 48)
+
+
+def test_a_misspelt_argument_gets_a_suggestion():
+    with pytest.raises(TypeError, match="'mask_ration': did you mean 'mask_ratio'"):
+        build_mae_model("mu/4", image_size=16, mask_ration=0.5, **TINY)
+
+
+@pytest.fixture(scope="module")
+def mae():
+    return build_mae_model("mu/4", image_size=16, seed=0, **TINY)
+
+
+@pytest.mark.parametrize(
+    "noise, message",
+    [
+        (np.zeros((1, 16), "float32"), r"noise must have shape \(2, 16\).*\(1, 16\)"),
+        (np.zeros((3, 16), "float32"), r"noise must have shape \(2, 16\).*\(3, 16\)"),
+        (np.zeros((2, 15), "float32"), r"noise must have shape \(2, 16\).*\(2, 15\)"),
+        (np.full((2, 16), "a"), "noise must be numbers"),
+        ([["0.1"] * 16] * 2, "noise must be numbers"),
+        (np.zeros((2, 16), bool), "noise must be numbers"),
+    ],
+)
+def test_noise_is_one_row_of_numbers_per_image(mae, noise, message):
+    with pytest.raises(ValueError, match=message):
+        mae(_images(2), noise=noise)
+
+
+def test_noise_as_a_list_and_uint8_images_are_taken(mae):
+    noise = np.random.default_rng(0).uniform(size=(2, 16))
+    expected = mae(_images(2), noise=noise)
+    got = mae(_images(2), noise=noise.tolist())
+    np.testing.assert_array_equal(to_numpy(got["mask"]), to_numpy(expected["mask"]))
+    pixels = np.random.default_rng(1).integers(0, 256, (2, 16, 16, 3)).astype("uint8")
+    out = mae(pixels, noise=noise)  # cast as a functional ViT casts (a raw dtype error before)
+    np.testing.assert_allclose(
+        to_numpy(out["loss"]), to_numpy(mae(pixels.astype("float32"), noise=noise)["loss"])
+    )
+
+
+@pytest.mark.parametrize(
+    "options", [dict(num_classes=5), dict(pooling="gap", fc_norm=True, num_classes=3)]
+)
+def test_from_a_classifier_takes_its_encoder_weights(options):
+    """A ViT with a head (or timm's gap + fc_norm head, MAE's fine-tuning form): its trunk's
+    weights, the head left out (set_weights failed on the count before); fc_norm becomes the
+    encoder's final norm."""
+    vit = ViT("mu/4", image_size=16, num_layers=1, **options)
+    model = MaskedAutoencoder(vit, fixed_position_embedding=False, **TINY)
+    source = {w.path: to_numpy(w) for w in vit.weights}
+    for variable in model.encoder.weights:
+        path = variable.path
+        if path not in source:
+            path = path.replace("encoder_norm", "fc_norm")
+        np.testing.assert_array_equal(to_numpy(variable), source[path])
 
 
 def test_from_a_vision_transformer_keeps_its_weights():

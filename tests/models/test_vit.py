@@ -274,3 +274,23 @@ def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
     assert np.isfinite(history.history["loss"]).all()
     loaded = roundtrip_model(model, x, tmp_path)
     assert all(layer.remat for layer in loaded.layers if isinstance(layer, TransformerBlock))
+
+
+def test_an_empty_batch_gives_an_empty_output():
+    """0 images: (0, classes), on every backend (PyTorch's reshape could not infer a -1 from
+    0 elements; Keras' predict had no batch to run; issue 56)."""
+    images = np.zeros((0, 32, 32, 3), "float32")
+    for options in (dict(), dict(pooling="map"), dict(rotary_embedding="eva02")):
+        model = keras_vit.ViT("mu/8", image_size=32, num_classes=10, num_layers=1, **options)
+        assert tuple(to_numpy(model(images)).shape) == (0, 10)
+    assert model.predict(images, verbose=0).shape == (0, 10)
+
+
+def test_predict_of_a_list_of_images_says_to_stack_them():
+    model = keras_vit.ViT("mu/8", image_size=32, num_classes=10, num_layers=1)
+    images = [np.zeros((32, 32, 3), "float32")] * 2
+    with pytest.raises(ValueError, match=r"a list of 2 arrays.*np.stack\(images\)"):
+        model.predict(images, verbose=0)
+    np.testing.assert_allclose(  # a list of one batch is that batch, as Keras reads it
+        model.predict([np.stack(images)], verbose=0), model.predict(np.stack(images), verbose=0)
+    )

@@ -151,6 +151,15 @@ def hub(tmp_path_factory):
          "local": str(hf_new)},  # keras-vit convert --from huggingface REPO OUT --force-download
         {**timm_step, "id": "convert_timm", "loader": "convert_timm", "source": f"{ARCH}.{TAG}",
          "local": str(new_file)},  # keras-vit convert --from timm NAME OUT, from the cache
+        # huggingface_hub's own errors, translated at the boundary (issue 56)
+        {**timm_step, "id": "repo_missing", "source": "hf-hub:nobody/nothing"},
+        {"id": "hf_repo_missing", "loader": "huggingface", "source": "acme/nothing"},
+        {**timm_step, "id": "bad_revision", "source": f"{ARCH}.{TAG}",
+         "kwargs": {**SIZES, "revision": "nope"}},
+        {"id": "hf_bad_revision", "loader": "huggingface", "source": HF_REPO,
+         "kwargs": {"revision": "nope"}},
+        {"id": "cache_dir_file", "loader": "huggingface", "source": HF_REPO,
+         "kwargs": {"cache_dir": str(old_file)}},
     ]  # fmt: skip
     env = dict(HF_ENDPOINT=server.url, HF_HOME=str(home))
     results = {"online": _client(tmp_path, online, **env)}
@@ -165,12 +174,31 @@ def hub(tmp_path_factory):
          "kwargs": {**SIZES, "force_download": True}},
     ]  # fmt: skip
     results["offline"] = _client(tmp_path, offline, HF_HUB_OFFLINE="1", **env)
+    # The Hub unreachable (nothing listens on the port) and no HF_HUB_OFFLINE: the cache
+    # answers at once, without huggingface_hub's ~23 s of retries.
+    unreachable = [
+        {**timm_step, "id": "cached", "source": f"{ARCH}.{TAG}", "local": str(new_file)},
+        {**timm_step, "id": "missing", "source": "vit_tiny_patch16_384"},
+        {"id": "hf_missing", "loader": "huggingface", "source": "acme/not-cached"},
+    ]  # fmt: skip
+    results["unreachable"] = _client(
+        tmp_path, unreachable, HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", HF_HOME=str(home)
+    )
     yield dict(
         server=server, results=results, home=home, tmp_path=tmp_path, old_sha=old_sha,
         new_sha=new_sha, hf_sha=hf_sha, requests_online=requests_online,
         requests_offline=server.requests[len(requests_online):],
     )  # fmt: skip
     server.stop()
+
+
+def _closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _cached(home, repo_id, sha, filename="model.safetensors"):
@@ -303,3 +331,32 @@ def test_class_names_travel_through_the_hub(hub):
     # transformers' id2label (export_huggingface wrote the class names).
     assert online["hf"]["class_names"] == _labels("hf_main", 3)
     assert online["hf_pinned"]["class_names"] == _labels("hf_v1", 3)
+
+
+@pytest.mark.slow
+def test_hub_errors_are_the_documented_types_naming_what_to_change(hub):
+    """huggingface_hub's RepositoryNotFoundError / RevisionNotFoundError and a NotADirectoryError
+    for a cache_dir that is a file arrived raw (issue 56)."""
+    online = hub["results"]["online"]
+    expected = {
+        "repo_missing": ("FileNotFoundError", "No Hub repo 'nobody/nothing'"),
+        "hf_repo_missing": ("FileNotFoundError", "'acme/nothing' is no local folder"),
+        "bad_revision": ("ValueError", "has no revision 'nope'"),
+        "hf_bad_revision": ("ValueError", "has no revision 'nope'"),
+        "cache_dir_file": ("ValueError", "cache_dir must be a folder"),
+    }
+    for step, (error, message) in expected.items():
+        assert online[step].get("error") == error, (step, online[step])
+        assert message in online[step]["message"], (step, online[step]["message"])
+    assert "No Hub repo 'acme/nothing'" in online["hf_repo_missing"]["message"]  # both said
+
+
+@pytest.mark.slow
+def test_an_unreachable_hub_answers_from_the_cache_at_once_and_truly(hub):
+    results = hub["results"]["unreachable"]
+    assert _ok(results["cached"])["max_diff"] == 0.0  # cached: loads without the Hub
+    for step in ("missing", "hf_missing"):
+        result = results[step]
+        assert result["error"] == "FileNotFoundError" and result["seconds"] < 5, result
+        message = result["message"]
+        assert "could not be reached" in message and "HF_HUB_OFFLINE" not in message, message

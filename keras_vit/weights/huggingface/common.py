@@ -6,7 +6,6 @@ The readers are `keras_vit.weights.huggingface.vit` (transformers' `ViTModel`, r
 (`keras_vit/families/<name>/huggingface*.py`, by `model_type`), which build on this module.
 """
 
-import json
 import os
 import re
 
@@ -14,7 +13,9 @@ from keras_vit.models import arguments as A
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.variable_paths import PATHS
 from keras_vit.weights import loading as L
+from keras_vit.weights.config_types import HF_CONFIG_FIELDS, check_fields, read_json_object
 from keras_vit.weights.hub import download_snapshot, is_repo_id, split_repo
+from keras_vit.weights.huggingface.arguments import not_found_anywhere
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 # hidden_act -> approximate_gelu (transformers' ACT2FN names for GELU).
@@ -36,22 +37,34 @@ def read_config(path):
             f"No config.json in {folder!r}. Expected a folder written by transformers' "
             "save_pretrained (config.json and model.safetensors or pytorch_model.bin)."
         )
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{config_path!r} is not valid JSON: {error}") from error
-    if not isinstance(config, dict):
-        raise ValueError(f"{config_path!r} holds {type(config).__name__}, expected an object.")
+    return check_hf_config(read_json_object(config_path, "config.json"), config_path)
+
+
+def check_hf_config(config, source):
+    """`config` (a transformers `config.json` dict, and its nested `vision_config`) with every
+    field keras_vit reads of the type transformers writes (`keras_vit.weights.config_types`):
+    a ValueError naming `source`, the field and the value otherwise. Nothing is coerced."""
+    check_fields(config, HF_CONFIG_FIELDS, source, nullable=_NULLABLE)
+    if isinstance(config.get("vision_config"), dict):
+        check_fields(config["vision_config"], HF_CONFIG_FIELDS, f"{source} (vision_config)",
+                     nullable=_NULLABLE)  # fmt: skip
     return config
+
+
+_NULLABLE = ("architectures", "_name_or_path", "vision_config")
 
 
 def _folder(path, revision=None, cache_dir=None, force_download=False):
     if is_repo_id(path):
         repo_id, revision = split_repo(path, revision)
-        return download_snapshot(
-            repo_id, revision=revision, cache_dir=cache_dir, force_download=force_download
-        )
+        try:
+            return download_snapshot(
+                repo_id, revision=revision, cache_dir=cache_dir, force_download=force_download
+            )
+        except FileNotFoundError as error:
+            if str(path).startswith(("hf://", "hf-hub:", "hf_hub:")):
+                raise
+            raise not_found_anywhere(path, error) from error
     if revision is not None:
         raise ValueError(f"revision={revision!r} is for a Hub repo id; {path!r} is a folder.")
     if force_download:
@@ -62,7 +75,7 @@ def _folder(path, revision=None, cache_dir=None, force_download=False):
     if not os.path.exists(path):
         raise FileNotFoundError(f"Hugging Face model folder not found: {path!r}")
     if not os.path.isdir(path):
-        raise NotADirectoryError(
+        raise ValueError(
             f"Expected a save_pretrained folder (config.json + weights). Received the file {path!r}"
         )
     return path

@@ -27,6 +27,7 @@ import shutil
 import keras
 import numpy as np
 
+from keras_vit.layers._checks import check_bool
 from keras_vit.saving import (
     check_folder_name,
     check_path_argument,
@@ -283,6 +284,7 @@ def export_huggingface(model, folder, *, overwrite=False):
     >>> sorted(os.listdir(folder))
     ['config.json', 'model.safetensors']
     """
+    overwrite = check_bool(overwrite, "overwrite")
     writer = huggingface_writer(model)  # a family's own model class (keras_vit.families)
     if writer is not None:
         return writer(model, folder, overwrite=overwrite)

@@ -5,21 +5,16 @@ ones its family registered, `ModelFamily.huggingface_input_specs`, else `VIT_DEF
 names from `config.json`'s `id2label`.
 """
 
-import json
 import os
 
 from keras_vit.models.preprocessing_config import PreprocessingConfig
 from keras_vit.weights.class_names import attach_class_names
+from keras_vit.weights.config_types import HF_PROCESSOR_FIELDS, check_fields, read_json_object
 from keras_vit.weights.registry import huggingface_input_spec_defaults
 
 # transformers' ViTImageProcessor defaults, where a folder has no preprocessor_config.json and
 # no family registered its model type's (`ModelFamily.huggingface_input_specs`).
 VIT_DEFAULTS = {"image_mean": (0.5,) * 3, "image_std": (0.5,) * 3, "resample": 2}
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def huggingface_class_names(hf_config):
@@ -48,12 +43,13 @@ def huggingface_input_spec(folder, hf_config, image_size):
     """
     path = os.path.join(os.fspath(folder), "preprocessor_config.json")
     if os.path.isfile(path):
-        processor = _read_json(path)
+        processor = read_json_object(path, "preprocessor_config.json")
+        check_fields(processor, HF_PROCESSOR_FIELDS, path)
         try:
             return PreprocessingConfig.from_huggingface(processor, image_size)
         except ValueError as error:  # another image_size than the processor's: its crop ratio
             if "another size" not in str(error):
-                raise
+                raise ValueError(f"{path}: {error}") from error
             return _at_other_size(processor, image_size)
     model_type = hf_config.get("model_type")
     defaults = huggingface_input_spec_defaults(model_type) if isinstance(model_type, str) else None

@@ -30,6 +30,10 @@ from keras_vit.models import arguments as A
 from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.weights import loading as L
+from keras_vit.weights.huggingface.arguments import (
+    check_classifier_present,
+    check_huggingface_arguments,
+)
 from keras_vit.weights.huggingface.common import (
     _folder,
     _model_name,
@@ -110,6 +114,7 @@ def from_huggingface(
 
     >>> model = from_huggingface("vit-base-patch16-224")  # doctest: +SKIP
     """
+    force_download = check_huggingface_arguments(path, revision, cache_dir, force_download)
     A.check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
@@ -126,6 +131,8 @@ def from_huggingface(
     qkv_bias = arguments.pop("_qkv_bias")
     weights_path = _weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
+    check_classifier_present(hf, arrays, num_classes, os.path.join(folder, "config.json"),
+                             weights_path)  # fmt: skip
     classifier = arrays.get("classifier.weight")
     if num_classes is None and classifier is not None and classifier.ndim == 2:
         num_classes = int(classifier.shape[0])

@@ -13,6 +13,7 @@ from keras_vit.weights.huggingface.common import (
     ACTIVATIONS,
     _pair,
     check_architectures,
+    check_hf_config,
     embedding_rows,
     vit_attention_rows,
 )
@@ -53,10 +54,16 @@ def normalize_names(arrays):
     >>> sorted(normalize_names({"vit.layers.0.attention.q_proj.weight": 1, "classifier.bias": 2}))
     ['classifier.bias', 'encoder.layer.0.attention.attention.query.weight']
     """
-    out = {}
+    out, source = {}, {}
     for key, value in arrays.items():
-        key = key[len("vit.") :] if key.startswith("vit.") else key
-        out[_legacy_name(key)] = value
+        name = _legacy_name(key[len("vit.") :] if key.startswith("vit.") else key)
+        if name in out:  # e.g. classifier.weight and vit.classifier.weight: which one is meant?
+            raise ValueError(
+                f"The checkpoint holds {source[name]!r} and {key!r}, two arrays for the one "
+                f"weight {name!r} (transformers' names with and without the 'vit.' prefix). "
+                "Keep one of them."
+            )
+        out[name], source[name] = value, key
     return out
 
 
@@ -82,6 +89,7 @@ def vit_arguments(config, source="config.json"):
     >>> args["hidden_dim"], args["layer_norm_epsilon"], args["approximate_gelu"]
     (32, 1e-12, False)
     """
+    check_hf_config(config, source)  # every field of its type: nothing below coerces
     model_type = config.get("model_type")
     if model_type != "vit":
         raise ValueError(
@@ -103,21 +111,18 @@ def vit_arguments(config, source="config.json"):
             f"{source}: hidden_act {activation!r} is not supported. Expected one of "
             f"{sorted([*ACTIVATIONS, 'quick_gelu'])}."
         )
-    try:
-        arguments.update(
-            variant="B/16",  # every size below overrides it
-            num_layers=int(config.get("num_hidden_layers", 12)),
-            hidden_dim=int(config.get("hidden_size", 768)),
-            mlp_dim=int(config.get("intermediate_size", 3072)),
-            num_heads=int(config.get("num_attention_heads", 12)),
-            patch_size=_pair(config.get("patch_size", 16), "patch_size", source),
-            image_size=_pair(config.get("image_size", 224), "image_size", source),
-            num_channels=int(config.get("num_channels", 3)),
-            layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{source}: {error}") from error
-    arguments["_qkv_bias"] = bool(config.get("qkv_bias", True))
+    arguments.update(
+        variant="B/16",  # every size below overrides it
+        num_layers=config.get("num_hidden_layers", 12),
+        hidden_dim=config.get("hidden_size", 768),
+        mlp_dim=config.get("intermediate_size", 3072),
+        num_heads=config.get("num_attention_heads", 12),
+        patch_size=_pair(config.get("patch_size", 16), "patch_size", source),
+        image_size=_pair(config.get("image_size", 224), "image_size", source),
+        num_channels=config.get("num_channels", 3),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+    )
+    arguments["_qkv_bias"] = config.get("qkv_bias", True)
     return arguments
 
 

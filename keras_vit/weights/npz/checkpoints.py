@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from keras_vit.layers import position_embedding as pe
-from keras_vit.layers._checks import check_positive_int_pair
+from keras_vit.layers._checks import check_bool, check_positive_int_pair
 from keras_vit.weights.loading import commit, dtype_problems, integer_problem, walk_layers
 from keras_vit.weights.loading import shape_of as _shape
 from keras_vit.weights.npz.names import (  # noqa: F401 (re-exports: the official names)
@@ -385,6 +385,7 @@ def load_npz(model, path, *, strict=True, source_grid=None):
         Dosovitskiy et al., 2021, Sec. 3.2 (fine-tuning at higher resolution);
         `vit_jax/checkpoint.py` (`load_pretrained`).
     """
+    strict = check_bool(strict, "strict")
     path = os.fspath(path)
     arrays = read_npz(path)
     if source_grid is not None:
@@ -431,6 +432,7 @@ def save_npz(model, path, *, strict=True):
     >>> sorted(np.load(path).files)[:2]
     ['Transformer/encoder_norm/bias', 'Transformer/encoder_norm/scale']
     """
+    strict = check_bool(strict, "strict")
     path = os.fspath(path)
     table, unmapped = official_variables(model)
     if unmapped:

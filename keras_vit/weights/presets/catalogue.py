@@ -41,6 +41,7 @@ import urllib.parse
 
 import numpy as np
 
+from keras_vit.layers._checks import check_bool
 from keras_vit.models import variants
 from keras_vit.models.pretrained import WEIGHT_SUFFIXES
 from keras_vit.weights.npz import checkpoints as npz
@@ -177,6 +178,7 @@ class Preset:
     file_hash: str = None
 
     def __post_init__(self):
+        object.__setattr__(self, "pre_logits", check_bool(self.pre_logits, "pre_logits"))
         if self.file_hash is not None:
             hash_algorithm(self.file_hash)  # raises on a malformed digest
 
@@ -207,6 +209,7 @@ def register_preset(preset, *, overwrite=False, file_hash=None):
     """
     if not isinstance(preset, Preset):
         raise ValueError(f"preset must be a keras_vit.presets.Preset. Received: {preset!r}")
+    overwrite = check_bool(overwrite, "overwrite")
     if file_hash is not None:
         preset = dataclasses.replace(preset, file_hash=file_hash)
     variants.parse_variant(preset.variant)  # raises on an unknown code
@@ -342,6 +345,7 @@ def get_preset_file(
         ConnectionError: the file is not cached and cannot be fetched; the
             message names the URL and where to put the file by hand.
     """
+    force_download = check_bool(force_download, "force_download")
     preset = get_preset(variant, name)
     url = preset.url(base_url)
     target = preset.cache_path(cache_dir)

@@ -37,6 +37,7 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
+from keras_vit.layers._checks import check_bool
 from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights.registry import family_of_timm_name
 from keras_vit.weights.timm import names as timm_names
@@ -478,6 +479,7 @@ def export_timm(model, path, *, overwrite=False, config_json=None):
     >>> name, kwargs["embed_dim"], kwargs["num_classes"], kwargs["img_size"]
     ('vit_base_patch16_224', 32, 10, 32)
     """
+    overwrite = check_bool(overwrite, "overwrite")
     config = model_config(model)
     check_timm_expressible(config)  # before reading the q/k/v biases (q/v-only: no key bias)
     path = check_destination(path, overwrite)

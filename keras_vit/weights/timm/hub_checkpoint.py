@@ -4,8 +4,7 @@ Resolution is `resolve_timm_name` (timm's pretrained table, `keras_vit.weights.t
 the download is `huggingface_hub`'s (`keras_vit.weights.hub.download_file`).
 """
 
-import json
-
+from keras_vit.weights.config_types import TIMM_CONFIG_FIELDS, check_fields, read_json_object
 from keras_vit.weights.hub import SAFETENSORS, download_file, split_repo
 from keras_vit.weights.timm.pretrained import pretrained_cfg, split_timm_name
 
@@ -132,8 +131,7 @@ def _config_beside(source, where):
 def _repo_architecture(source, where):
     """The timm architecture a Hub repo's `config.json` names (timm's `architecture` key)."""
     path = download_file(source["repo_id"], "config.json", **where)
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = check_fields(read_json_object(path, "timm config.json"), TIMM_CONFIG_FIELDS, path)
     architecture = config.get("architecture")
     if not isinstance(architecture, str):
         repo = split_repo(source["repo_id"])[0]

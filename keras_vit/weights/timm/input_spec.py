@@ -6,16 +6,34 @@ class names from that `config.json`'s `label_names` or the tag's label set (Imag
 `keras_vit.weights.imagenet`), and back (`timm_label_fields`, what `export_timm` writes).
 """
 
-import json
 import os
 import warnings
 
 from keras_vit.models.preprocessing_config import PreprocessingConfig
+from keras_vit.weights.config_types import (
+    TIMM_CONFIG_FIELDS,
+    TIMM_PRETRAINED_CFG_FIELDS,
+    check_fields,
+    read_json_object,
+)
 
 
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def config_beside(checkpoint):
+    """`(path, config)` of timm's Hub `config.json` beside a checkpoint file, or `(None, None)`.
+
+    Read as data: a file that is not a JSON object, or a field keras_vit reads of another type
+    than timm writes, is a ValueError naming the file and the field.
+    """
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        return None, None
+    path = os.path.join(os.path.dirname(os.fspath(checkpoint)), "config.json")
+    if not os.path.isfile(path):
+        return None, None
+    config = check_fields(read_json_object(path, "timm config.json"), TIMM_CONFIG_FIELDS, path)
+    if isinstance(config.get("pretrained_cfg"), dict):
+        check_fields(config["pretrained_cfg"], TIMM_PRETRAINED_CFG_FIELDS,
+                     f"{path} (pretrained_cfg)", nullable=("tag", "label_names"))  # fmt: skip
+    return path, config
 
 
 def timm_input_spec(name, checkpoint=None):
@@ -27,12 +45,12 @@ def timm_input_spec(name, checkpoint=None):
     >>> spec.mean, spec.crop_pct, spec.interpolation
     ((0.485, 0.456, 0.406), 1.0, 'bicubic')
     """
-    if isinstance(checkpoint, (str, os.PathLike)):
-        config_path = os.path.join(os.path.dirname(os.fspath(checkpoint)), "config.json")
-        if os.path.isfile(config_path):
-            cfg = _read_json(config_path).get("pretrained_cfg")
-            if isinstance(cfg, dict):
-                return _spec_of(cfg, name)
+    path, config = config_beside(checkpoint)
+    if config is not None and isinstance(config.get("pretrained_cfg"), dict):
+        try:
+            return _spec_of(config["pretrained_cfg"], name)
+        except ValueError as error:
+            raise ValueError(f"{path} (pretrained_cfg): {error}") from error
     from keras_vit.weights.timm.pretrained import pretrained_cfg
 
     try:
@@ -73,12 +91,9 @@ def timm_class_names(name, checkpoint=None):
     >>> timm_class_names("deit_tiny_patch16_224")[:2]
     ('tench', 'goldfish')
     """
-    if isinstance(checkpoint, (str, os.PathLike)):
-        config_path = os.path.join(os.path.dirname(os.fspath(checkpoint)), "config.json")
-        if os.path.isfile(config_path):
-            config = _read_json(config_path)
-            if isinstance(config, dict) and isinstance(config.get("pretrained_cfg"), dict):
-                return _hub_config_class_names(config)
+    _, config = config_beside(checkpoint)
+    if config is not None and isinstance(config.get("pretrained_cfg"), dict):
+        return _hub_config_class_names(config)
     from keras_vit.weights.timm.pretrained import pretrained_cfg
 
     try:

@@ -33,6 +33,7 @@ from keras_vit.weights.registry import (
     timm_layouts_for,
 )
 from keras_vit.weights.state_dict import read_state_dict
+from keras_vit.weights.timm.arguments import check_from_timm_arguments
 from keras_vit.weights.timm.hub_checkpoint import hub_checkpoint
 from keras_vit.weights.timm.input_spec import timm_class_names, timm_input_spec
 from keras_vit.weights.timm.names import parse_timm_name
@@ -199,6 +200,9 @@ def from_timm(
     >>> model.output_shape
     (None, 10)
     """
+    pretrained, force_download = check_from_timm_arguments(
+        name, checkpoint, pretrained, revision, cache_dir, force_download
+    )
     check_size_arguments(
         image_size=image_size, num_classes=num_classes, patch_size=kwargs.get("patch_size")
     )
@@ -207,13 +211,18 @@ def from_timm(
             "force_download=True downloads the name's weights again: it needs pretrained=True "
             f"(without it nothing is downloaded). Received name={name!r}, pretrained=False."
         )
-    hub_repo = isinstance(name, str) and name.startswith(("hf-hub:", "hf_hub:"))
+    # A registered <arch>.<tag> name's input spec and class names come from timm's table, as
+    # timm's create_model reads them (never a config.json in the cache's snapshot folder); a
+    # local checkpoint's and an hf-hub: repo's from the config.json beside the file.
+    hub_repo = name.strip().startswith(("hf-hub:", "hf_hub:"))
+    described_by = checkpoint
     if not hub_repo and family_of_timm_name(_architecture(name)) is None:
         parse_timm_name(name)  # a name no family reads is refused before any download
     if pretrained or hub_repo:
         name, checkpoint = hub_checkpoint(
             name, checkpoint, pretrained, revision, cache_dir, force_download=force_download
         )
+        described_by = checkpoint if hub_repo else None
     own = family_of_timm_name(_architecture(name))
     if own is not None:  # a family with a model of its own (keras_vit.weights.registry)
         if dynamic_image_size is not None:
@@ -222,7 +231,7 @@ def from_timm(
         return reader(name, checkpoint, image_size=image_size, num_classes=num_classes, **kwargs)
     spec = parse_timm_name(name)
     if "preprocessing" not in kwargs:  # the checkpoint's pretrained_cfg, or timm's for the name
-        kwargs["preprocessing"] = timm_input_spec(name, checkpoint)
+        kwargs["preprocessing"] = timm_input_spec(name, described_by)
     if dynamic_image_size is not None:
         kwargs["dynamic_image_size"] = dynamic_image_size
     arrays = None if checkpoint is None else read_state_dict(checkpoint)
@@ -233,7 +242,7 @@ def from_timm(
     model = build_model(config)
     if arrays is not None:
         _load(model, spec, arrays, checkpoint, config)
-        attach_class_names(model, timm_class_names(name, checkpoint))  # when they fit the head
+        attach_class_names(model, timm_class_names(name, described_by))  # when they fit the head
     return model
 
 
