@@ -10,7 +10,10 @@ import importlib
 import importlib.util
 import sys as _sys
 
+from keras_vit import _start_lines
 from keras_vit.version import __version__ as __version__  # no framework imported
+
+_start_lines.install()  # TensorFlow's start-up lines at TF_CPP_MIN_LOG_LEVEL (_start_lines.py)
 
 
 def _load_api():
