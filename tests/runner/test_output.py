@@ -215,3 +215,50 @@ def test_the_resume_line_names_the_next_epoch_or_that_none_is_left():
     line = resume_line("out/backup", 3, 3)
     assert line.startswith("Resuming from the backup in out/backup: all 3 epochs are trained")
     assert "4/3" not in line
+
+
+@backend_independent  # the settings record only
+def test_a_decoder_change_on_resume_is_refused_before_anything_is_rewritten(tmp_path, capsys):
+    """The battery's `pretrain-mae` resumed with another --decoder-hidden-dim: it printed
+    "Resuming with a changed setting", rewrote run_config.json, then failed to load 13 objects.
+    Now the change is refused in one paragraph and the record stays the backup's."""
+    from keras_vit.runner import presets
+    from keras_vit.runner.resume import CONFIG_FILE, check_resume, record_run_config, run_config
+
+    backup = tmp_path / "run" / "backup"
+    before = presets.get_config("pretrain_mae", smoke=True)
+    record_run_config(str(backup), run_config(before))
+    recorded = (backup / CONFIG_FILE).read_text()
+    wider = dict(before, decoder_hidden_dim=32)
+    with pytest.raises(ValueError, match=r"decoder_hidden_dim \(--decoder-hidden-dim\) 16 -> 32"):
+        check_resume(wider, str(backup), start_epoch=1)
+    assert (backup / CONFIG_FILE).read_text() == recorded and capsys.readouterr().out == ""
+    # A setting that may change is printed, and recorded only with the next backup.
+    assert check_resume(dict(before, learning_rate=0.5), str(backup), start_epoch=1) == [
+        "Resuming with a changed setting: learning_rate (--lr) 0.001 -> 0.5"
+    ]
+    assert (backup / CONFIG_FILE).read_text() == recorded
+
+
+def test_a_backup_that_does_not_fit_is_refused_naming_the_changed_settings(tmp_path):
+    """A change no rule names that still changes the weights: the restore fails with the
+    changed settings named, and nothing is rewritten (the class behind the decoder case)."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from keras_vit.runner.backup import AtomicBackupAndRestore
+    from keras_vit.runner.resume import CONFIG_FILE
+
+    backup = str(tmp_path / "backup")
+    small = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    saver = AtomicBackupAndRestore(backup, run_config={"width": 2})
+    saver.set_model(small)
+    saver._current_epoch = 1
+    saver._write_backup()
+    recorded = open(os.path.join(backup, CONFIG_FILE)).read()
+    wide = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
+    restorer = AtomicBackupAndRestore(backup, run_config={"width": 5})
+    restorer.set_model(wide)
+    with pytest.raises(ValueError, match=r"does not fit this model .*width \(--width\) 2 -> 5"):
+        restorer.on_train_begin()
+    assert open(os.path.join(backup, CONFIG_FILE)).read() == recorded
