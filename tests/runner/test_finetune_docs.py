@@ -129,7 +129,7 @@ CLIENT = """
 """
 
 
-@pytest.mark.slow  # nine tiny fine-tuning runs in a fresh process (about 40 s on 2 cores)
+@pytest.mark.slow  # ten tiny fine-tuning runs in one fresh process (300 s on 2 busy cores)
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="runs once: torch compiles least")
 def test_every_documented_init_command_runs(tmp_path):
     commands = documented_commands()

@@ -251,12 +251,14 @@ def test_a_backup_that_does_not_fit_is_refused_naming_the_changed_settings(tmp_p
 
     backup = str(tmp_path / "backup")
     small = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    small.compile("sgd", "mse")
     saver = AtomicBackupAndRestore(backup, run_config={"width": 2})
     saver.set_model(small)
     saver._current_epoch = 1
     saver._write_backup()
     recorded = open(os.path.join(backup, CONFIG_FILE)).read()
     wide = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
+    wide.compile("sgd", "mse")
     restorer = AtomicBackupAndRestore(backup, run_config={"width": 5})
     restorer.set_model(wide)
     with pytest.raises(ValueError, match=r"does not fit this model .*width \(--width\) 2 -> 5"):
