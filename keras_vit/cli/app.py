@@ -287,6 +287,9 @@ def main(argv=None):
         _check_lora_flags(args, parser.subcommands[args.command])
     except SystemExit as exit_:  # --help (0) or a usage error (2), already printed
         return exit_.code if isinstance(exit_.code, int) else 2
+    except KeyboardInterrupt:  # before the command's own record is in place
+        print(f"\n{PROG}: interrupted.", file=sys.stderr)
+        return 130
     debug = args.debug or os.environ.get("KERAS_VIT_DEBUG", "") not in ("", "0")
     prog = f"{PROG} {args.command}"
     try:  # before any framework is imported: they read these when they start

@@ -190,10 +190,11 @@ def _state_dict_shapes(path):
 
 
 def _contradiction(key, given, found, init):
+    flag = flag_name(key)
     return ValueError(
-        f"{flag_name(key)} {given} contradicts the --init checkpoint {init!r}, whose "
-        f"{key} is {found}: a checkpoint defines the architecture of a fine-tuning run (the "
-        f"preset's sizes never apply to it). Drop {flag_name(key)}, or give another --init."
+        f"{flag} {given} contradicts the --init checkpoint {init!r}, whose {key} is {found}: a "
+        "checkpoint defines the architecture of a fine-tuning run. Drop "
+        f"{flag} (in a config: model_overrides[{key!r}]), or give another --init."
     )
 
 
@@ -287,7 +288,15 @@ def check_init_sizes(source, config, check_model=True):
     architecture and trains another."""
     from keras_vit.models.config import ViTConfig
 
-    theirs = ViTConfig.from_model(source).to_kwargs("size")
+    arch = ViTConfig.from_model(source)
+    channels = config.get("num_channels")
+    if channels is not None and channels != arch.num_channels:  # the data would not fit it
+        raise ValueError(
+            f"num_channels ({flag_name('num_channels')}) {channels} contradicts the --init "
+            f"checkpoint {config['init']!r}, which takes {arch.num_channels}-channel images: "
+            f"pass {flag_name('num_channels')} {arch.num_channels}."
+        )
+    theirs = arch.to_kwargs("size")
     explicit = dict(config.get("model_overrides") or {})
     for key, value in explicit.items():
         if key in theirs and theirs[key] != value:

@@ -408,3 +408,9 @@ def test_size_flags_that_contradict_an_init_model_are_refused_before_anything_is
         err = capsys.readouterr().err
         assert f"{flag} {value} contradicts the --init checkpoint" in err and theirs in err, err
         assert "Traceback" not in err and not out.exists()
+    # Images of another channel count than the checkpoint takes: named, and nothing left behind.
+    assert main(["finetune", "--smoke", "--init", encoder, "--num-channels", "1", "--out",
+                 str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "num_channels (--num-channels) 1 contradicts" in err and "pass --num-channels 3" in err
+    assert not out.exists()
