@@ -85,6 +85,9 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
+    def __getattr__(self, name):  # the rest of the loader's interface (resources, ...)
+        return getattr(self.loader, name)
+
     def exec_module(self, module):
         text = _run_captured(lambda: self._load(module))  # a failure writes all of it back
         shown = keep_lines(text, min_log_level())
