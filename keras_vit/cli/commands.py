@@ -47,7 +47,7 @@ def _recipe_config(name, args):
     if recipe == "fewshot":
         check_finite(config)
     else:
-        check_recipe_config(recipe, config)
+        check_recipe_config(recipe, config, files=not print_config)
     if print_config:
         import json
 

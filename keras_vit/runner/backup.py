@@ -150,13 +150,17 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         epochs: optional int. The run's last epoch.
         run_config: optional dict. The run's settings (`keras_vit.runner.resume.run_config`),
             recorded as `run_config.json` with each backup (the settings that made it).
+        describe_changes: optional callable `(backup_dir, run_config) -> str` naming the
+            settings changed since the backup (`keras_vit.runner.resume.changes_since`), for
+            the message of a backup that does not fit the model.
     """
 
-    def __init__(self, backup_dir, every=1, epochs=None, run_config=None):
+    def __init__(self, backup_dir, every=1, epochs=None, run_config=None, describe_changes=None):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.every = every
         self.epochs = epochs
         self.run_config = run_config
+        self.describe_changes = describe_changes
 
     def on_epoch_end(self, epoch, logs=None):
         self._current_epoch = epoch + 1
@@ -182,10 +186,10 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self.model._initial_epoch = epoch
 
     def _unfit(self, weights, error):
-        from keras_vit.runner.resume import changed_settings, describe_changes
-
-        changes = changed_settings(self.backup_dir, self.run_config or {})
-        changed = describe_changes(changes) if changes else "none recorded"
+        changed = None
+        if self.describe_changes is not None:
+            changed = self.describe_changes(self.backup_dir, self.run_config or {})
+        changed = changed or "none recorded"
         first = " ".join(str(error).split())[:300]
         return ValueError(
             f"Cannot resume the run in {os.path.dirname(self.backup_dir)!r}: its backup "

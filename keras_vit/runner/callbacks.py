@@ -8,7 +8,7 @@ import keras
 import numpy as np
 
 from keras_vit.runner.backup import AtomicBackupAndRestore, AtomicModelCheckpoint
-from keras_vit.runner.resume import run_config
+from keras_vit.runner.resume import changes_since, run_config
 from keras_vit.training import multihost
 
 
@@ -114,7 +114,7 @@ def training_callbacks(setup, config, validation):
     callbacks.append(
         AtomicBackupAndRestore(
             setup.backup_dir, every=config.get("backup_every", 1), epochs=setup.epochs,
-            run_config=run_config(config, setup.splits),
+            run_config=run_config(config, setup.splits), describe_changes=changes_since,
         )  # fmt: skip
     )
     if config.get("checkpoints", True):

@@ -155,9 +155,11 @@ def check_warmup(warmup, total):
         )
 
 
-def check_recipe_config(recipe, config):
+def check_recipe_config(recipe, config, files=True):
     """Every check of a recipe's config that needs no framework (`check_config`, then what
-    the recipe adds: FlexiViT patch sizes, LoRA, distillation, NaFlex, `--init`'s format)."""
+    the recipe adds: FlexiViT patch sizes, LoRA, distillation, NaFlex, `--init`'s format).
+    `files=False` (`--print-config`) leaves out what depends on files existing here (the
+    `--init` checkpoint, the teacher): the values are checked, the environment is not."""
     check_config(config)
     if recipe in ("pretrain", "finetune"):
         check_patch_sizes(config)
@@ -167,7 +169,7 @@ def check_recipe_config(recipe, config):
     from keras_vit.runner.naflex import check_naflex
 
     lora_settings(config)
-    check_distillation_settings(config)
+    check_distillation_settings(config, files=files)
     check_naflex(config)
     if config.get("init") and config.get("weights"):
         raise ValueError(
@@ -179,7 +181,7 @@ def check_recipe_config(recipe, config):
             "--timm-name names the architecture of a timm checkpoint given with --init FILE. "
             f"Received: timm_name={config['timm_name']!r}, init=None"
         )
-    if config.get("init"):
+    if config.get("init") and files:
         init_format(config["init"], config.get("timm_name"))
 
 
@@ -230,7 +232,7 @@ def lora_settings(config):
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
 
 
-def check_distillation_settings(config):
+def check_distillation_settings(config, files=True):
     """`teacher` / `distillation` / `distillation_tau`, before any data is loaded (the
     teacher's own fit to the run's images is checked by the recipe, which loads it)."""
     teacher, mode = config.get("teacher"), config.get("distillation")
@@ -249,7 +251,7 @@ def check_distillation_settings(config):
     tau = config.get("distillation_tau", 1.0)
     if not _is_real(tau) or not 0 < tau < math.inf:
         raise ValueError(f"distillation_tau (--distillation-tau) must be > 0. Received: {tau!r}")
-    if not str(teacher).endswith(".keras") or not os.path.exists(teacher):
+    if not str(teacher).endswith(".keras") or (files and not os.path.exists(teacher)):
         raise ValueError(
             f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
         )

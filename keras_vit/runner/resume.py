@@ -88,6 +88,12 @@ def describe_changes(changes):
     return "; ".join(f"{_label(key)} {_show(old)} -> {_show(new)}" for key, old, new in changes)
 
 
+def changes_since(backup_dir, current):
+    """The settings changed since the backup in `backup_dir`, described on one line ("" for
+    none)."""
+    return describe_changes(changed_settings(backup_dir, current))
+
+
 def check_resume(config, backup_dir, start_epoch, splits=None):
     """Compares `config` with the interrupted run's; prints changes, raises for impossible ones.
 

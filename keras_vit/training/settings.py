@@ -55,10 +55,8 @@ def check_lora_targets(targets):
 def check_lora_alpha(alpha):
     if alpha is None:
         return None
-    if not _is_real(alpha) or not alpha > 0 or alpha == float("inf"):
-        raise ValueError(
-            f"alpha must be a positive finite number or None. Received: alpha={alpha!r}"
-        )
+    if not _is_real(alpha) or not 0 < alpha < float("inf"):
+        raise ValueError(f"alpha must be a positive number or None. Received: alpha={alpha!r}")
     return float(alpha)
 
 

@@ -247,7 +247,7 @@ def test_a_backup_that_does_not_fit_is_refused_naming_the_changed_settings(tmp_p
     import keras
 
     from keras_vit.runner.backup import AtomicBackupAndRestore
-    from keras_vit.runner.resume import CONFIG_FILE
+    from keras_vit.runner.resume import CONFIG_FILE, changes_since
 
     backup = str(tmp_path / "backup")
     small = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
@@ -259,7 +259,8 @@ def test_a_backup_that_does_not_fit_is_refused_naming_the_changed_settings(tmp_p
     recorded = open(os.path.join(backup, CONFIG_FILE)).read()
     wide = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
     wide.compile("sgd", "mse")
-    restorer = AtomicBackupAndRestore(backup, run_config={"width": 5})
+    restorer = AtomicBackupAndRestore(backup, run_config={"width": 5},
+                                      describe_changes=changes_since)  # fmt: skip
     restorer.set_model(wide)
     with pytest.raises(ValueError, match=r"does not fit this model .*width \(--width\) 2 -> 5"):
         restorer.on_train_begin()
