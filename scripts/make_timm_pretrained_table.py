@@ -5,7 +5,7 @@ architectures keras_vit builds), the table holds timm's default tag and, per `<a
 (and per untagged architecture, under the architecture's own name, where timm has no weights),
 the fields of timm's `get_pretrained_cfg` that keras_vit uses: the Hub repo and file, class
 count, input size, mean, std, crop fraction and mode, interpolation and the label set
-(`timm.data.infer_imagenet_subset`). tests/weights/test_timm_pretrained.py checks the table
+(`timm.data.infer_imagenet_subset`). tests/weights/timm/test_pretrained.py checks the table
 against the installed timm.
 
 Usage (with timm installed, README's torch / torchvision pair):

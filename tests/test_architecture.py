@@ -132,7 +132,7 @@ FLOORS = (
     ("version", "_public", "_start_lines", "layers", "preprocessing"),
     ("models",),
     ("saving",),
-    ("weights", "training", "data", "mpp"),
+    ("weights", "training", "data", "mpp", "distribution"),
     ("families",),
     ("export", "inspect", "inspection"),
     ("recipes", "runner"),

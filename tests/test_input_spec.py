@@ -302,7 +302,7 @@ def test_saved_model_serve_bytes_of_a_deit_import_answers_a_jpeg_as_timm(tmp_pat
     tf = pytest.importorskip("tensorflow")
     from PIL import Image
 
-    from tests.test_export import call, run_tf_only
+    from tests.export.test_saved_model import call, run_tf_only
     from tests.weights.references import import_timm, import_torch
     from tests.weights.timm_cases import perturb
 
@@ -345,7 +345,7 @@ def test_saved_model_serve_bytes_of_a_deit_import_answers_a_jpeg_as_timm(tmp_pat
 
 def test_serve_uint8_of_a_model_with_its_own_spec(tmp_path):
     pytest.importorskip("tensorflow")
-    from tests.test_export import call, run_tf_only
+    from tests.export.test_saved_model import call, run_tf_only
 
     model = tiny(preprocessing=dict(mean=CLIP_MEAN, std=CLIP_STD))
     randomize_weights(model, seed=2)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from keras_vit.cli import commands as C
 from keras_vit.cli import flags as F
+from keras_vit.cli import plan as P
 from keras_vit.cli.extras import MissingExtraError, require
 from keras_vit.cli.quiet import quiet
 from keras_vit.runner import interrupts
@@ -126,6 +127,16 @@ COMMANDS = {
         "returning logits and probabilities (and top-k outputs with --top-k / --class-names). "
         "onnx and litert write one file whose input is float32 images in [-1, 1] with a free "
         "batch size; litert can quantize (--quantize).",
+    ),
+    "plan": Command(
+        "bytes per device of training a model under fsdp, tensor_parallel or fsdp_tp, from "
+        "the layouts and XLA's compiled memory analysis (JAX; nothing is allocated)",
+        (P.plan_flags,),
+        P.run_plan,
+        needs=("jax",),
+        description="keras-vit plan vit_7b_patch16_dinov3 --mesh 8x1 --strategy fsdp "
+        "--batch-size 256: parameters, gradients, optimizer state and activations per device "
+        "(GB), and whether they fit --device-memory GB.",
     ),
     "inspect": Command(
         "draw attention rollout, attention distance, position-embedding similarity and "

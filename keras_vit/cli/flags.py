@@ -25,6 +25,7 @@ from keras_vit.cli.types import (
     int_list,
     jit_compile,
     job_addresses,
+    mesh_shape,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -218,8 +219,22 @@ def training_flags(parser):
     group.add_argument("--no-flip", dest="flip", action="store_false", default=None)
     group.add_argument(
         "--distribution",
-        choices=("none", "data_parallel", "model_parallel"),
-        help="keras.distribution on JAX, tf.distribute on TensorFlow",
+        choices=("none", "data_parallel", "model_parallel", "fsdp", "tensor_parallel", "fsdp_tp"),
+        help="keras.distribution on JAX (data_parallel also tf.distribute on TensorFlow); fsdp, "
+        "tensor_parallel and fsdp_tp shard the model (keras_vit.distribution, JAX)",
+    )
+    group.add_argument(
+        "--mesh",
+        type=mesh_shape,
+        metavar="BATCHxMODEL",
+        help="the device mesh of --distribution fsdp, tensor_parallel or fsdp_tp, e.g. 2x4 "
+        "(default: every device on the strategy's axis)",
+    )
+    group.add_argument(
+        "--model-parallel-size",
+        dest="model_parallel_size",
+        type=positive_int,
+        help="devices per model replica of --distribution model_parallel (default: all)",
     )
     group.add_argument("--verbose", choices=("auto", "0", "1", "2"), help="Keras fit verbosity")
 

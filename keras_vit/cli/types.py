@@ -166,6 +166,23 @@ def jit_compile(text):
 
 
 
+def mesh_shape(text):
+    """`"2x4"` -> `(2, 4)`: the (batch, model) device mesh of `--mesh`; `"8"` -> `(8, 1)`."""
+    parts = text.lower().split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) == 1:
+        shape = (shape[0], 1)
+    if len(shape) != 2 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected BATCHxMODEL, the sizes of the data and model axes (e.g. 2x4); received "
+            f"{text!r}"
+        )
+    return shape
+
+
 def job_addresses(text):
     """`"10.0.0.1:1234"` or `"10.0.0.1:1234,10.0.0.2:1234"`: HOST:PORT, process 0's first."""
     from keras_vit.training.addresses import parse_job_addresses

@@ -18,6 +18,7 @@ from keras_vit.layers._token_mixer import (
 )
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.rotary import apply_rotary_embedding
+from keras_vit.layers.sharding import COLUMN, KEY_VALUE, ROW
 
 # On PyTorch, MultiHeadSelfAttention and TransformerBlock compute through the fast path in
 # keras_vit/layers/_torch_kernels.py (same variables and function, tested against the keras.ops
@@ -189,6 +190,9 @@ class MultiHeadSelfAttention(TokenMixer):
     Reference:
         Vaswani et al., 2017, Sec. 3.2; Dehghani et al., 2023 (ViT-22B), Sec. 2 (QK-norm).
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"query": COLUMN, "key|value": KEY_VALUE, "attention_output": ROW}
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ from keras_vit.layers.differential_attention import DifferentialAttention, check
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.relative_position import RelativePositionBias, RelativePositionMLP
+from keras_vit.layers.sharding import COLUMN, ROW
 from keras_vit.layers.swiglu import SwiGLU
 
 # The option tables of the blocks, declared once (models/config_checks.py imports them): the
@@ -83,6 +84,9 @@ class EncoderBlock(BlockRemat, TokenMixer):
     `drop_path_rate`, `layer_norm_epsilon`, `approximate_gelu`, `remat`, `qk_norm`,
     `activation`, `key_bias`, `norm`: see `keras_vit.layers.TransformerBlock`.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {r"mlp_dense_1(_\d+)?": COLUMN, r"mlp_dense_2(_\d+)?": ROW}
 
     # The options of other kinds, at their neutral values (a subclass taking one sets it).
     layer_scale_init_value = None

@@ -33,6 +33,7 @@ from keras_vit.layers.attention import (
     set_core_arguments,
     softmax_weights,
 )
+from keras_vit.layers.sharding import COLUMN, ROW
 
 ATTENTION_TYPES = ("standard", "differential")
 SUB_NORM_EPSILON = 1e-5  # timm's DiffAttention sub_norm
@@ -177,6 +178,9 @@ class DifferentialAttention(TokenMixer):
     Reference:
         Ye et al., 2024, "Differential Transformer", Sec. 2.1.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"query|key|value": COLUMN, "attention_output": ROW}
 
     @shows_keywords(SHARED_ARGUMENTS)
     def __init__(self, num_heads, *, block_index=0, **kwargs):

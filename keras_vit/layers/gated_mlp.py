@@ -11,6 +11,7 @@ from keras import ops
 from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
 from keras_vit.layers._same_shape import SameShape
 from keras_vit.layers.clipped_dense import ClippedDense
+from keras_vit.layers.sharding import COLUMN, ROW
 
 __all__ = ["GatedMLP"]
 
@@ -48,6 +49,9 @@ class GatedMLP(SameShape, keras.layers.Layer):
     Reference:
         Shazeer, 2020 (GLU Variants Improve Transformer), Eq. 5 (GEGLU).
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"gate_dense|up_dense": COLUMN, "down_dense": ROW}
 
     CONFIG_KEYS = (
         "hidden_units",

@@ -10,6 +10,7 @@ from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_d
 from keras_vit.layers.activations import check_activation, mlp_activation
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers.sharding import COLUMN, ROW
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -58,6 +59,9 @@ class MAPHead(RecordsQuantizedSublayers):
         Lee et al., 2019, "Set Transformer" (PMA); Zhai et al., 2023, "Sigmoid Loss for
         Language Image Pre-Training" (SigLIP), the MAP head of big_vision's ViT.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"q|kv|mlp_fc1": COLUMN, "proj|mlp_fc2": ROW}
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from keras_vit.layers._checks import (
 )
 from keras_vit.layers.naflex_position import INTERPOLATIONS, naflex_position_embedding
 from keras_vit.layers.patch_encoder import build_patch_weights
+from keras_vit.layers.sharding import WIDTH
 
 POSITION_EMBEDDINGS = ("learned", "factorized", None)
 
@@ -70,6 +71,9 @@ class NaFlexPatchEncoder(keras.layers.Layer):
     Reference:
         Dehghani et al., 2023, "Patch n' Pack: NaViT"; timm `naflexvit.py`.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"kernel|position_embeddings(_y|_x)?": WIDTH}
 
     def __init__(
         self,

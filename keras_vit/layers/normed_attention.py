@@ -16,6 +16,7 @@ from keras_vit.layers._same_shape import SameShape
 from keras_vit.layers.attention import check_epsilon, softmax_weights
 from keras_vit.layers.clipped_dense import ClippedDense
 from keras_vit.layers.rms_norm import RMSNorm
+from keras_vit.layers.sharding import COLUMN, KEY_VALUE, ROW
 from keras_vit.layers.split_rotary import apply_split_rotary, check_split_head_dim
 
 __all__ = ["NormedSelfAttention"]
@@ -50,6 +51,9 @@ class NormedSelfAttention(SameShape, keras.layers.Layer):
     >>> tuple(attention(np.zeros((1, 4, 16), "float32")).shape)
     (1, 4, 16)
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"query": COLUMN, "key|value": KEY_VALUE, "out": ROW}
 
     CONFIG_KEYS = (
         "num_heads",

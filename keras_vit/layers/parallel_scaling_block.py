@@ -23,6 +23,7 @@ from keras_vit.layers.attention import build_qk_norms, check_epsilon, softmax_we
 from keras_vit.layers.block_base import COMMON_ARGUMENTS
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers.sharding import COLUMN, ROW
 
 # The block arguments of every kind this block takes too (by keyword), with their one default.
 SHARED_ARGUMENTS = {
@@ -107,6 +108,9 @@ class ParallelScalingBlock(TokenMixer):
         Dehghani et al., 2023, "Scaling Vision Transformers to 22 Billion Parameters", Sec. 2
         (parallel layers, QK-norm); Ye et al., 2024, "Differential Transformer".
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"in_proj": COLUMN, "attention_out|mlp_out|out_proj": ROW}
 
     @shows_keywords(SHARED_ARGUMENTS)
     def __init__(

@@ -18,6 +18,7 @@ from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
 from keras_vit.layers.patch_positions import PositionTable
 from keras_vit.layers.patch_resize import resample_patch_embedding_ops
+from keras_vit.layers.sharding import WIDTH
 
 POSITION_EMBEDDINGS = ("learned", "sincos2d", None)
 
@@ -157,6 +158,9 @@ class PatchEncoder(PositionTable, keras.layers.Layer):
     Reference:
         Dosovitskiy et al., 2021, Sec. 3.1 (Eq. 1) and Appendix D.4.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"kernel|position_embeddings": WIDTH}
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from keras_vit.layers._checks import check_bool, check_positive_int, check_posit
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers.sharding import COLUMN, ROW
 
 
 def merged_grid(rows, columns, merge_size, padding, name="patch_merger"):
@@ -76,6 +77,9 @@ class PatchMerger(RecordsQuantizedSublayers):
         Qwen3-VL Technical Report (arXiv:2511.21631), vision encoder; DeepSeek-V4.1-Flash
         (arXiv:2609.19969), vision aligner.
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"fc1": COLUMN, "fc2": ROW}
 
     def __init__(
         self,

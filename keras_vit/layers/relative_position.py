@@ -23,6 +23,7 @@ from keras_vit.layers._checks import (
     check_positive_int_pair,
 )
 from keras_vit.layers.position_embedding import resample_position_embedding
+from keras_vit.layers.sharding import HEADS, REPLICATED
 
 
 def num_relative_distances(grid_size, class_token=True):
@@ -268,6 +269,9 @@ class RelativePositionBias(_RelativeBias):
         Bao et al., 2022, "BEiT: BERT Pre-Training of Image Transformers", Sec. 2.6.
     """
 
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"relative_position_bias_table": HEADS}
+
     def __init__(self, num_heads, grid_size, class_token=True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = check_positive_int(num_heads, "num_heads")
@@ -346,6 +350,9 @@ class RelativePositionMLP(_RelativeBias):
     Reference:
         Liu et al., 2022, "Swin Transformer V2", Sec. 3.3 (log-spaced continuous position bias).
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"fc1|fc2": REPLICATED}
 
     def __init__(self, num_heads, grid_size, hidden_dim=128, num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)

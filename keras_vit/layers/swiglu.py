@@ -7,6 +7,7 @@ from keras_vit.layers._checks import check_bool, check_positive_int, check_rate
 from keras_vit.layers._quantization import RecordsQuantizedSublayers, sublayer_dtype
 from keras_vit.layers.attention import check_epsilon
 from keras_vit.layers.norms import check_norm, make_norm
+from keras_vit.layers.sharding import COLUMN, ROW
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -46,6 +47,9 @@ class SwiGLU(RecordsQuantizedSublayers):
     Reference:
         Shazeer, 2020 (GLU Variants Improve Transformer), Eq. 6; Fang et al., 2023 (EVA-02).
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"gate_dense|up_dense": COLUMN, "down_dense": ROW}
 
     def __init__(
         self,

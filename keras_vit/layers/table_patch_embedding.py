@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers._checks import check_positive_int, check_positive_int_pair
+from keras_vit.layers.sharding import WIDTH
 
 __all__ = ["TablePatchEmbedding", "grid_coordinates"]
 
@@ -44,6 +45,9 @@ class TablePatchEmbedding(keras.layers.Layer):
     >>> tuple(layer(np.zeros((1, 16, 8, 3), "float32")).shape)
     (1, 8, 8)
     """
+
+    # Tensor-parallel roles of the projections (keras_vit.layers.sharding).
+    sharding_roles = {"kernel|position_table": WIDTH}
 
     def __init__(self, hidden_dim, patch_size, table_size=10240, **kwargs):
         super().__init__(**kwargs)

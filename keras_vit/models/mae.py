@@ -34,6 +34,7 @@ from keras_vit.layers._checks import (
     check_positive_int,
     check_rate,
 )
+from keras_vit.layers.sharding import REPLICATED, WIDTH
 from keras_vit.layers.token_dropping import TokenDropping, check_kept, gather_tokens
 from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
 from keras_vit.models.config import ViTConfig
@@ -154,6 +155,10 @@ class MaskedAutoencoder(keras.Model):
     >>> tuple(out["logits"].shape), tuple(out["mask"].shape)
     ((2, 16, 48), (2, 16))
     """
+
+    # Tensor-parallel roles of its own tables (keras_vit.layers.sharding); its Dense layers
+    # are projections no layer claims.
+    sharding_roles = {"decoder_pos_embed": WIDTH, "mask_token": REPLICATED}
 
     def __init__(
         self,

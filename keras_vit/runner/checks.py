@@ -99,12 +99,29 @@ def check_config(config):
     if config.get("layer_decay") is not None:
         check_decay(config["layer_decay"])
     check_validation_fraction(config.get("validation_fraction", 0.0))
+    _check_distribution(config)
     freq = config.get("validation_freq", 1)
     if not _is_int(freq) or freq < 0:
         raise ValueError(
             f"validation_freq must be an integer >= 0 (0: no per-epoch validation). "
             f"Received: validation_freq={freq!r}"
         )
+
+
+def _check_distribution(config):
+    """The distribution mode and the mesh arguments that go with it
+    (`keras_vit.training.distribution.check_mode`). That module imports Keras, so it is read
+    only when the config asks for a distribution: a default run stays framework-free here."""
+    keys = ("distribution", "model_parallel_size", "mesh")
+    if all(config.get(key) is None for key in keys):
+        return
+    from keras_vit.training.distribution import check_mode
+
+    check_mode(
+        config.get("distribution"),
+        model_parallel_size=config.get("model_parallel_size"),
+        mesh=config.get("mesh"),
+    )
 
 
 def _check_warmup_settings(config):

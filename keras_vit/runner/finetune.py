@@ -35,12 +35,14 @@ and the new head train. `model.keras` holds the merged kernels (a plain model) a
 `lora.npz` the adapters and head (`keras_vit.load_lora_weights` puts them on the base model).
 """
 
+import contextlib
 import logging
 import os
 
 import keras
 import numpy as np
 
+from keras_vit.distribution.gather import device_copy, to_host
 from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder
 from keras_vit.layers.relative_position import resize_relative_position_table
 from keras_vit.models.config import RATES, ViTConfig
@@ -57,7 +59,7 @@ from keras_vit.runner.flexi import flexi_model
 from keras_vit.runner.init_checkpoint import check_init_sizes, load_init_model
 from keras_vit.runner.run import run_training
 from keras_vit.training import distillation, lora, lora_files, multihost
-from keras_vit.training.distribution import without_distribution
+from keras_vit.training.distribution import STRATEGIES, without_distribution
 
 logger = logging.getLogger(__name__)
 
@@ -133,30 +135,31 @@ PATCH_ENCODER_WEIGHTS = (
 
 
 def _copy_patch_encoder(src, layer):
-    # Copy through NumPy: on JAX a shared buffer would be freed with the other model.
+    # Copy through NumPy (one tensor at a time, gathered from every process if sharded): on JAX
+    # a shared buffer would be freed with the other model.
     for attr in PATCH_ENCODER_WEIGHTS:
         if hasattr(layer, attr) and hasattr(src, attr):  # a new token stays as built
-            getattr(layer, attr).assign(keras.ops.convert_to_numpy(getattr(src, attr)))
+            getattr(layer, attr).assign(to_host(getattr(src, attr)))
     if isinstance(layer, NaFlexPatchEncoder):
         if isinstance(src, NaFlexPatchEncoder):
             for w, v in zip(layer.weights, src.weights, strict=True):
-                w.assign(keras.ops.convert_to_numpy(v))
+                w.assign(to_host(v))
         elif layer.position_embedding == "learned":  # a plain model's NaFlex twin
-            posemb = keras.ops.convert_to_numpy(src.position_embeddings)
+            posemb = to_host(src.position_embeddings)
             prefix = src.num_prefix_positions
             layer.position_embeddings.assign(posemb[:, prefix:])
             if prefix:  # NaFlex tokens have no position rows: fold each into its token
                 start = int(src.class_token)
                 if src.class_token:
                     layer.class_embedding.assign(
-                        keras.ops.convert_to_numpy(layer.class_embedding) + posemb[:, :1]
+                        to_host(layer.class_embedding) + posemb[:, :1]
                     )
                 if src.num_register_tokens:
-                    registers = keras.ops.convert_to_numpy(layer.register_embeddings)
+                    registers = to_host(layer.register_embeddings)
                     layer.register_embeddings.assign(registers + posemb[:, start:prefix])
         return
     if layer.position_embedding == "learned":
-        posemb = keras.ops.convert_to_numpy(src.position_embeddings)
+        posemb = to_host(src.position_embeddings)
         extra = layer.num_prefix_positions - src.num_prefix_positions
         if extra > 0:  # a new distillation token: its position starts as the class's
             posemb = np.concatenate(
@@ -165,11 +168,19 @@ def _copy_patch_encoder(src, layer):
         layer.load_position_embedding(posemb, source_grid=src.grid_size)
 
 
+def _source_value(variable, on_devices):
+    """A copy of a source weight: on its devices (`on_devices`), else a NumPy array."""
+    return device_copy(variable) if on_devices else keras.ops.convert_to_numpy(variable)
+
+
 def _resized(weight, value, source, target):
     """`value` of `weight` for `target`'s grid: relative position tables are resized."""
     shape = tuple(weight.shape)
-    if tuple(np.shape(value)) == shape or not weight.path.endswith("relative_position_bias_table"):
+    if tuple(value.shape) == shape or not weight.path.endswith(
+        "relative_position_bias_table"
+    ):
         return value
+    value = to_host(value)
     arch = ViTConfig.from_model(target)
     return resize_relative_position_table(
         value,
@@ -179,7 +190,18 @@ def _resized(weight, value, source, target):
     )
 
 
-def transfer_weights(source, target):
+def _sharded(config):
+    return config.get("distribution") in STRATEGIES
+
+
+def _init_scope(config):
+    """Where the `--init` model is read: sharded under a sharding strategy, else locally."""
+    if _sharded(config):
+        return contextlib.nullcontext()
+    return without_distribution()
+
+
+def transfer_weights(source, target, on_devices=False):
     """Copies `source`'s weights into `target` layer by layer (matched by name).
 
     The position embedding and relative position bias tables are resampled to `target`'s
@@ -187,7 +209,9 @@ def transfer_weights(source, target):
     copied, nor `head_dist`; a distillation token `source` lacks starts as built, its
     position as the class token's, and so does a norm of the head `source` lacks (`fc_norm`
     when fine-tuning adds it, as MAE's protocol does: ones and zeros). Returns the copied
-    layer names.
+    layer names. With `on_devices` (both models sharded by a `keras.distribution`) a weight
+    of the same shape is copied device to device, and only the resampled ones visit the host,
+    one tensor at a time.
     """
     quantized = sorted(
         {
@@ -217,18 +241,20 @@ def transfer_weights(source, target):
         if isinstance(layer, (PatchEncoder, NaFlexPatchEncoder)):
             _copy_patch_encoder(src, layer)
         else:
+            weights = [_source_value(v, on_devices) for v in src.weights]
             values = [
                 _resized(w, v, source, target)
-                for w, v in zip(layer.weights, src.get_weights(), strict=False)
+                for w, v in zip(layer.weights, weights, strict=False)
             ]
             shapes = [tuple(w.shape) for w in layer.weights]
-            if [tuple(np.shape(v)) for v in values] != shapes:
+            if [tuple(v.shape) for v in values] != shapes:
                 raise ValueError(
                     f"Layer {layer.name!r}: weight shapes differ between the --init model and "
-                    f"the fine-tuning model. Received: {[np.shape(v) for v in src.get_weights()]}"
+                    f"the fine-tuning model. Received: {[tuple(v.shape) for v in src.weights]}"
                     f" vs {shapes}"
                 )
-            layer.set_weights(values)
+            for weight, value in zip(layer.weights, values, strict=True):
+                weight.assign(value)
         copied.append(layer.name)
     return copied
 
@@ -244,9 +270,10 @@ def check_init_architecture(config):
     flags there is nothing to compare and nothing is loaded here)."""
     if config.get("model") is None and not config.get("model_overrides"):
         return
-    with without_distribution():
+    with _init_scope(config):
         source, _ = load_init_model(config)
     check_init_sizes(getattr(source, "backbone", source), config)
+    del source  # its memory (a sharded giant's) before the run starts
 
 
 def build_model(num_classes, config):
@@ -261,8 +288,9 @@ def build_model(num_classes, config):
         )
     if config["init"]:
         # A local copy, read only to copy from: under ModelParallel over several processes its
-        # weights would be sharded over processes and unreadable here.
-        with without_distribution():
+        # weights would be sharded over processes and unreadable here. Under a sharding
+        # strategy (a giant) it is read sharded, one tensor at a time, and copied on the devices.
+        with _init_scope(config):
             source, kind = load_init_model(config)
         if isinstance(source, FlexiViT):  # a FlexiViT run's model.keras: its backbone
             source = source.backbone
@@ -274,7 +302,7 @@ def build_model(num_classes, config):
         # Every size comes from `arch` (the variant code only fills what it leaves out); the
         # model keeps the checkpoint's name (a Ti/4 run's model stays `vit_ti4`).
         model = ViT(config["model"] or "B/16", num_classes=num_classes, name=source.name, **arch)
-        copied = transfer_weights(source, model)
+        copied = transfer_weights(source, model, on_devices=_sharded(config))
         info = {
             "name": model.name,
             "init": config["init"],
@@ -283,6 +311,7 @@ def build_model(num_classes, config):
             "source_image_size": list(ViTConfig.from_model(source).image_size),
             "copied_layers": len(copied),
         }
+        del source  # its memory (a sharded giant's) before training starts
         if config.get("timm_name"):
             info["timm_name"] = config["timm_name"]
         return model, info

@@ -35,6 +35,10 @@ RUNTIME = dict(
     # > 1 cuts the per-step host overhead (Python, callbacks) that can leave a fast GPU idle.
     steps_per_execution=1,
     distribution=None,
+    # The (batch, model) device mesh of the sharding strategies (fsdp, tensor_parallel, fsdp_tp;
+    # None: every device on the strategy's axis) and the devices per replica of model_parallel.
+    mesh=None,
+    model_parallel_size=None,
     # Several processes (JAX, keras.distribution.initialize): None reads Keras'
     # KERAS_DISTRIBUTION_JOB_ADDRESSES / _NUM_PROCESSES / _PROCESS_ID; multi_host=True lets JAX
     # find the cluster (Cloud TPU pod, SLURM, ...); init_timeout bounds the wait for the others.

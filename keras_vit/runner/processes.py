@@ -32,7 +32,8 @@ def start_processes(config):
     if config.get("distribution") in (None, "none"):
         raise ValueError(
             "Several processes train one model only with a distribution: pass --distribution "
-            "data_parallel (or model_parallel). Received: distribution=None with "
+            "data_parallel (or model_parallel, fsdp, tensor_parallel, fsdp_tp). Received: "
+            "distribution=None with "
             f"num_processes={spec.num_processes if spec else multihost.process_count()}"
         )
     multihost.initialize(spec, timeout=config.get("init_timeout") or multihost.DEFAULT_TIMEOUT)
@@ -46,7 +47,11 @@ def start_processes(config):
 
 def check_batch_shards(config, num_processes):
     """The global batch must split evenly over the data-parallel replicas and the processes."""
-    replicas = batch_shards(config["distribution"])
+    replicas = batch_shards(
+        config["distribution"],
+        model_parallel_size=config.get("model_parallel_size"),
+        mesh=config.get("mesh"),
+    )
     parts = replicas if replicas < num_processes else math.lcm(replicas, num_processes)
     if config["batch_size"] % parts:
         raise ValueError(

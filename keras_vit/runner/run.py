@@ -72,7 +72,12 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
     chief = multihost.is_chief()
     # Per-epoch validation and best.keras: the validation split only, never the test split.
     validation = bool(config["validation_freq"]) and setup.validation_source is not None
-    with distribution_scope(config["distribution"]):
+    scope = distribution_scope(
+        config["distribution"],
+        model_parallel_size=config.get("model_parallel_size"),
+        mesh=config.get("mesh"),
+    )
+    with scope:
         devices = num_devices(config["distribution"])
         model, model_info = build_model(setup.train_source.num_classes, config)
         # The model's input spec (e.g. a DINOv2 --init: ImageNet mean and std) feeds the data.

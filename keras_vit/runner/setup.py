@@ -192,7 +192,7 @@ def prepare_run(config):
     check_config(config)
     num_processes = start_processes(config)
     chief = multihost.is_chief()
-    parts = check_batch_shards(config, num_processes) if num_processes > 1 else 1
+    parts = check_batch_shards(config, num_processes)  # before a step meets a bad batch
     out = multihost.run_on_chief(lambda: prepare_out(config))
     try:
         return _prepare(config, out, num_processes, chief, parts)
@@ -294,7 +294,7 @@ def _square_pipelines(
 
 def _eval_pipeline(config, source, num_processes, parts, preprocessing):
     """`(ds, steps)`: an evaluation pipeline of `source` (`steps` None: to its end)."""
-    if num_processes > 1:  # equal, whole batches in every process; padding weighs 0
+    if num_processes > 1 or parts > 1:  # equal, whole batches on every device; padding weighs 0
         eval_batch = math.ceil(config["eval_batch_size"] / parts) * parts
         ds = data.eval_pipeline(
             source, image_size=config["image_size"], batch_size=eval_batch, pad=True,

@@ -4,8 +4,12 @@
 
 - `"data_parallel"`: `keras.distribution.DataParallel` on JAX; `tf.distribute.MirroredStrategy`
   on TensorFlow (`TPUStrategy` when a TPU is found); PyTorch (one device only): a clear error.
-- `"model_parallel"`: `keras.distribution.ModelParallel` + `vit_layout_map` on JAX; not supported
-  on TensorFlow (use JAX) or PyTorch: a clear error.
+- `"model_parallel"`: tensor parallelism over `model_parallel_size` devices per replica, data
+  parallelism over the rest (`keras_vit.distribution.model_parallel("tensor_parallel")`: the
+  layouts come from the layers' roles, every block kind and family); JAX only: a clear error on
+  TensorFlow or PyTorch.
+- `"fsdp"`, `"tensor_parallel"`, `"fsdp_tp"`: `keras_vit.distribution.model_parallel(mode,
+  mesh_shape=mesh)` (JAX only).
 
 `None`/`"none"` is a no-op on every backend.
 
@@ -17,7 +21,8 @@ import contextlib
 
 import keras
 
-MODES = (None, "none", "data_parallel", "model_parallel")
+STRATEGIES = ("fsdp", "tensor_parallel", "fsdp_tp")  # keras_vit.distribution's
+MODES = (None, "none", "data_parallel", "model_parallel", *STRATEGIES)
 
 
 def vit_layout_map(device_mesh, model_axis="model"):
@@ -27,6 +32,11 @@ def vit_layout_map(device_mesh, model_axis="model"):
     output kernel `(H, Dh, D)` over its input heads, the first MLP kernel `(D, M)` over its
     outputs and the second `(M, D)` over its inputs, so each block needs one all-reduce after
     attention and one after the MLP. Everything else is replicated.
+
+    The regex map of the plain block's layer names, kept for code that composes it: it misses
+    SwiGLU, parallel and parallel-scaling blocks (replicated silently, as any `LayoutMap` does a
+    path it does not match). `keras_vit.distribution.layout_map` gives every family's layouts
+    from the layers' roles; `distribution_scope("model_parallel")` uses those.
 
     Args:
         device_mesh: `keras.distribution.DeviceMesh` with a `model_axis` axis.
@@ -43,13 +53,18 @@ def vit_layout_map(device_mesh, model_axis="model"):
     return layout_map
 
 
-def distribution_scope(mode=None, *, model_parallel_size=None, tpu=None):
+def distribution_scope(mode=None, *, model_parallel_size=None, mesh=None, tpu=None):
     """Returns the context manager that distributes training over the local devices.
 
     Args:
-        mode: None, `"none"`, `"data_parallel"` or `"model_parallel"` (JAX only).
-        model_parallel_size: int. Devices per model replica for `"model_parallel"` (the rest
-            is data parallel). Defaults to all devices.
+        mode: None, `"none"`, `"data_parallel"`, `"model_parallel"`, or one of
+            `keras_vit.distribution`'s strategies `"fsdp"`, `"tensor_parallel"`, `"fsdp_tp"`
+            (JAX only but for `"data_parallel"`).
+        model_parallel_size: int >= 1. Devices per model replica for `"model_parallel"` (the
+            rest is data parallel); it must divide the number of devices. Defaults to all
+            devices.
+        mesh: optional `(batch, model)` mesh (or `"2x4"`) for the strategies. Defaults to
+            every device on the strategy's axis.
         tpu: optional TPU address for TensorFlow's `TPUStrategy` (`""` = the local TPU).
             Defaults to None (use a TPU only if `tf.config` lists one).
 
@@ -63,18 +78,18 @@ def distribution_scope(mode=None, *, model_parallel_size=None, tpu=None):
     >>> model.count_params()
     10
     """
-    if mode not in MODES:
-        raise ValueError(f"distribution must be one of {MODES}. Received: distribution={mode!r}")
+    check_mode(mode, model_parallel_size=model_parallel_size, mesh=mesh)
     if mode in (None, "none"):
         return contextlib.nullcontext()
     backend = keras.backend.backend()
     if backend == "jax":
-        return _jax_distribution(mode, model_parallel_size).scope()
+        return _jax_distribution(mode, model_parallel_size, mesh).scope()
     if backend == "tensorflow":
-        if mode == "model_parallel":
+        if mode != "data_parallel":
             raise ValueError(
-                "distribution='model_parallel' uses keras.distribution, which Keras implements "
-                "for JAX only. Run with KERAS_BACKEND=jax, or use 'data_parallel' on TensorFlow."
+                f"distribution={mode!r} uses keras.distribution's ModelParallel, which Keras "
+                "implements for JAX only. Run with KERAS_BACKEND=jax, or use 'data_parallel' on "
+                "TensorFlow."
             )
         return tensorflow_strategy(tpu).scope()
     raise ValueError(
@@ -84,23 +99,78 @@ def distribution_scope(mode=None, *, model_parallel_size=None, tpu=None):
     )
 
 
-def batch_shards(mode=None, *, model_parallel_size=None):
+def check_mode(mode, *, model_parallel_size=None, mesh=None):
+    """Checks a mode and the arguments that go with it (no devices read); raises ValueError.
+
+    `model_parallel_size` applies to `"model_parallel"` only, and `mesh` to the strategies:
+    either given with another mode would be silently ignored, so it is refused.
+    """
+    if mode not in MODES:
+        raise ValueError(f"distribution must be one of {MODES}. Received: distribution={mode!r}")
+    if model_parallel_size is not None:
+        if mode != "model_parallel":
+            raise ValueError(
+                "model_parallel_size sets the devices per replica of distribution="
+                f"'model_parallel' only. Received: model_parallel_size={model_parallel_size!r} "
+                f"with distribution={mode!r}"
+            )
+        if (
+            isinstance(model_parallel_size, bool)
+            or not isinstance(model_parallel_size, int)
+            or model_parallel_size < 1
+        ):
+            raise ValueError(
+                "model_parallel_size must be an integer >= 1 (devices per model replica; None "
+                f"for all of them). Received: model_parallel_size={model_parallel_size!r}"
+            )
+    if mesh is not None:
+        if mode not in STRATEGIES:
+            raise ValueError(
+                f"mesh (--mesh) sets the (batch, model) mesh of the strategies {STRATEGIES}. "
+                f"Received: mesh={mesh!r} with distribution={mode!r}"
+            )
+        from keras_vit.distribution.mesh import check_mesh_shape
+
+        check_mesh_shape(mesh)
+
+
+def batch_shards(mode=None, *, model_parallel_size=None, mesh=None):
     """How many parts Keras splits each global batch into under `mode` (1 off JAX or for None).
 
     `"data_parallel"`: one per device (of every process); `"model_parallel"`: one per model
-    replica (devices / `model_parallel_size`; 1 with the default of all devices).
+    replica (devices / `model_parallel_size`; 1 with the default of all devices); the
+    strategies: the mesh's data axis. The same checks as `distribution_scope` (a size that does
+    not divide the devices is an error, never 0 parts).
 
     Example:
 
     >>> batch_shards(None)
     1
     """
+    check_mode(mode, model_parallel_size=model_parallel_size, mesh=mesh)
     if mode in (None, "none") or keras.backend.backend() != "jax":
         return 1
     devices = len(keras.distribution.list_devices())
     if mode == "data_parallel":
         return devices
-    return devices // (model_parallel_size or devices)
+    if mode == "model_parallel":
+        return devices // _model_parallel_size(model_parallel_size, devices)
+    import jax
+
+    from keras_vit.distribution.mesh import check_mesh_shape, default_mesh_shape
+
+    shape = default_mesh_shape(mode, devices, jax.process_count()) if mesh is None else mesh
+    return check_mesh_shape(shape)[0]
+
+
+def _model_parallel_size(size, devices):
+    size = devices if size is None else size
+    if devices % size:
+        raise ValueError(
+            "model_parallel_size must divide the number of devices. "
+            f"Received: model_parallel_size={size}, devices={devices}"
+        )
+    return size
 
 
 def num_devices(mode=None, *, model_parallel_size=None):
@@ -147,20 +217,17 @@ def without_distribution():
         keras.distribution.set_distribution(current)
 
 
-def _jax_distribution(mode, model_parallel_size):
+def _jax_distribution(mode, model_parallel_size, mesh):
+    from keras_vit.distribution.data import CheckedDataParallel
+    from keras_vit.distribution.parallel import model_parallel
+
     devices = keras.distribution.list_devices()
     if mode == "data_parallel":
-        return keras.distribution.DataParallel(devices=devices)
-    size = model_parallel_size or len(devices)
-    if len(devices) % size:
-        raise ValueError(
-            "model_parallel_size must divide the number of devices. "
-            f"Received: model_parallel_size={size}, devices={len(devices)}"
-        )
-    mesh = keras.distribution.DeviceMesh(
-        (len(devices) // size, size), ["batch", "model"], devices=devices
-    )
-    return keras.distribution.ModelParallel(layout_map=vit_layout_map(mesh), batch_dim_name="batch")
+        return CheckedDataParallel(devices=devices)
+    if mode == "model_parallel":
+        size = _model_parallel_size(model_parallel_size, len(devices))
+        return model_parallel("tensor_parallel", mesh_shape=(len(devices) // size, size))
+    return model_parallel(mode, mesh_shape=mesh)
 
 
 def tensorflow_strategy(tpu=None):

@@ -6,7 +6,7 @@ or `cache_dir=`: `hub/models--{org}--{name}/snapshots/{commit}/...`), resumed do
 `HF_HUB_OFFLINE=1` (cached files only), `HF_ENDPOINT`, tokens. This module tells repo ids from
 paths, refuses pickled checkpoints (safetensors only: a pickle can run code when read), and
 turns the library's errors into messages saying what to download and where. Shared by the
-timm and transformers sources (a timm name's repo and file: `keras_vit.weights.timm.hub`).
+timm and transformers sources (a timm name's repo and file: `keras_vit.weights.timm.hub_checkpoint`).
 `huggingface_hub` is imported when a name is resolved, never by `import keras_vit`.
 """
 

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from keras_vit.models.variable_paths import block
+from keras_vit.weights import lazy, lazy_slices
 
 KINDS = ("dtype", "missing", "unexpected", "shape")
 
@@ -150,7 +151,7 @@ def commit(model, assignments, problems, notes, *, source, strict=True, logger, 
     ready = []
     for variable, value in assignments:
         why = dtype_problem(value) or integer_problem(value, variable)
-        if why is None:
+        if why is None and not lazy.is_lazy(value):  # a lazy value is read when assigned
             try:
                 value = np.asarray(value, dtype=variable.dtype)
             except (TypeError, ValueError, OverflowError) as error:
@@ -178,8 +179,7 @@ def commit(model, assignments, problems, notes, *, source, strict=True, logger, 
             f"No array of {source} matches a weight of model '{model.name}'. "
             f"Received: {len(keys)} arrays, e.g. {sorted(keys)[:3]}"
         )
-    for variable, value in ready:
-        variable.assign(value)
+    lazy.assign(ready, logger)  # lazy values one tensor at a time, onto their layouts
     for note in notes:
         logger.info("%s", note)
     logger.info("assigned %d model weights from %s", len(ready), source)
@@ -266,6 +266,15 @@ def _split3(transform):
 QKV_WEIGHT = _split3(HEADS_IN_WEIGHT)
 # ... and its bias (3D,) -> three (H, Dh) biases.
 QKV_BIAS = _split3(HEADS_IN_BIAS)
+
+# How each of these moves axes, so that a sharded load reads only the blocks it places.
+for _transform, _kind in (
+    (IDENTITY, "identity"), (LINEAR, "linear"), (CONV, "conv"),
+    (HEADS_IN_WEIGHT, "heads_in_weight"), (HEADS_IN_BIAS, "heads_in_bias"),
+    (HEADS_OUT_WEIGHT, "heads_out_weight"), (QKV_WEIGHT, "fused_heads_in_weight"),
+    (QKV_BIAS, "fused_heads_in_bias"),
+):  # fmt: skip
+    lazy_slices.register(_transform, _kind)
 
 
 def torch_norm(key, path):
@@ -403,7 +412,8 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
             continue
         if key in bad:
             continue
-        value = np.asarray(arrays[key])
+        value = arrays[key]
+        value = value if lazy.is_lazy(value) else np.asarray(value)
         why = integer_problem(value, targets[0])
         if why:
             problems["dtype"].append(f"{key}: {why}")
@@ -412,7 +422,10 @@ def plan_state_dict(model, arrays, table, *, fills=None, skip=None):
             problems["shape"].append(f"{key}: expected {expected}, found {shape_of(value)}")
             continue
         try:
-            results = transform.apply(value, shapes)
+            if lazy.is_lazy(value) and transform.exact:  # read at assignment, block by block
+                results = lazy.deferred(value, transform, shapes)
+            else:
+                results = transform.apply(np.asarray(value), shapes)
         except Mismatch as why:
             problems["shape"].append(f"{key}: expected {expected}, {why}")
             continue

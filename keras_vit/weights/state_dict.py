@@ -240,6 +240,43 @@ def write_safetensors(arrays, path, metadata=None):
 
 def _read_sharded(path):
     """A `*.safetensors.index.json` (sharded checkpoint): every shard its `weight_map` names."""
+    weight_map, folder, shards = _index_shards(path)
+    if _lazy_wanted():
+        from keras_vit.weights import lazy
+
+        arrays = {}
+        for shard in shards:
+            arrays.update(lazy.open_safetensors(os.path.join(folder, shard)))
+        return _check_index_covered(path, weight_map, arrays)
+    arrays, failures = {}, []
+    for shard in shards:  # every shard is read: a second bad one is reported with the first
+        try:
+            arrays.update(read_safetensors(os.path.join(folder, shard)))
+        except (OSError, ValueError) as error:
+            failures.append(f"  {shard}: {error}")
+    if failures:
+        raise ValueError(
+            f"{len(failures)} of the {len(shards)} shards that {path!r} names cannot be read "
+            "(download them again):\n" + "\n".join(failures)
+        )
+    return _check_index_covered(path, weight_map, arrays)
+
+
+def _check_index_covered(path, weight_map, arrays):
+    missing = sorted(set(weight_map) - set(arrays))
+    if missing:
+        raise _not_a_checkpoint(path, f"its shards lack {len(missing)} tensors, e.g. {missing[:3]}")
+    return arrays
+
+
+def _lazy_wanted():
+    from keras_vit.weights.lazy import sharded_read_wanted
+
+    return sharded_read_wanted()
+
+
+def _index_shards(path):
+    """`(weight_map, folder, shards)` of a `*.safetensors.index.json`, its shard names checked."""
     try:
         with open(path, encoding="utf-8") as f:
             weight_map = json.load(f)["weight_map"]
@@ -256,21 +293,7 @@ def _read_sharded(path):
                 f"{path!r} names the shard {shard!r}; expected a .safetensors file inside "
                 f"{folder!r}."
             )
-    arrays, failures = {}, []
-    for shard in shards:  # every shard is read: a second bad one is reported with the first
-        try:
-            arrays.update(read_safetensors(os.path.join(folder, shard)))
-        except (OSError, ValueError) as error:
-            failures.append(f"  {shard}: {error}")
-    if failures:
-        raise ValueError(
-            f"{len(failures)} of the {len(shards)} shards that {path!r} names cannot be read "
-            "(download them again):\n" + "\n".join(failures)
-        )
-    missing = sorted(set(weight_map) - set(arrays))
-    if missing:
-        raise _not_a_checkpoint(path, f"its shards lack {len(missing)} tensors, e.g. {missing[:3]}")
-    return arrays
+    return weight_map, folder, shards
 
 
 def _torch_load(path):
@@ -322,6 +345,26 @@ def sniff(path):
     return None
 
 
+FOLDER_FILES = ("model.safetensors.index.json", "model.safetensors")
+
+
+def checkpoint_in_folder(folder):
+    """The checkpoint of a folder: Hugging Face's `model.safetensors.index.json` (a checkpoint
+    in several parts), else `model.safetensors`, else its one `.safetensors` file."""
+    folder = os.fspath(folder)
+    for name in FOLDER_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    found = sorted(n for n in os.listdir(folder) if n.endswith(SAFETENSORS_SUFFIX))
+    if len(found) == 1:
+        return os.path.join(folder, found[0])
+    raise IsADirectoryError(
+        f"Checkpoint path {folder!r} is a folder without {' or '.join(FOLDER_FILES)}"
+        + (f" and with {len(found)} .safetensors files ({found[:3]}): name one" if found else "")
+        + "; expected a checkpoint file or such a folder."
+    )
+
+
 def _existing_file(path):
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -332,7 +375,10 @@ def _existing_file(path):
 
 
 def to_numpy(value):
-    """A NumPy array from a NumPy array, a PyTorch tensor (bfloat16 widened) or array-like."""
+    """A NumPy array from a NumPy array, a PyTorch tensor (bfloat16 widened) or array-like
+    (a `keras_vit.weights.lazy.LazyTensor` stays lazy: it is read when assigned)."""
+    if getattr(type(value), "lazy", False) is True:
+        return value
     if type(value).__module__.startswith("torch"):
         value = value.detach().cpu()
         if str(value.dtype).replace("torch.", "") in _NARROW:
@@ -397,7 +443,8 @@ def read_state_dict(source):
 
     Args:
         source: a path to a `.safetensors`, `*.safetensors.index.json`, `.pth`, `.pt`,
-            `.bin`, `.ckpt` or `.npz` file, or a dict of NumPy arrays / PyTorch tensors
+            `.bin`, `.ckpt` or `.npz` file, a folder holding `model.safetensors.index.json`
+            and its parts (or one `.safetensors` file), or a dict of NumPy arrays / PyTorch tensors
             (possibly nested as in a training checkpoint).
 
     Returns:
@@ -422,6 +469,8 @@ def read_state_dict(source):
             "Expected a checkpoint path or a dict of arrays. "
             f"Received: {type(source).__name__}"
         )
+    if os.path.isdir(source):
+        source = checkpoint_in_folder(source)
     path = _existing_file(source)
     if path.endswith(INDEX_SUFFIX):
         return unwrap(_read_sharded(path))
@@ -434,6 +483,10 @@ def read_state_dict(source):
                 f"{path!r} is named .safetensors but holds a PyTorch (torch.save) checkpoint. "
                 "Rename it to .pth (read with torch.load(weights_only=True))."
             )
+        if _lazy_wanted():  # under a keras.distribution: one tensor at a time, when assigned
+            from keras_vit.weights import lazy
+
+            return unwrap(lazy.open_safetensors(path))
         return unwrap(read_safetensors(path))  # a .bin holding safetensors is read as such
     if path.endswith(TORCH_SUFFIXES):
         return unwrap(_torch_load(path))

@@ -23,6 +23,7 @@ NAMES = [
     "convert",
     "weights",
     "export",
+    "plan",
     "inspect",
 ]
 
@@ -260,7 +261,7 @@ def test_convert_from_timm(tmp_path, capsys):
     assert f"Wrote {output}: vit_tiny_patch16_224, input (32, 32, 3), output (3,)" in captured.out
     assert "resized pos_embed from (1, 197, 192) to (1, 5, 192)" in captured.err
     assert "assigned 200 model weights" in captured.err  # 152 arrays, qkv split in three
-    # The file holds what from_timm builds (tests/weights/test_timm.py checks that against timm).
+    # The file holds what from_timm builds (tests/weights/timm/test_reader.py checks that against timm).
     images = np.random.default_rng(1).uniform(-1, 1, (1, 32, 32, 3)).astype("float32")
     expected = keras_vit.from_timm(name, checkpoint, image_size=32)(images)
     actual = keras_vit.load_model(str(output))(images)

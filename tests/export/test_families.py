@@ -18,7 +18,7 @@ SwiGLU, DINOv2-giant's, is a checkpoint layout of the same `SwiGLU` layer: tests
   model then quantized to int8 (`quantize`) stays close as test_quantization's checks.
 
 The exports run where the other export tests trace in process, on the TensorFlow backend (on
-JAX and PyTorch the same TensorFlow trace runs in a subprocess, covered by tests/test_export.py
+JAX and PyTorch the same TensorFlow trace runs in a subprocess, covered by tests/export/test_saved_model.py
 and test_litert.py); LoRA and int8 run on every backend.
 """
 
@@ -32,7 +32,7 @@ from keras_vit.training.quantization import quantization_modes, quantize
 from keras_vit.weights.timm.reader import from_timm
 from tests.helpers import randomize_weights, to_numpy
 
-ATOL = 1e-5  # served SavedModel logits against Keras (tests/test_export.py)
+ATOL = 1e-5  # served SavedModel logits against Keras (tests/export/test_saved_model.py)
 TINY = dict(num_layers=1, hidden_dim=32, num_heads=2, mlp_dim=64, num_classes=3)
 # id: (timm name, image size, another (height, width) for the dynamic-size model or None for
 # a family with a fixed size, further builder arguments).
@@ -51,7 +51,7 @@ FAMILIES = {
 TF_ONLY = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
     reason="the export traces with TensorFlow whatever the backend; in process on this one "
-    "(the subprocess path of JAX and PyTorch: tests/test_export.py, test_litert.py)",
+    "(the subprocess path of JAX and PyTorch: tests/export/test_saved_model.py, test_litert.py)",
 )
 
 

@@ -35,7 +35,7 @@ from tests.helpers import randomize_weights, to_numpy
 
 tf = pytest.importorskip("tensorflow", reason="export traces with TensorFlow")
 
-ATOL = 1e-5  # ONNX and SavedModel against Keras (tests/test_export.py)
+ATOL = 1e-5  # ONNX and SavedModel against Keras (tests/export/test_saved_model.py)
 LITERT_ATOL = 1e-4  # LiteRT float against Keras (tests/export/test_litert.py)
 PATCH_SIZE = 4
 MAX_PATCHES = 16  # the position table's grid: export_litert's default
@@ -242,7 +242,7 @@ def test_int8_close_to_float_reloads_and_exports(naflex, tmp_path):
     assert quantization_modes(loaded) == modes
     np.testing.assert_array_equal(to_numpy(loaded(batch)), out)
     if not IN_PROCESS:
-        return  # the trace is TensorFlow's (the subprocess path: tests/test_export.py)
+        return  # the trace is TensorFlow's (the subprocess path: tests/export/test_saved_model.py)
     result = export_saved_model(model, tmp_path / "serving", verbose=False)
     served = tf.saved_model.load(result.path).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in feed(batch).items()}

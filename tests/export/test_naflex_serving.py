@@ -28,7 +28,7 @@ def _png(pixels):
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
     reason="SavedModel export is TensorFlow (other backends export through a TF subprocess, "
-    "tested in tests/test_export.py)",
+    "tested in tests/export/test_saved_model.py)",
 )
 def test_naflex_saved_model_serves_encoded_images_of_any_size(tmp_path):
     model = ViT("mu/4", image_size=16, num_classes=3, naflex=True, pooling="gap",

@@ -1,4 +1,4 @@
-"""One tiny timm model per family `keras_vit.from_timm` reads, for tests/weights/test_timm.py.
+"""One tiny timm model per family `keras_vit.from_timm` reads, for tests/weights/timm/test_reader.py.
 
 `CASES` maps a case id to the timm name, the `timm.create_model` overrides of `SMALL` that make
 it tiny (timm's names: `depth`, `embed_dim`, `img_size`), and the `from_timm` overrides of

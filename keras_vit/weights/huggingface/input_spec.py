@@ -1,4 +1,4 @@
-"""The input spec and class names a transformers folder supplies (`keras_vit.weights.input_specs`).
+"""The input spec and class names a transformers folder supplies (`keras_vit.weights.class_names`).
 
 The folder's `preprocessor_config.json`, else the model type's image processor defaults
 (`HF_DEFAULTS`); class names from `config.json`'s `id2label`.
@@ -14,7 +14,7 @@ from keras_vit.models.preprocessing_config import (
     IMAGENET_STD,
     PreprocessingConfig,
 )
-from keras_vit.weights.input_specs import attach_class_names
+from keras_vit.weights.class_names import attach_class_names
 
 # transformers' image processor defaults per model type, where a folder has no
 # preprocessor_config.json: (mean, std, resample) of the class `AutoImageProcessor` picks.

@@ -88,7 +88,14 @@ def _not_npz(path, reason):
 
 
 def _read_arrays(path):
-    """{name: array} of every member of a zip archive; raises one of `_UNREADABLE` otherwise."""
+    """{name: array} of every member of a zip archive; raises one of `_UNREADABLE` otherwise.
+
+    Under a `keras.distribution` (JAX) the arrays are `keras_vit.weights.lazy.LazyTensor`s,
+    read one at a time when assigned."""
+    from keras_vit.weights import lazy
+
+    if lazy.sharded_read_wanted():
+        return lazy.open_npz(path)
     with np.load(path, allow_pickle=False) as data:
         return {name: data[name] for name in data.files}
 

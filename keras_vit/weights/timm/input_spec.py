@@ -1,4 +1,4 @@
-"""The input spec and class names a timm checkpoint supplies (`keras_vit.weights.input_specs`).
+"""The input spec and class names a timm checkpoint supplies (`keras_vit.weights.class_names`).
 
 The checkpoint folder's `config.json` (timm's Hub layout), else keras_vit's table of timm's
 pretrained configs for the name (`keras_vit.weights.timm.pretrained`), else timm's defaults;

@@ -2,7 +2,7 @@
 
 The data is `pretrained.json` beside this module, written from timm 1.0.31's
 `get_pretrained_cfg` by `scripts/make_timm_pretrained_table.py` (timm is not needed at run
-time; tests/weights/test_timm_pretrained.py checks the table against the installed timm). It
+time; tests/weights/timm/test_pretrained.py checks the table against the installed timm). It
 is also the registry of timm's architecture names that `keras_vit.weights.timm.names` accepts
 (`known_architectures`): a name is looked up, never parsed for numbers.
 

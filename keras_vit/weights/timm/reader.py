@@ -24,10 +24,10 @@ from keras_vit.models.config import ViTConfig
 from keras_vit.models.encoder import build_model
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import loading as L
-from keras_vit.weights.input_specs import attach_class_names
+from keras_vit.weights.class_names import attach_class_names
 from keras_vit.weights.registry import family_of_timm_name, load_callable, timm_layouts_for
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm.hub import hub_checkpoint
+from keras_vit.weights.timm.hub_checkpoint import hub_checkpoint
 from keras_vit.weights.timm.input_spec import timm_class_names, timm_input_spec
 from keras_vit.weights.timm.names import parse_timm_name
 from keras_vit.weights.timm.pretrained import known_architectures

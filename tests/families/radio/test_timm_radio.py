@@ -7,7 +7,7 @@ pretrained loader (bilinear, align_corners for v3 base), C-RADIO as NaFlex model
 that mixes sizes and aspect ratios (align_corners True and False), InternViT-300M (no final
 norm, any image size), `test_vit3` (MAP over every token, a register row in the position
 table) and `test_vit4` (RMSNorm, any size). TIPSv2 is DINOv2's code path (the `dinov2_giant`
-and `dinov2_registers` cases of tests/weights/test_timm.py); the resize without align_corners
+and `dinov2_registers` cases of tests/weights/timm/test_reader.py); the resize without align_corners
 is checked against PyTorch in tests/layers/test_naflex_position.py. Every name of the families
 against timm's architecture and state dict on the meta device.
 """
@@ -35,7 +35,7 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as tests/weights/test_timm)
+DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call (as tests/weights/timm/test_reader.py)
 SMALL = dict(depth=1, embed_dim=32, num_heads=2, num_classes=3)
 OURS = dict(num_layers=1, hidden_dim=32, num_heads=2)
 # id: (timm name, image size: a 2 x 2 grid).

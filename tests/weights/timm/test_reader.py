@@ -268,7 +268,7 @@ def test_every_family_has_a_case():
         spec[0] for record in R.registered() if record.name != "vit" for spec in record.timm_specs
     }
     assert tested - others == {spec[0] for spec in R.family("vit").timm_specs}
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for record in R.registered():
         folder = os.path.join(here, "families", record.name)
         assert any(f.startswith("test_") for f in os.listdir(folder)), record.name
@@ -496,7 +496,7 @@ def test_readme_and_docs_counts_are_the_registry_s():
     vlm = [n for n in names if module_of[n] in towers]
     read_vit = sum(T.reads_timm_name(n) for n in vit)
     read_vlm = sum(T.reads_timm_name(n) for n in vlm)
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
     def text(page):
         with open(os.path.join(here, page), encoding="utf-8") as f:

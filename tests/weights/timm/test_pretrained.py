@@ -7,7 +7,7 @@ import pytest
 
 import keras_vit
 from keras_vit.weights import hub
-from keras_vit.weights.timm import hub as timm_hub
+from keras_vit.weights.timm import hub_checkpoint as timm_hub
 from keras_vit.weights.timm import pretrained as timm_pretrained
 from keras_vit.weights.timm.names import match_timm_family, parse_timm_name
 from keras_vit.weights.timm.pretrained import pretrained_cfg

@@ -20,7 +20,7 @@ from keras_vit.weights.state_dict import read_safetensors
 from tests.helpers import to_numpy
 from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_torch, import_transformers
-from tests.weights.test_huggingface import SIZES, _assert_close, _images, _perturb, _reference
+from tests.weights.huggingface.test_reader import SIZES, _assert_close, _images, _perturb, _reference
 
 torch = import_torch()  # imported before transformers, whatever the backend
 transformers = import_transformers()

@@ -1,4 +1,4 @@
-"""The input spec each checkpoint source supplies (`ViTConfig.preprocessing`, issue 42), and
+"""The input spec each checkpoint source supplies (`ViTConfig.preprocessing`), and
 `attach_class_names`, the one step every source shares.
 
 - timm: the checkpoint folder's `config.json` `pretrained_cfg` (the Hub layout `timm/<name>`:

@@ -29,7 +29,7 @@ from keras_vit.weights.timm.export import (
 from keras_vit.weights.writing import model_config
 from tests.weights.keras_models import images_for, perturbed
 from tests.weights.references import import_timm, import_torch
-from tests.weights.test_timm import _run, _state
+from tests.weights.timm.test_reader import _run, _state
 from tests.weights.timm_cases import (
     CASES,
     assert_close,
