@@ -10,9 +10,11 @@ import importlib
 import importlib.util
 import sys as _sys
 
-from keras_vit import _plugins
+from keras_vit import _plugins, _start_lines
 from keras_vit._import_order import install_triton_guard as _install_triton_guard
 from keras_vit.version import __version__ as __version__  # no framework imported
+
+_start_lines.install()  # TensorFlow's start-up lines at TF_CPP_MIN_LOG_LEVEL (_start_lines.py)
 
 # triton loaded after TensorFlow crashes the process; from now on it loads safely in any order
 # (keras_vit/_import_order.py). Imports nothing.

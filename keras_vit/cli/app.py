@@ -2,7 +2,8 @@
 
 Exit codes: 0 done; 2 a usage error or a user mistake (a bad flag or value, a
 missing or unreadable file, an output that exists without `--overwrite`, a
-missing optional extra); 1 a runtime failure; 130 interrupted. Errors print one
+missing optional extra); 1 a runtime failure; 130 interrupted; 141 the reader of
+the output closed it (`| head`). Errors print one
 paragraph `keras-vit COMMAND: error: ...` on stderr; a traceback only with
 `--debug` or `KERAS_VIT_DEBUG=1`. A process of a multi-process run that fails
 alone exits at once (its peers' collectives then fail instead of waiting).
@@ -10,6 +11,7 @@ alone exits at once (its peers' collectives then fail instead of waiting).
 
 import argparse
 import dataclasses
+import difflib
 import os
 import re
 import sys
@@ -21,7 +23,9 @@ from keras_vit.cli import flags as F
 from keras_vit.cli import plan as P
 from keras_vit.cli.extras import MissingExtraError, require
 from keras_vit.cli.quiet import quiet
+from keras_vit.runner import interrupts
 from keras_vit.runner.threads import configure_process as configure_threads
+from keras_vit.version import __version__
 
 PROG = "keras-vit"
 
@@ -145,17 +149,41 @@ COMMANDS = {
 }
 
 EPILOG = (
-    "Exit codes: 0 done, 2 usage error or user mistake, 1 runtime failure, 130 interrupted. "
+    "Exit codes: 0 done, 2 usage error or user mistake, 1 runtime failure, 130 interrupted, "
+    "141 output pipe closed. "
     "Commands never write over existing work unless given --overwrite. --debug (or "
     "KERAS_VIT_DEBUG=1) shows the traceback of an error."
 )
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line naming the command and pointing to --help."""
+    """An argparse parser whose errors are one line naming the command and pointing to --help,
+    with the nearest known flag or command for a mistyped one ("did you mean --model?")."""
 
     def error(self, message):
+        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if choice:
+            message += _suggestion(choice.group(1), list(getattr(self, "subcommands", {})))
         self.exit(2, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
+
+    def parse_args(self, args=None, namespace=None):
+        args, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = getattr(self, "subcommands", {}).get(getattr(args, "command", None), self)
+            options = [o for action in parser._actions for o in action.option_strings]
+            hints = "".join(
+                _suggestion(extra.split("=", 1)[0], options)
+                for extra in extras
+                if extra.startswith("--")
+            )
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+        return args
+
+
+def _suggestion(given, known):
+    """ " (did you mean --model?)" for the known name nearest `given`, else ""."""
+    near = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+    return f" ({given}: did you mean {near[0]}?)" if near else ""
 
 
 def _debug_flag(parser, default):
@@ -172,6 +200,10 @@ def build_parser():
         epilog=EPILOG,
     )
     _debug_flag(parser, False)
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}",
+        help="print the version of keras_vit and exit",
+    )  # fmt: skip
     parser.subcommands = {}
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -266,6 +298,9 @@ def main(argv=None):
         _check_lora_flags(args, parser.subcommands[args.command])
     except SystemExit as exit_:  # --help (0) or a usage error (2), already printed
         return exit_.code if isinstance(exit_.code, int) else 2
+    except KeyboardInterrupt:  # before the command's own record is in place
+        print(f"\n{PROG}: interrupted.", file=sys.stderr)
+        return 130
     debug = args.debug or os.environ.get("KERAS_VIT_DEBUG", "") not in ("", "0")
     prog = f"{PROG} {args.command}"
     try:  # before any framework is imported: they read these when they start
@@ -274,19 +309,27 @@ def main(argv=None):
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     command = COMMANDS[args.command]
+    interrupts.install()  # every Ctrl-C from here on is recorded (see _interrupted)
     try:
         require(*command.needs)
         with quiet(prog, debug):
-            return command.run(args) or 0
+            code = command.run(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return code
     except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted.", file=sys.stderr)
-        return _exit_alone(130, None)
+        return _interrupted(prog, args)
+    except BrokenPipeError:  # `keras-vit ... | head -1`: the reader has what it wanted
+        return _pipe_closed()
     except USER_ERRORS as error:
+        if interrupts.interrupted():
+            return _interrupted(prog, args)
         if debug:
             traceback.print_exc()
         print(f"{prog}: error: {_message(error)}", file=sys.stderr)
         return _exit_alone(2, error)
     except Exception as error:  # noqa: BLE001  (the policy: any other failure is exit 1)
+        if interrupts.interrupted():  # a Ctrl-C that a library turned into its own error
+            return _interrupted(prog, args)
         if debug:
             traceback.print_exc()
             hint = ""
@@ -298,6 +341,35 @@ def main(argv=None):
             file=sys.stderr,
         )
         return _exit_alone(1, error)
+    finally:
+        interrupts.restore()
+
+
+# Commands whose interrupted run the same command resumes (or reruns).
+RESUMABLE = ("quickstart", "pretrain", "finetune", "fewshot", "pretrain-mpp", "pretrain-mae")
+
+
+def _interrupted(prog, args):
+    """Exit 130 with one line (at any moment: while tracing, saving, or inside a library that
+    turned the KeyboardInterrupt into an error of its own); the traceback only with --debug."""
+    again = " Rerun the same command to resume it." if args.command in RESUMABLE else ""
+    try:
+        print(f"\n{prog}: interrupted.{again}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    return _exit_alone(130, None)
+
+
+def _pipe_closed():
+    """The reader of standard output closed it (`| head`): no message, no traceback, and no
+    second error when Python flushes standard output at exit. Exit 141, as a shell reports
+    a process ended by SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a replaced stdout without a descriptor
+        pass
+    return 141
 
 
 def _exit_alone(code, error):

@@ -32,19 +32,31 @@ def _dataset_modules(dataset):
 
 
 def _recipe_config(name, args):
-    from keras_vit.cli.config import config_from_args
+    """The checked config of a recipe command, then its module: every value is checked before
+    a framework is imported (`keras_vit.runner.checks`, `keras_vit.cli.applicable`), so a bad
+    one is refused within a second, `--print-config` included."""
+    from keras_vit.cli.applicable import check_applicable
+    from keras_vit.cli.config import config_from_args, explicit_keys
+    from keras_vit.runner import presets
+    from keras_vit.runner.checks import check_finite, check_recipe_config
 
-    module = importlib.import_module(f"keras_vit.runner.{name.replace('-', '_')}")
-    config = config_from_args(module, name, args)
-    if getattr(args, "print_config", False):
+    recipe = name.replace("-", "_")
+    config = config_from_args(presets.recipe(recipe), name, args)
+    print_config = getattr(args, "print_config", False)
+    check_applicable(name, config, explicit_keys(args), print_config=print_config)
+    if recipe == "fewshot":
+        check_finite(config)
+    else:
+        check_recipe_config(recipe, config, files=not print_config)
+    if print_config:
         import json
 
         from keras_vit.runner.config import jsonable
 
         print(json.dumps(jsonable(config), indent=2))
-        return module, None
+        return None, None
     require(*_dataset_modules(config.get("dataset")), *_augment_modules(config.get("augment")))
-    return module, config
+    return importlib.import_module(f"keras_vit.runner.{recipe}"), config
 
 
 def _augment_modules(specs):
@@ -70,9 +82,9 @@ def run_fewshot(args):
     pretrain_config = None
     if not config["model_path"]:
         require("tensorboard", "sklearn")  # the default pretrain run comes first
-        from keras_vit.runner import pretrain
+        from keras_vit.runner import presets
 
-        pretrain_config = pretrain.get_config(smoke=args.smoke)
+        pretrain_config = presets.get_config("pretrain", smoke=args.smoke)
         pretrain_config["seed"] = config["seed"]
     elif not os.path.isfile(config["model_path"]):
         raise FileNotFoundError(
@@ -84,7 +96,8 @@ def run_fewshot(args):
 
 
 def run_quickstart(args):
-    from keras_vit.runner import quickstart
+    from keras_vit.runner.checks import check_config
+    from keras_vit.runner.quickstart_defaults import quickstart_config
 
     overrides = dict(
         epochs=args.epochs,
@@ -93,6 +106,17 @@ def run_quickstart(args):
         seed=args.seed,
         validation_fraction=args.validation_fraction,
     )
+    if args.warmup_epochs is not None:
+        overrides["warmup_epochs"] = args.warmup_epochs
+    config = quickstart_config(args.out, args.verbose, **overrides)
+    check_config(config)  # before a framework is imported
+    if config["warmup_epochs"] is not None and config["warmup_epochs"] >= config["epochs"]:
+        raise ValueError(
+            f"--warmup-epochs ({config['warmup_epochs']}) must be fewer than --epochs "
+            f"({config['epochs']}): lower --warmup-epochs or train longer."
+        )
+    from keras_vit.runner import quickstart
+
     if args.overwrite:
         overrides["overwrite"] = True  # quickstart.train refuses settings it does not know
     metrics = quickstart.train(out_dir=args.out, verbose=args.verbose, **overrides)

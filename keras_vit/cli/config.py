@@ -210,6 +210,12 @@ def _apply(config, layer, where):
         config["epochs"] = None
     if layer.get("epochs") is not None and "steps" in config:
         config["steps"] = None
+    # A warm-up given in one unit replaces the others (a preset's share of the run included).
+    for given, cleared in (("warmup_steps", ("warmup_epochs", "warmup_fraction")),
+                           ("warmup_epochs", ("warmup_fraction",)),
+                           ("warmup_fraction", ("warmup_steps",))):  # fmt: skip
+        if layer.get(given) is not None:
+            config.update({key: None for key in cleared if key in config and key not in layer})
     if layer.get("model") is not None and "model_overrides" not in layer:
         config["model_overrides"] = {}  # a new variant code brings its own sizes
 
@@ -249,14 +255,32 @@ def config_from_args(module, command, args):
     if flags.get("verbose") not in (None, "auto"):
         flags["verbose"] = int(flags["verbose"])
     sizes = {k: getattr(args, k) for k in MODEL_SIZE_FLAGS if getattr(args, k, None) is not None}
+    # A fine-tuning checkpoint (--init) defines the architecture: the preset's model and sizes
+    # never apply to it; only what the file or the flags state (checked against it).
+    explicit = {**file["CONFIG"], **flags}
+    init = command == "finetune" and bool(explicit.get("init"))
+    if init:
+        config["model"] = explicit.get("model")
+        config["model_overrides"] = dict(file["CONFIG"].get("model_overrides") or {})
     if sizes:
-        flags["model_overrides"] = {
-            **(config.get("model_overrides") or {} if "model" not in flags else {}),
-            **sizes,
-        }
+        keep = init or "model" not in flags
+        flags["model_overrides"] = {**((config.get("model_overrides") or {}) if keep else {}),
+                                    **sizes}  # fmt: skip
     if getattr(args, "overwrite", False):
         flags["overwrite"] = True
     _apply(config, flags, "the command line")
-    if command == "finetune" and config.get("init") and "model" not in {**file["CONFIG"], **flags}:
+    if init and "model" not in explicit:
         config["model"] = None  # the --init checkpoint's architecture, recorded as such
     return config
+
+
+def explicit_keys(args):
+    """The config keys the user set: flags given on the command line and the experiment
+    file's `CONFIG` keys (never the preset's or the smoke shrink's)."""
+    keys = {k for k, v in vars(args).items() if v is not None and k not in _NOT_CONFIG}
+    keys |= {k for k in MODEL_SIZE_FLAGS if getattr(args, k, None) is not None}
+    if getattr(args, "overwrite", False):
+        keys.add("overwrite")
+    if getattr(args, "config", None):
+        keys |= set(read_config_file(args.config)["CONFIG"])
+    return keys

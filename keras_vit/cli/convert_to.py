@@ -80,7 +80,10 @@ def run_convert_to(args):
                 f"{model.name} is a masked autoencoder: its encoder is written (timm's *.mae "
                 "checkpoints are the encoder alone; timm has no MAE decoder)."
             )
-        print(f"Wrote {output}: the timm state dict of {source.name}. In PyTorch:")
+        print(
+            f"Wrote {output}: the state dict of timm's {exported.name} (from the keras_vit "
+            f"model {source.name!r} in {paths['MODEL']}). In PyTorch:"
+        )
         print(f"  model = {exported.create_model_call()}")
         print(f"  model.load_state_dict(safetensors.torch.load_file({output!r}))")
         return 0

@@ -72,9 +72,9 @@ def data_flags(parser):
     group = parser.add_argument_group("data")
     group.add_argument(
         "--dataset",
-        help="digits | folder:PATH | imagefolder:PATH | tfds:NAME[:SPLIT] | "
-        "synthetic[:CLASSES[:IMAGES[:SIZE]]] (random images made in memory, offline; "
-        "default synthetic:10:1024:224)",
+        help="the data (default: the preset's; digits, offline): digits | folder:PATH | "
+        "imagefolder:PATH | tfds:NAME[:SPLIT] | synthetic[:CLASSES[:IMAGES[:SIZE]]] (random "
+        "images made in memory, offline; `synthetic` alone is synthetic:10:1024:224)",
     )
     group.add_argument("--data-dir", dest="data_dir", help="TensorFlow Datasets data_dir")
     group.add_argument(
@@ -296,7 +296,8 @@ def fewshot_flags(parser):
         "--model-path",
         dest="model_path",
         metavar="MODEL.keras",
-        help="trained model (default: run the pretrain recipe first)",
+        help="the trained model to evaluate. Without it, fewshot first pre-trains one with "
+        "`keras-vit pretrain`'s digits preset (minutes) into OUT/pretrain, and says so",
     )
     group.add_argument("--shots", type=positive_int_list, help="comma list, e.g. 1,5,10,25")
     group.add_argument("--seeds", type=int_list, help="comma list of sampling seeds")
@@ -453,6 +454,12 @@ def quickstart_flags(parser):
         "per backend"
     )
     parser.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"])
+    parser.add_argument(
+        "--warmup-epochs",
+        type=positive_int,
+        help="warm-up epochs, fewer than --epochs (default: 5%% of the run, 3 of the default "
+        "60 epochs; it scales with --epochs)",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"])
     parser.add_argument("--lr", type=positive_float, default=DEFAULTS["learning_rate"])
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])

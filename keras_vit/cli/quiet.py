@@ -20,6 +20,8 @@ import sys
 import tempfile
 import warnings
 
+from keras_vit import _start_lines
+
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Python loggers of the frameworks, lowered to errors unless --debug.
 FRAMEWORK_LOGGERS = ("absl", "tensorflow", "jax", "jax._src.xla_bridge", "torch", "h5py")
@@ -102,6 +104,8 @@ class _QuietLoader(importlib.abc.Loader):
                 self.loader.exec_module(module)
                 if module.__name__ == "tensorflow":  # cuInit and device lines come on first use
                     module.config.list_physical_devices()
+            except KeyboardInterrupt:  # Ctrl-C while a framework loads: no start-up lines
+                raise
             except BaseException:
                 text = read()
                 if text:
@@ -121,7 +125,8 @@ def quiet(prog, debug):
         prog: str. The command's name for warning lines (`keras-vit pretrain`).
         debug: bool. Show the frameworks' logs and warnings as they print them.
     """
-    if debug:
+    if debug:  # every line as the libraries print it, TensorFlow's start-up lines included
+        _start_lines.uninstall()
         yield
         return
     for key, value in ENVIRONMENT.items():

@@ -3,13 +3,19 @@
 starts work on a value it cannot use."""
 
 import argparse
+import math
 
 
 def _number(text, kind, what):
+    """`text` as a `kind`; a float must be finite (`inf` and `nan` parse, and would make a run
+    diverge or never end)."""
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {what}; received {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, finite; received {text!r}")
+    return value
 
 
 def positive_int(text):
@@ -108,7 +114,7 @@ def float_pair(text):
         values = tuple(float(p) for p in text.split(",") if p.strip())
     except ValueError:
         values = ()
-    if len(values) != 2 or not 0 < values[0] <= values[1]:
+    if len(values) != 2 or not 0 < values[0] <= values[1] < math.inf:
         raise argparse.ArgumentTypeError(
             f"expected MIN,MAX with 0 < MIN <= MAX, e.g. 0.08,1; received {text!r}"
         )

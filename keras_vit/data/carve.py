@@ -9,24 +9,11 @@ than the split they come from. NumPy only.
 
 import dataclasses
 import math
-import numbers
 
 from keras_vit.data.source import SPLIT_SEED
+from keras_vit.training.settings import check_validation_fraction as check_fraction
 
 CARVE_PARTS = ("train", "validation")
-
-
-def check_fraction(fraction):
-    """Raises `ValueError` unless `fraction` is a number in [0, 1) (0: no validation split)."""
-    if (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, numbers.Real)
-        or not 0 <= fraction < 1
-    ):
-        raise ValueError(
-            "validation_fraction (--validation-fraction) must be a number in [0, 1) (0: no "
-            f"validation split). Received: validation_fraction={fraction!r}"
-        )
 
 
 def carve_sizes(count, fraction):

@@ -14,6 +14,7 @@ from keras_vit.data.crop import random_resized_crop
 from keras_vit.layers.image_preprocessor import preprocess_images, tf_namespace
 from keras_vit.preprocessing import normalize_pixels, scale_pixels
 from keras_vit.training import augment as augment_lib
+from keras_vit.training.settings import check_repeats  # its one home (re-exported)
 
 
 def steps_per_epoch_for(num_examples, batch_size):
@@ -24,21 +25,6 @@ def steps_per_epoch_for(num_examples, batch_size):
             f"batch_size ({batch_size}) is larger than the training set ({num_examples} examples)."
         )
     return steps
-
-
-def check_repeats(repeats, batch_size):
-    """Checks `repeated_augmentation` (a positive int dividing the batch size); returns it."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(
-            "repeated_augmentation (--repeated-augmentation) must be a positive integer. "
-            f"Received: repeated_augmentation={repeats!r}"
-        )
-    if batch_size % repeats:
-        raise ValueError(
-            f"repeated_augmentation ({repeats}, --repeated-augmentation) must divide the batch "
-            f"size. Received: batch_size={batch_size}"
-        )
-    return repeats
 
 
 def copies_first(images, labels):

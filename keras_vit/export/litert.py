@@ -35,7 +35,9 @@ plans its tensors for static shapes); `quantize="int8"` calibrates on NaFlex bat
 (`keras_vit.export.naflex_serving.representative_naflex`).
 """
 
+import contextlib
 import os
+import sys
 import tempfile
 import warnings
 
@@ -202,14 +204,17 @@ def _write_litert(model, path, *, overwrite, quantize, representative_path, max_
     )
     with tempfile.TemporaryDirectory(prefix="keras_vit_litert_") as folder:
         archive.write_out(folder, verbose=False)
+        printed = str
         try:
-            with warnings.catch_warnings():  # int8 calibration runs TF's deprecated interpreter
+            with warnings.catch_warnings(), _native_output_captured() as printed:
+                # int8 calibration runs TF's deprecated interpreter
                 warnings.filterwarnings("ignore", message=_INTERPRETER_WARNING)
                 flatbuffer = _converter(folder, quantize, representative).convert()
         except Exception as error:  # the converter's own error types (ConverterError, ...)
+            said = " ".join(printed().split())[-2000:]
             raise RuntimeError(
                 f"The LiteRT converter failed for quantize={quantize!r} with TFLite builtin "
-                f"operators only: {error}"
+                f"operators only: {error}" + (f" (the converter printed: {said})" if said else "")
             ) from None
 
     def write(staged):
@@ -218,6 +223,31 @@ def _write_litert(model, path, *, overwrite, quantize, representative_path, max_
 
     atomic_write(path, write)
     return dict(inputs=[i[0] for i in inputs], outputs=[name], size=len(flatbuffer))
+
+
+@contextlib.contextmanager
+def _native_output_captured():
+    """Sends file descriptors 1 and 2 to a temporary file within: TensorFlow's converter prints
+    its calibration settings from C++ (`fully_quantize: 0, inference_type: 6, ...`), which no
+    Python setting silences. Yields a function that returns what was printed (shown only when
+    the conversion fails), also after the block."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved, text = [os.dup(1), os.dup(2)], []
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lambda: "".join(text)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            sink.seek(0)
+            text.append(sink.read().decode("utf-8", "replace"))
 
 
 def _save_representative(model, max_patches, data, num_samples, folder):

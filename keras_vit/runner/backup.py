@@ -148,12 +148,19 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         every: int. Epochs between backups; the last epoch (`epochs`) is always backed up.
             Defaults to 1.
         epochs: optional int. The run's last epoch.
+        run_config: optional dict. The run's settings (`keras_vit.runner.resume.run_config`),
+            recorded as `run_config.json` with each backup (the settings that made it).
+        describe_changes: optional callable `(backup_dir, run_config) -> str` naming the
+            settings changed since the backup (`keras_vit.runner.resume.changes_since`), for
+            the message of a backup that does not fit the model.
     """
 
-    def __init__(self, backup_dir, every=1, epochs=None):
+    def __init__(self, backup_dir, every=1, epochs=None, run_config=None, describe_changes=None):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.every = every
         self.epochs = epochs
+        self.run_config = run_config
+        self.describe_changes = describe_changes
 
     def on_epoch_end(self, epoch, logs=None):
         self._current_epoch = epoch + 1
@@ -168,12 +175,28 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         epoch, weights, meta = found
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
-        with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as they are
-            self.model.load_weights(weights)
+        try:
+            with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as is
+                self.model.load_weights(weights)
+        except ValueError as error:  # settings changed since the backup that shape the weights
+            raise self._unfit(weights, error) from None
         # The random draws continue where the backed-up run was (an uninterrupted run's masks
         # and dropout), which the weights file does not hold.
         _restore_random_states(self.model, meta.get("random_states"))
         self.model._initial_epoch = epoch
+
+    def _unfit(self, weights, error):
+        changed = None
+        if self.describe_changes is not None:
+            changed = self.describe_changes(self.backup_dir, self.run_config or {})
+        changed = changed or "none recorded"
+        first = " ".join(str(error).split())[:300]
+        return ValueError(
+            f"Cannot resume the run in {os.path.dirname(self.backup_dir)!r}: its backup "
+            f"{weights!r} does not fit this model ({first}). Settings changed since the backup: "
+            f"{changed}. Rerun with the old settings to resume, or pass --overwrite (or choose "
+            "another --out) to start a new run. Nothing was changed."
+        )
 
     def _save_model(self):
         with multihost.saving(self.model) as writer:
@@ -195,6 +218,8 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             os.replace(meta, previous_meta)
         os.replace(tmp, latest)
         states = [keras.ops.convert_to_numpy(v).tolist() for v in random_states(self.model)]
+        if self.run_config is not None:  # the settings of this backup, before it is pointed to
+            write_json(os.path.join(self.backup_dir, "run_config.json"), self.run_config)
         write_json(
             meta,
             {"epoch": self._current_epoch, "batch": 0, "weights_sha256": sha,

@@ -1,4 +1,5 @@
-"""The runner's Keras callbacks: CSV log, resumable backup, checkpoints, TensorBoard, throughput."""
+"""The runner's Keras callbacks: a stop on a non-finite loss, CSV log, resumable backup,
+checkpoints, TensorBoard, throughput."""
 
 import os
 import time
@@ -7,6 +8,7 @@ import keras
 import numpy as np
 
 from keras_vit.runner.backup import AtomicBackupAndRestore, AtomicModelCheckpoint
+from keras_vit.runner.resume import changes_since, run_config
 from keras_vit.training import multihost
 
 
@@ -45,6 +47,56 @@ class ThroughputLogger(keras.callbacks.Callback):
 
 
 
+class TrainingDiverged(ValueError):
+    """The training loss became non-finite (NaN or infinite): the run stopped, nothing was saved
+    as its result."""
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Stops a run whose training loss becomes NaN or infinite, by raising `TrainingDiverged`.
+
+    Unlike Keras' `TerminateOnNaN`, which ends `fit` as if training were done (so a run would
+    evaluate, save `model.keras` and report `loss: nan` as its result), the error ends the run:
+    nothing is claimed as a result. It is the runner's first callback, so the epoch's CSV row,
+    backup and checkpoints are never written from diverged weights.
+
+    Args:
+        settings: dict of the settings to name in the message (`{"learning_rate": 1e30}`).
+    """
+
+    def __init__(self, settings=None):
+        super().__init__()
+        self.settings = dict(settings or {})
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._check((logs or {}).get("loss"), f"epoch {self._epoch + 1}, batch {batch + 1}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._check((logs or {}).get("loss"), f"epoch {epoch + 1}")
+
+    def _check(self, loss, where):
+        if loss is None:
+            return
+        try:
+            value = float(np.asarray(loss))
+        except (TypeError, ValueError):
+            return
+        if np.isfinite(value):
+            return
+        from keras_vit.runner.flag_names import flag_or_key
+
+        named = ", ".join(f"{k}={v!r} ({flag_or_key(k)})" for k, v in self.settings.items())
+        raise TrainingDiverged(
+            f"Training diverged: the loss became {value} at {where}. The run stopped; nothing "
+            "was saved as its result (no model.keras, no metrics.json). Lower the learning rate "
+            f"or the regularisation ({named}), then rerun with --overwrite to start again."
+        )
+
+
 def training_callbacks(setup, config, validation):
     """The runner's callbacks: CSV log, backup, checkpoints, TensorBoard, throughput.
 
@@ -53,14 +105,17 @@ def training_callbacks(setup, config, validation):
     """
     out = setup.out
     chief = multihost.is_chief()
-    callbacks = []
+    # First: an epoch whose loss is NaN ends the run before its row, backup or checkpoint.
+    named = ("learning_rate", "weight_decay", "distillation_tau")
+    callbacks = [StopOnNonFiniteLoss({k: config[k] for k in named if config.get(k) is not None})]
     if chief:
         # The CSV row of an epoch is written before its backup; a resume trims later rows.
         callbacks.append(keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True))
     callbacks.append(
         AtomicBackupAndRestore(
-            setup.backup_dir, every=config.get("backup_every", 1), epochs=setup.epochs
-        )
+            setup.backup_dir, every=config.get("backup_every", 1), epochs=setup.epochs,
+            run_config=run_config(config, setup.splits), describe_changes=changes_since,
+        )  # fmt: skip
     )
     if config.get("checkpoints", True):
         if chief:

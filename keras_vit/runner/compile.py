@@ -4,8 +4,9 @@ metrics; the default `compile` and `evaluate` hooks of `run_training`."""
 import keras
 
 from keras_vit.training import optimizers as optimizers_lib
-from keras_vit.training.layer_decay import check_decay, with_layer_decay
+from keras_vit.training.layer_decay import with_layer_decay
 from keras_vit.training.schedules import WarmupDecay
+from keras_vit.training.settings import check_decay, check_ema
 
 
 def optimizer_from_config(config, total_steps, warmup_steps, model=None):
@@ -41,11 +42,7 @@ def optimizer_from_config(config, total_steps, warmup_steps, model=None):
 
 def check_finetune_options(config):
     """Checks `ema` (a momentum in [0, 1)) and `layer_decay` (in (0, 1]); raises `ValueError`."""
-    ema = config.get("ema")
-    if ema is not None and (
-        isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1
-    ):
-        raise ValueError(f"ema (--ema) must be a momentum in [0, 1). Received: ema={ema!r}")
+    check_ema(config.get("ema"))
     if config.get("layer_decay") is not None:
         check_decay(config["layer_decay"])
 

@@ -21,48 +21,22 @@ benchmarks/RESULTS.md).
 """
 
 import os
+import warnings
 
 import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.runner import backup, pretrain
+from keras_vit.runner import backup, presets, pretrain
 from keras_vit.runner.config import jsonable
 from keras_vit.runner.output import check_not_interrupted, prepare_out, release_out
 from keras_vit.runner.setup import load_data
 from keras_vit.training import multihost
 from keras_vit.training.fewshot import fewshot_accuracy
 
-DEFAULTS = dict(
-    model_path=None,
-    dataset="digits",
-    data_dir=None,
-    eval_split=None,
-    image_size=None,  # None: the model's input size
-    num_channels=3,
-    batch_size=256,
-    shots=(1, 5, 10, 25),
-    seeds=(0, 1, 2),
-    on_corrupt="error",
-    download=False,
-    mixed_precision=None,
-    distribution=None,
-    out="runs/fewshot",
-    overwrite=False,  # True: a finished evaluation's metrics.json in `out` is replaced
-    seed=0,
-)
-
-
-def get_config(preset="digits", smoke=False):
-    """The few-shot config. `smoke=True`: shots (1, 2), one seed."""
-    if preset not in ("digits", "paper"):
-        raise ValueError(f"preset must be 'digits' or 'paper'. Received: preset={preset!r}")
-    config = dict(DEFAULTS)
-    if preset == "paper":
-        config.update(dataset="tfds:cifar10", image_size=224, shots=(1, 5, 10, 25))
-    if smoke:
-        config.update(shots=(1, 2), seeds=(0,))
-    return config
+# The settings (data in keras_vit.runner.presets, read there without a framework).
+DEFAULTS = presets.FEWSHOT_DEFAULTS
+get_config = presets.fewshot_config
 
 
 def feature_model(model):
@@ -124,6 +98,13 @@ def _evaluate(config, out, pretrain_config):
     keras.utils.set_random_seed(config["seed"])
     path = config["model_path"]
     if path is None:
+        warnings.warn(
+            "No model_path (--model-path): a model is pre-trained first with the pretrain "
+            f"recipe's digits preset (minutes) into {os.path.join(out, 'pretrain')}, and its "
+            "features are evaluated. Give --model-path MODEL.keras to evaluate a model of "
+            "yours.",
+            stacklevel=2,
+        )
         pconfig = dict(pretrain_config or pretrain.get_config())
         pconfig.update(out=os.path.join(out, "pretrain"), overwrite=config["overwrite"])
         path = os.path.join(pconfig["out"], "model.keras")

@@ -48,73 +48,25 @@ from keras_vit.layers.relative_position import resize_relative_position_table
 from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.flexi import FlexiViT
 from keras_vit.models.vit import ViT
-from keras_vit.runner import pretrain
-from keras_vit.runner.config import jsonable, make_config
-from keras_vit.runner.flag_names import flag_name
-from keras_vit.runner.flexi import check_patch_sizes, flexi_model
-from keras_vit.runner.init_checkpoint import init_format, load_init_model
-from keras_vit.runner.naflex import check_naflex
+from keras_vit.runner import presets, pretrain
+from keras_vit.runner.checks import (
+    check_distillation_settings,
+    check_recipe_config,
+    lora_settings,
+)
+from keras_vit.runner.config import jsonable
+from keras_vit.runner.flexi import flexi_model
+from keras_vit.runner.init_checkpoint import check_init_sizes, load_init_model
 from keras_vit.runner.run import run_training
 from keras_vit.training import distillation, lora, lora_files, multihost
 from keras_vit.training.distribution import STRATEGIES, without_distribution
 
 logger = logging.getLogger(__name__)
 
-# Table 4 / Appendix B.1.1: CIFAR-10 from ImageNet-21k ViT-B/16: batch 512, 10k steps, 384 px,
-# LR from {0.001, 0.003, 0.01, 0.03} (0.01 here), 500 warm-up steps (official code), cosine.
-PAPER = dict(
-    pretrain.PAPER,
-    dataset="tfds:cifar10",
-    image_size=384,
-    batch_size=512,
-    epochs=None,
-    steps=10_000,
-    optimizer="sgd",
-    learning_rate=0.01,
-    weight_decay=0.0,
-    warmup_steps=500,
-    decay="cosine",
-    dropout_rate=0.0,
-    representation_size=None,
-    # The head's pooling ("token", "gap") and fc_norm: None keeps the --init model's (from
-    # scratch: "token", no fc_norm); MAE's fine-tuning protocol is "gap" with fc_norm.
-    pooling=None,
-    fc_norm=None,
-    # --init: a .keras model, a Hugging Face folder, or a timm checkpoint file with its
-    # timm model name (timm_name); keras_vit.runner.init_checkpoint.
-    init=None,
-    timm_name=None,
-    weights=None,
-    lora_rank=None,
-    lora_targets=("query", "value"),
-    lora_alpha=None,
-    # DeiT distillation from a teacher (.keras): "hard" or "soft" (temperature distillation_tau);
-    # the student is built with the distillation token.
-    teacher=None,
-    distillation=None,
-    distillation_tau=1.0,
-    # NaFlex (--naflex): each image at its own aspect ratio, at most max_patches patches
-    # (keras_vit.runner.naflex); a plain --init checkpoint fine-tunes as its NaFlex twin.
-    naflex=False,
-    max_patches=None,
-)
-
-# Offline default: the paper's fine-tuning optimizer (SGD momentum 0.9, cosine, clip 1, no weight
-# decay) on digits at 24 px, from scratch unless --init/--weights. 1,257 training images overfit
-# a ViT: what brings it from 94.6% to 98.2-98.9% test accuracy (benchmarks/RESULTS.md) is
-# (1) training crops resampled on the same pixel grid as the evaluation resize (a data-pipeline
-# fix), (2) the quickstart's jitter (`pretrain.DIGITS_JITTER`: mild crops plus a rotation of
-# +-12 degrees in one resampling pass), (3) label smoothing 0.1 and 60 epochs of batch 32, LR
-# 0.03, 100 warm-up steps (about 5 minutes on 2 CPU cores with JAX).
-DIGITS = dict(
-    PAPER,
-    **pretrain.DIGITS_MODEL,
-    **pretrain.DIGITS_JITTER,
-    image_size=24, batch_size=32, epochs=60, steps=None,
-    learning_rate=0.03, warmup_steps=100,
-    label_smoothing=0.1,
-)
-
+# The presets (paper Table 4 / Appendix B.1.1, and the offline digits one) are data in
+# keras_vit.runner.presets, read there without a framework by the command line.
+PAPER = presets.FINETUNE_PAPER
+DIGITS = presets.FINETUNE_DIGITS
 PRESETS = {"digits": DIGITS, "paper": PAPER}
 
 
@@ -123,10 +75,7 @@ def get_config(preset="digits", smoke=False):
 
     `smoke=True` shrinks it for tests (`keras_vit.runner.config.SMOKE`) at the digits learning rate.
     """
-    return make_config(
-        PRESETS, preset, smoke, runtime=dict(out="runs/finetune"),
-        smoke_overrides=dict(learning_rate=0.03),
-    )
+    return presets.get_config("finetune", preset, smoke)
 
 
 def init_kwargs(source, config):
@@ -315,31 +264,16 @@ def zero_head(model):
         w.assign(np.zeros(tuple(w.shape), "float32"))
 
 
-def check_init_variant(source, config):
-    """Refuses a `--model` that contradicts the `--init` checkpoint's architecture.
-
-    Fine-tuning from `--init` keeps the checkpoint's architecture, so `config["model"]` (with
-    `model_overrides`) must name the same sizes, or be None (the command line leaves it None
-    when `--model` is not given with `--init`): a run never records one variant and trains
-    another.
-    """
-    if config.get("model") is None:
+def check_init_architecture(config):
+    """Refuses a `--model` or size flag that contradicts the `--init` checkpoint, before any
+    data is loaded or anything is written (a checkpoint defines the architecture; without such
+    flags there is nothing to compare and nothing is loaded here)."""
+    if config.get("model") is None and not config.get("model_overrides"):
         return
-    theirs = ViTConfig.from_model(source).to_kwargs("size")
-    try:
-        ours = ViTConfig.from_variant(
-            config["model"], **(config.get("model_overrides") or {})
-        ).to_kwargs("size")
-    except (ValueError, TypeError, KeyError):
-        ours = None
-    if ours == theirs:
-        return
-    sizes = ", ".join(f"{k}={v}" for k, v in theirs.items())
-    raise ValueError(
-        f"--model {config['model']} contradicts --init {config['init']!r}, a model with {sizes}: "
-        "fine-tuning keeps the --init model's architecture. Drop --model (the run then records "
-        f"the --init model's sizes){'' if ours is None else ' or give an --init of that variant'}."
-    )
+    with _init_scope(config):
+        source, _ = load_init_model(config)
+    check_init_sizes(getattr(source, "backbone", source), config)
+    del source  # its memory (a sharded giant's) before the run starts
 
 
 def build_model(num_classes, config):
@@ -360,13 +294,17 @@ def build_model(num_classes, config):
             source, kind = load_init_model(config)
         if isinstance(source, FlexiViT):  # a FlexiViT run's model.keras: its backbone
             source = source.backbone
+        check_init_sizes(source, config, check_model=False)  # the variant: checked by `run`
         arch = init_kwargs(source, config)
         if config.get("distillation_token"):
             arch["distillation_token"] = True
         arch.setdefault("image_size", config["image_size"])
-        model = ViT(config["model"] or "B/16", num_classes=num_classes, **arch)
+        # Every size comes from `arch` (the variant code only fills what it leaves out); the
+        # model keeps the checkpoint's name (a Ti/4 run's model stays `vit_ti4`).
+        model = ViT(config["model"] or "B/16", num_classes=num_classes, name=source.name, **arch)
         copied = transfer_weights(source, model, on_devices=_sharded(config))
         info = {
+            "name": model.name,
             "init": config["init"],
             "init_format": kind,
             "architecture": jsonable(arch),
@@ -389,31 +327,10 @@ def build_model(num_classes, config):
     return model, info
 
 
-def _as_tuple(value):
-    return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _lora_settings(config):
-    """`(rank, targets, alpha)` of the config's LoRA (checked), or None without `lora_rank`."""
-    if config.get("lora_rank") is None:
-        given = [
-            f"{key}={config[key]!r}"
-            for key, default in (("lora_targets", ("query", "value")), ("lora_alpha", None))
-            if config.get(key) is not None and _as_tuple(config[key]) != _as_tuple(default)
-        ]
-        if given:
-            raise ValueError(
-                f"{' and '.join(given)} need a LoRA rank: without lora_rank (--lora-rank) the "
-                "whole model is fine-tuned. Received: lora_rank=None"
-            )
-        return None
-    return lora.check_settings(config["lora_rank"], config["lora_targets"], config["lora_alpha"])
-
-
 def build_lora_model(num_classes, config):
     """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen)."""
     model, info = build_model(num_classes, config)
-    settings = _lora_settings(config)
+    settings = lora_settings(config)
     if settings is None:
         return flexi_model(model, info, config)
     rank, targets, alpha = settings
@@ -436,36 +353,14 @@ def save_adapters(model, setup):
 
 
 def check_distillation(config):
-    """Checks `teacher` / `distillation` / `distillation_tau` before any data is loaded."""
-    teacher, mode = config.get("teacher"), config.get("distillation")
-    if (teacher is None) != (mode is None):
-        raise ValueError(
-            "Distillation needs both --teacher FILE.keras and --distillation hard|soft. "
-            f"Received: teacher={teacher!r}, distillation={mode!r}"
-        )
-    if mode is None:
-        return
-    if mode not in distillation.MODES:
-        raise ValueError(
-            f"distillation (--distillation) must be one of {distillation.MODES}. "
-            f"Received: {mode!r}"
-        )
-    tau = config.get("distillation_tau", 1.0)
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0:
-        raise ValueError(f"distillation_tau (--distillation-tau) must be > 0. Received: {tau!r}")
-    if not str(teacher).endswith(".keras") or not os.path.exists(teacher):
-        raise ValueError(
-            f"teacher (--teacher) must be an existing .keras file. Received: {teacher!r}"
-        )
-    # The teacher takes the run's images: checked before anything is written to --out.
-    distillation.check_teacher(
-        teacher, image_size=config["image_size"], num_channels=config.get("num_channels")
-    )
-    for key in ("lora_rank", "patch_sizes"):
-        if config.get(key) is not None:
-            raise ValueError(
-                f"Distillation and {flag_name(key)} do not combine: drop one of them."
-            )
+    """Checks `teacher` / `distillation` / `distillation_tau` before any data is loaded, and
+    that the teacher takes the run's images (before anything is written to --out)."""
+    check_distillation_settings(config)
+    if config.get("teacher"):
+        distillation.check_teacher(
+            config["teacher"], image_size=config["image_size"],
+            num_channels=config.get("num_channels"),
+        )  # fmt: skip
 
 
 def build_distilled_model(num_classes, config):
@@ -491,20 +386,10 @@ def build_distilled_model(num_classes, config):
 
 def run(config, callbacks=()):
     """Fine-tunes as configured; returns the metrics (also in `out/metrics.json`)."""
-    try:
-        _lora_settings(config)  # before any data is loaded
-    except ValueError as error:
-        raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
-    check_patch_sizes(config)
+    check_recipe_config("finetune", config)  # before any data is loaded
     check_distillation(config)
-    check_naflex(config)
     if config["init"]:
-        init_format(config["init"], config.get("timm_name"))
-        if config.get("model") is not None:  # --model with --init: agree before any output
-            with _init_scope(config):
-                source, _ = load_init_model(config)
-            check_init_variant(getattr(source, "backbone", source), config)
-            del source
+        check_init_architecture(config)  # the checkpoint defines it: agree before any output
     return run_training(
         config, build_distilled_model, "finetune", callbacks=callbacks, finish=save_adapters
     )

@@ -143,19 +143,113 @@ def _timm_is_naflex(name):
     return bool(parse_timm_name(name).arguments.get("naflex"))
 
 
+def timm_checkpoint_sizes(path, name):
+    """The sizes a timm state dict's shapes show: `num_layers` (its `blocks.N`), `hidden_dim`
+    and, for a GELU MLP, `mlp_dim` (its first block's `mlp.fc1`), where the file says them.
+
+    timm's own loader takes the sizes from the name (`create_model(name, depth=2)` for a file of
+    another depth); a fine-tuning run takes them from the checkpoint, which defines the
+    architecture. The number of heads is not in the shapes (the name's is kept unless
+    `--num-heads` says it).
+    """
+    import re
+
+    from keras_vit.weights.timm.names import parse_timm_name
+
+    shapes = _state_dict_shapes(path)
+    sizes = {}
+    blocks = {int(m.group(1)) for key in shapes for m in [re.match(r"blocks\.(\d+)\.", key)] if m}
+    if blocks:
+        sizes["num_layers"] = max(blocks) + 1
+    for key in ("blocks.0.norm1.weight", "cls_token", "pos_embed", "norm.weight"):
+        if key in shapes and shapes[key]:
+            sizes["hidden_dim"] = int(shapes[key][-1])
+            break
+    fc1 = shapes.get("blocks.0.mlp.fc1.weight")
+    if fc1 and parse_timm_name(name).arguments.get("mlp") != "swiglu":
+        sizes["mlp_dim"] = int(fc1[0])
+    return sizes
+
+
+def _state_dict_shapes(path):
+    """`{key: shape}` of a timm checkpoint file (a safetensors header is read, not its data)."""
+    if str(path).lower().endswith(".safetensors"):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(path, framework="numpy") as f:
+                return {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118
+        except Exception:  # noqa: BLE001  (an unreadable file: the loader names the problem)
+            return {}
+    from keras_vit.weights.state_dict import read_state_dict
+
+    try:
+        return {key: tuple(value.shape) for key, value in read_state_dict(path).items()}
+    except (ValueError, OSError):
+        return {}
+
+
+def _contradiction(key, given, found, init):
+    flag = flag_name(key)
+    return ValueError(
+        f"{flag} {given} contradicts the --init checkpoint {init!r}, whose {key} is {found}: a "
+        "checkpoint defines the architecture of a fine-tuning run. Drop "
+        f"{flag} (in a config: model_overrides[{key!r}]), or give another --init."
+    )
+
+
+def _timm_overrides(name, path, explicit, init):
+    """The builder overrides of a timm checkpoint: the sizes its shapes show where they differ
+    from the name's, and the explicit ones (each checked against the shapes first)."""
+    from keras_vit.weights.timm.reader import timm_config
+
+    found = timm_checkpoint_sizes(path, name)
+    for key, value in explicit.items():
+        if key in found and found[key] != value:
+            raise _contradiction(key, value, found[key], init)
+    named = timm_config(name).to_kwargs("size")
+    overrides = {k: v for k, v in found.items() if named.get(k) != v}
+    return {**overrides, **explicit}
+
+
+def _load_timm(name, path, size, explicit, init, pretrained=False):
+    from keras_vit.weights.timm.reader import from_timm
+
+    overrides = _timm_overrides(name, path, explicit, init)
+    try:
+        return from_timm(name, path, image_size=size, **overrides)
+    except ValueError as error:
+        flags = " ".join(f"{flag_name(k)} {v}" for k, v in explicit.items())
+        cause = (
+            f"with {flags} (given; drop them to take the checkpoint's architecture)"
+            if explicit
+            else "with the sizes its shapes show"
+            + (f" ({', '.join(f'{k}={v}' for k, v in overrides.items())})" if overrides else "")
+        )
+        what = f"The timm checkpoint {path!r}" + (f" of {init!r}" if pretrained else "")
+        flag = "" if pretrained else f" ({flag_name('timm_name')})"
+        raise ValueError(
+            f"{what} does not fit the timm model {name!r}{flag} {cause}: {error}"
+        ) from None
+
+
 def load_init_model(config):
     """The keras_vit model an `--init` checkpoint holds (`config["init"]`, `["timm_name"]`).
 
-    timm and Hugging Face checkpoints come at `config["image_size"]` (unless NaFlex) with
-    their own head or none, and with `config["model_overrides"]` as builder overrides (the
-    sizes of a checkpoint of another depth or width, as timm's `create_model(name, depth=2)`).
+    The checkpoint defines the architecture: timm and Hugging Face checkpoints come at
+    `config["image_size"]` (unless NaFlex) with their own head or none; a timm file's sizes are
+    read from its shapes (its depth, width and MLP width, as the file has them);
+    `config["model_overrides"]` only state sizes, and one that contradicts the checkpoint is
+    refused naming the flag and the checkpoint's value (`check_init_sizes` compares the loaded
+    model).
 
     Returns:
         `(model, format)`.
 
     Raises:
         ValueError: the checkpoint does not fit the named architecture (every missing,
-            unexpected or mis-shaped array listed, with the name and the file).
+            unexpected or mis-shaped array listed, with the name and the file), or a size flag
+            contradicts it.
     """
     path, name = config["init"], config.get("timm_name")
     kind = init_format(path, name)
@@ -163,32 +257,61 @@ def load_init_model(config):
         from keras_vit import saving
 
         return saving.load_model(path), kind
-    overrides = dict(config.get("model_overrides") or {})
+    explicit = dict(config.get("model_overrides") or {})
     named = init_name_kind(path)
     if named == "timm":  # the name's weights from the Hub
-        from keras_vit.weights.timm.reader import from_timm
+        from keras_vit.weights.timm.hub import hub_checkpoint
 
-        size = None if _timm_is_naflex(path) else config["image_size"]
-        return from_timm(path, pretrained=True, image_size=size, **overrides), kind
+        name, checkpoint = hub_checkpoint(path, None, True)
+        size = None if _timm_is_naflex(name) else config["image_size"]
+        return _load_timm(name, checkpoint, size, explicit, path, pretrained=True), kind
     if named == "huggingface":
         from keras_vit.weights.hub import download_snapshot, split_repo
 
         repo_id, revision = split_repo(path)
         path = download_snapshot(repo_id, revision=revision)
     if kind == "timm":
-        from keras_vit.weights.timm.reader import from_timm
-
         size = None if _timm_is_naflex(name) else config["image_size"]
-        try:
-            return from_timm(name, path, image_size=size, **overrides), kind
-        except ValueError as error:
-            raise ValueError(
-                f"The timm checkpoint {path!r} does not fit the timm model {name!r} "
-                f"({flag_name('timm_name')}): {error}"
-            ) from None
+        return _load_timm(name, path, size, explicit, config["init"]), kind
     from keras_vit.weights.huggingface.common import read_config
     from keras_vit.weights.huggingface.reader import from_huggingface
 
     naflex = read_config(path).get("model_type") in HUGGINGFACE_NAFLEX
     size = None if naflex else config["image_size"]
-    return from_huggingface(path, image_size=size, **overrides), kind
+    return from_huggingface(path, image_size=size), kind
+
+
+def check_init_sizes(source, config, check_model=True):
+    """Refuses `model_overrides` (`--num-layers`, `--hidden-dim`, ...) and, with
+    `check_model`, a `model` (`--model`) that contradict the `--init` checkpoint's
+    architecture, naming the flag and the checkpoint's value: a run never records one
+    architecture and trains another."""
+    from keras_vit.models.config import ViTConfig
+
+    arch = ViTConfig.from_model(source)
+    channels = config.get("num_channels")
+    if channels is not None and channels != arch.num_channels:  # the data would not fit it
+        raise ValueError(
+            f"num_channels ({flag_name('num_channels')}) {channels} contradicts the --init "
+            f"checkpoint {config['init']!r}, which takes {arch.num_channels}-channel images: "
+            f"pass {flag_name('num_channels')} {arch.num_channels}."
+        )
+    theirs = arch.to_kwargs("size")
+    explicit = dict(config.get("model_overrides") or {})
+    for key, value in explicit.items():
+        if key in theirs and theirs[key] != value:
+            raise _contradiction(key, value, theirs[key], config["init"])
+    if not check_model or config.get("model") is None:
+        return
+    try:
+        ours = ViTConfig.from_variant(config["model"], **explicit).to_kwargs("size")
+    except (ValueError, TypeError, KeyError):
+        ours = None
+    if ours == theirs:
+        return
+    sizes = ", ".join(f"{k}={v}" for k, v in theirs.items())
+    raise ValueError(
+        f"--model {config['model']} contradicts --init {config['init']!r}, a model with {sizes}: "
+        "fine-tuning keeps the --init model's architecture. Drop --model (the run then records "
+        f"the --init model's sizes){'' if ours is None else ' or give an --init of that variant'}."
+    )

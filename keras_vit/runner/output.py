@@ -1,8 +1,11 @@
 """The output-folder policy: a finished run is never replaced unless asked (`overwrite`), an
 interrupted one is resumed; a bad `out` is refused before anything is loaded.
 
-Files the run writes (`FINAL_ARTEFACTS`, `FINAL_FOLDERS`) found in a folder that holds no run
-to resume are not replaced unless asked either (a user's own `log.csv`). A folder in use by a
+Files a run writes (`keras_vit.runner.run_files`, by exact name) found in a folder that holds
+no run to resume are not replaced unless asked either (a user's own `log.csv`), and
+`overwrite` removes exactly those, never a user's other files. Every run first writes its marker
+(`.keras_vit_run.json`): a folder an unfinished run left (a Ctrl-C or a kill at any moment, even
+before the first backup) is resumed, or rerun, by the same command. A folder in use by a
 live run is refused, with or without `overwrite`: the run holds `out/.keras_vit.lock` (naming
 its process and host) until it ends; a lock whose process has died on this host is taken over.
 A run that fails leaves no empty folder behind that it created.
@@ -15,47 +18,24 @@ records every interrupt; a run interrupted at any moment, even inside a library 
 
 import json
 import os
-import shutil
-import signal
 import socket
-import threading
 
+from keras_vit import version
+from keras_vit.runner import interrupts
+from keras_vit.runner.interrupts import _on_sigint  # noqa: F401  (the handler, for tests)
+from keras_vit.runner.run_files import (
+    LOCK,
+    MARKER,
+    is_run_folder,
+    remove_run_entries,
+    run_entries,
+)
 from keras_vit.saving import check_writable
 
-_interrupts = {"count": 0, "previous": None}
-
-
-def _on_sigint(signum, frame):
-    _interrupts["count"] += 1
-    raise KeyboardInterrupt
-
-
-def install_interrupt_handler():
-    """Installs the run's SIGINT handler (main thread only) and clears the interrupt record."""
-    _interrupts["count"] = 0
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not _on_sigint:
-        _interrupts["previous"] = previous
-    signal.signal(signal.SIGINT, _on_sigint)
-
-
-def restore_interrupt_handler():
-    """Puts back the SIGINT handler `install_interrupt_handler` replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = _interrupts["previous"]
-    if previous is not None and signal.getsignal(signal.SIGINT) is _on_sigint:
-        signal.signal(signal.SIGINT, previous)
-    _interrupts["previous"] = None
-
-
-def check_not_interrupted():
-    """Raises `KeyboardInterrupt` when Ctrl-C came since the run took its lock (even if a
-    library caught the first `KeyboardInterrupt`): an interrupted run is never finished."""
-    if _interrupts["count"]:
-        raise KeyboardInterrupt
+# The run's SIGINT record (`keras_vit.runner.interrupts`), under the names the runner uses.
+install_interrupt_handler = interrupts.install
+restore_interrupt_handler = interrupts.restore
+check_not_interrupted = interrupts.check
 
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
 FINAL_FOLDERS = ("checkpoints", "logs", "backup")
@@ -67,13 +47,25 @@ def is_finished(out):
     return metrics or (model and not os.path.lexists(os.path.join(out, "backup")))
 
 
+def _top_level(entries):
+    names = []
+    for entry in entries:
+        name = entry.split("/", 1)[0]
+        if name not in names and name != MARKER:
+            names.append(name)
+    return names
+
+
 def prepare_out(config):
     """Checks the output folder `config["out"]` and creates it; returns its path.
 
     Raises `NotADirectoryError` when `out` (or a parent) is a file, `PermissionError` when it
-    cannot be written, and `FileExistsError` when it holds a finished run and `overwrite` is
-    False. With `overwrite=True` the old artefacts are removed first; an interrupted run (a
-    backup, no final metrics) is left in place to resume.
+    cannot be written, and `FileExistsError` when it holds a finished run, or files a run
+    writes that no unfinished run of keras_vit left (a user's own `log.csv`), and `overwrite`
+    is False. The folder of an unfinished run (its marker `.keras_vit_run.json`, written
+    first by every run) is resumed from its backup, or rerun when it has none (a Ctrl-C in the
+    first epoch). With `overwrite=True` exactly what a run writes is removed first
+    (`keras_vit.runner.run_files`), never a user's other files, and a new run starts.
     """
     out = config["out"]
     if not isinstance(out, (str, os.PathLike)) or not str(out):
@@ -95,35 +87,41 @@ def prepare_out(config):
     if os.path.isdir(out) and not os.access(out, os.W_OK | os.X_OK):
         raise PermissionError(f"--out {out!r} is not writable.")
     check_writable(out, "--out folder")  # also a read-only file system, before any work
+    entries = []
     if os.path.isdir(out):
         check_lock(out)
-    ours = [
-        name
-        for name in (*FINAL_ARTEFACTS, *FINAL_FOLDERS)
-        if os.path.lexists(os.path.join(out, name))
-    ]
-    resumable = os.path.isdir(os.path.join(out, "backup")) and not is_finished(out)
-    if ours and not resumable:
-        if not config.get("overwrite"):
-            what = "a finished run" if is_finished(out) else "files a run writes"
-            raise FileExistsError(
-                f"{out!r} holds {what} ({', '.join(ours)}) and no run to resume. Pass "
-                "--overwrite (config key overwrite=True) to replace them, or choose another --out."
-            )
-        for name in ours:
-            path = os.path.join(out, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.remove(path)
+        entries = run_entries(out)
+    finished = is_finished(out)
+    # An unfinished run: ours (its marker), or an earlier version's with a backup.
+    unfinished = not finished and (is_run_folder(out) or os.path.isdir(os.path.join(out, "backup")))
+    if entries and not unfinished and not config.get("overwrite"):
+        what = "a finished run" if finished else "files a run writes"
+        raise FileExistsError(
+            f"{out!r} holds {what} ({', '.join(_top_level(entries))}) and no run to resume. "
+            "Pass --overwrite (config key overwrite=True) to replace them (only the files a run "
+            "writes: your other files stay), or choose another --out."
+        )
+    if entries and config.get("overwrite"):
+        remove_run_entries(out)  # exactly what a run writes; a new run starts
     if not os.path.isdir(out):
         os.makedirs(out)
         _created.add(os.path.abspath(out))
     take_lock(out)
+    _write_marker(out)
     return out
 
 
-LOCK = ".keras_vit.lock"
+def _write_marker(out):
+    """Marks `out` as a keras_vit run's folder (before the run writes anything else)."""
+    path = os.path.join(out, MARKER)
+    if os.path.isfile(path):
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"keras_vit": version.__version__}, f)
+    os.replace(tmp, path)
+
+
 _created = set()  # folders prepare_out created in this process (removed again if left empty)
 
 
@@ -172,7 +170,7 @@ def check_lock(out):
 def take_lock(out):
     """Writes `out/.keras_vit.lock` naming this process (after `check_lock`)."""
     check_lock(out)
-    install_interrupt_handler()  # before the lock file: a Ctrl-C from now on is recorded
+    interrupts.install()  # before the lock file: a Ctrl-C from now on is recorded
     path = os.path.join(out, LOCK)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
@@ -181,20 +179,26 @@ def take_lock(out):
 
 
 def release_out(out, failed=False):
-    """Removes this process's lock from `out`; after a failure, also the folder `prepare_out`
-    created when nothing else is in it."""
+    """Removes this process's lock from `out`; after a failure that left nothing of a run
+    (only the marker and the recorded settings), removes those too, and the folder
+    `prepare_out` created when nothing else is in it."""
     owner = _lock_owner(out)
     if owner and _mine(owner):
         os.remove(os.path.join(out, LOCK))
-    restore_interrupt_handler()
+    interrupts.restore()
     folder = os.path.abspath(out)
     if not failed:  # the run's folder now holds its results: never removed
         _created.discard(folder)
-    if not (failed and folder in _created and os.path.isdir(folder)):
         return
-    backup = os.path.join(folder, "backup")
-    if os.path.isdir(backup) and os.listdir(backup) == ["run_config.json"]:  # no weights yet
-        shutil.rmtree(backup)
-    if not os.listdir(folder):
+    if not os.path.isdir(folder):
+        return
+    if set(run_entries(folder)) <= {MARKER, "backup", "backup/run_config.json"}:
+        for name in (MARKER, os.path.join("backup", "run_config.json")):
+            if os.path.isfile(os.path.join(folder, name)):
+                os.remove(os.path.join(folder, name))
+        backup = os.path.join(folder, "backup")
+        if os.path.isdir(backup) and not os.listdir(backup):
+            os.rmdir(backup)
+    if folder in _created and not os.listdir(folder):
         os.rmdir(folder)
         _created.discard(folder)

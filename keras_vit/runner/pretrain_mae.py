@@ -27,31 +27,13 @@ import os
 import numpy as np
 
 from keras_vit.models import mae
-from keras_vit.runner import backup, pretrain, pretrain_mpp
-from keras_vit.runner.config import make_config
+from keras_vit.runner import backup, presets, pretrain_mpp
 from keras_vit.runner.run import run_training
 
-# He et al., 2022, Appendix A.1 (Table 8): ViT-B/16 at 224 px, ImageNet-1k.
-PAPER = dict(
-    pretrain.PAPER,
-    dataset="tfds:imagenet2012", batch_size=4096, epochs=800, steps=None,
-    optimizer="adamw", learning_rate=1.5e-4 * 4096 / 256, weight_decay=0.05, beta_2=0.95,
-    warmup_steps=0, decay="cosine", global_clipnorm=None,
-    dropout_rate=0.0, representation_size=None, crop_scale=(0.2, 1.0), flip=True,
-    mask_ratio=0.75, norm_pix_loss=True, decoder_hidden_dim=512, decoder_num_layers=8,
-    decoder_num_heads=16, decoder_mlp_dim=2048,
-)  # fmt: skip
-
-# Offline default: the digits model and data of the other digits presets; a small decoder
-# (width 64, 2 blocks, 4 heads), raw-pixel targets, 2000 steps at LR 1e-3.
-DIGITS = dict(
-    PAPER,
-    **{key: pretrain.DIGITS[key] for key in (*pretrain_mpp.SHARED_WITH_PRETRAIN, "crop_scale")},
-    epochs=None, steps=2000, learning_rate=1e-3, flip=None,
-    norm_pix_loss=False, decoder_hidden_dim=64, decoder_num_layers=2, decoder_num_heads=4,
-    decoder_mlp_dim=128,
-)  # fmt: skip
-
+# The presets (He et al., 2022, Appendix A.1, and the offline digits one) are data in
+# keras_vit.runner.presets, read there without a framework by the command line.
+PAPER = presets.MAE_PAPER
+DIGITS = presets.MAE_DIGITS
 PRESETS = {"digits": DIGITS, "paper": PAPER}
 # The MAE settings of a config, passed to `mae.build_mae_model` as they are.
 MAE_KEYS = ("mask_ratio", "norm_pix_loss", "decoder_hidden_dim", "decoder_num_layers",
@@ -64,15 +46,7 @@ def get_config(preset="digits", smoke=False):
 
     `smoke=True` shrinks it for tests (batch 16, 6 steps, a 1-block width-16 decoder).
     """
-    # The paper's 40 warm-up epochs: `warmup_epochs` is a run setting (RUNTIME), set here.
-    warmup = {"warmup_epochs": 40} if preset == "paper" else {}
-    return make_config(
-        PRESETS, preset, smoke, runtime=dict(out="runs/mae", validation_freq=0, **warmup),
-        smoke_overrides=dict(
-            batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0,
-            decoder_hidden_dim=16, decoder_num_layers=1, decoder_num_heads=2, decoder_mlp_dim=32,
-        ),
-    )  # fmt: skip
+    return presets.get_config("pretrain_mae", preset, smoke)
 
 
 def build_model(num_classes, config):

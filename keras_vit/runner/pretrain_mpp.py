@@ -32,35 +32,18 @@ masked-patch loss before and after training: `initial_test_loss`, `test_loss`), 
 import os
 
 from keras_vit.models import mpp
-from keras_vit.runner import backup, pretrain
+from keras_vit.runner import backup, presets
 from keras_vit.runner.compile import compile_kwargs, optimizer_from_config
-from keras_vit.runner.config import make_config
 from keras_vit.runner.run import run_training
 from keras_vit.saving import load_model
 from keras_vit.training import multihost
 from keras_vit.training.distribution import without_distribution
 
-# Appendix B.1.2: Adam, LR 2e-4, 10k warm-up steps, cosine decay, batch 4096, 1M steps (gains
-# flatten after 100k). ViT-B/16 at 224 px; 3-bit mean colour targets, 50% corruption, 80/10/10.
-PAPER = dict(
-    pretrain.PAPER,
-    dataset="tfds:imagenet2012", batch_size=4096, epochs=None, steps=1_000_000,
-    optimizer="adam", learning_rate=2e-4, weight_decay=0.0,
-    warmup_steps=10_000, decay="cosine",
-    dropout_rate=0.0, representation_size=None,
-    target="color", corruption_rate=0.5, mask_fraction=0.8, random_fraction=0.1,
-)
-
-# Offline default: the supervised digits preset's model, image size, batch, warm-up and crops;
-# 2000 steps at LR 1e-3.
-SHARED_WITH_PRETRAIN = (*pretrain.DIGITS_MODEL, "image_size", "batch_size", "warmup_steps")
-DIGITS = dict(
-    PAPER,
-    **{key: pretrain.DIGITS[key] for key in (*SHARED_WITH_PRETRAIN, "crop_scale")},
-    steps=2000,
-    learning_rate=1e-3,
-)
-
+# The presets (paper Appendix B.1.2, and the offline digits one) are data in
+# keras_vit.runner.presets, read there without a framework by the command line.
+PAPER = presets.MPP_PAPER
+SHARED_WITH_PRETRAIN = presets.SHARED_WITH_PRETRAIN
+DIGITS = presets.MPP_DIGITS
 PRESETS = {"digits": DIGITS, "paper": PAPER}
 
 
@@ -70,12 +53,7 @@ def get_config(preset="digits", smoke=False):
     No per-epoch validation (labels are never read). `smoke=True` shrinks it for tests
     (`keras_vit.runner.config.SMOKE` with batch 16 and 6 steps).
     """
-    return make_config(
-        PRESETS, preset, smoke, runtime=dict(out="runs/mpp", validation_freq=0),
-        smoke_overrides=dict(
-            batch_size=16, epochs=None, steps=6, eval_batch_size=64, validation_freq=0
-        ),
-    )
+    return presets.get_config("pretrain_mpp", preset, smoke)
 
 
 # The masked-patch-prediction settings of a config, passed to `mpp.build_mpp_model` as they are.

@@ -15,55 +15,22 @@ F` holds out that share of the training digits and validates on it after every e
 """
 
 import functools
-import os
 
-import keras
-
-from keras_vit.runner import pretrain
-from keras_vit.runner.config import make_config
-from keras_vit.runner.quickstart_defaults import DEFAULTS
+from keras_vit.runner import presets, pretrain
+from keras_vit.runner.quickstart_defaults import DEFAULTS, quickstart_config  # noqa: F401
 from keras_vit.runner.run import run_training
 
-# The supervised digits preset (a 4-layer width-64 ViT, 4 px patches on 16 px digits) with the
-# quickstart's numbers (`DEFAULTS`: 60 epochs of batch 64, AdamW 2e-3 with
-# weight decay 0.05, label smoothing 0.1), cosine decay after 3 warm-up epochs (`get_config`),
-# the fine-tuning jitter (`pretrain.DIGITS_JITTER`) and no pre-logits layer.
-TRAINING_SETTINGS = ("image_size", "epochs", "batch_size", "learning_rate", "weight_decay")
-DIGITS = dict(
-    pretrain.DIGITS,
-    **pretrain.DIGITS_JITTER,
-    **{key: DEFAULTS[key] for key in (*TRAINING_SETTINGS, "label_smoothing")},
-    warmup_steps=0,
-    decay="cosine",
-    representation_size=None,
-)
-
+# The quickstart preset (the supervised digits model with the quickstart's numbers, a warm-up
+# of 5% of the run) is data in keras_vit.runner.presets, read there without a framework.
+DIGITS = presets.QUICKSTART_DIGITS
 PRESETS = {"digits": DIGITS}
-
-
-def default_out():
-    """The quickstart's default folder, one per backend: `runs/quickstart/<backend>` (so that
-    `KERAS_BACKEND=jax keras-vit quickstart` runs after the TensorFlow one)."""
-    return os.path.join("runs", "quickstart", keras.backend.backend())
+default_out = presets.quickstart_out
 
 
 def get_config(preset="digits", smoke=False):
-    """The quickstart config (grayscale digits, 3 warm-up epochs, no checkpoints/TensorBoard)."""
-    return make_config(
-        PRESETS,
-        preset,
-        smoke,
-        runtime=dict(
-            out=default_out(),
-            num_channels=1,
-            warmup_epochs=DEFAULTS["warmup_epochs"],
-            validation_freq=0,
-            checkpoints=False,
-            tensorboard=False,
-            backup_every=10,  # a 60-epoch run of seconds per epoch: back up every 10 epochs
-        ),
-        smoke_overrides=dict(validation_freq=0, warmup_epochs=1),
-    )
+    """The quickstart config (grayscale digits, a warm-up of 5% of the run, no
+    checkpoints/TensorBoard)."""
+    return presets.get_config("quickstart", preset, smoke)
 
 
 # The pre-training builder, the model named `vit_quickstart`.
@@ -87,30 +54,6 @@ RESULT_FIELDS = dict(
     model_path="model_path",
     config="config",
 )
-
-
-def quickstart_config(out_dir=None, verbose=1, **overrides):
-    """The runner config of a quickstart run (`DEFAULTS` keys as overrides); `out_dir` None:
-    `default_out()`."""
-    from keras_vit.models.config import ViTConfig
-
-    unknown = set(overrides) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(
-            f"Unknown quickstart settings {sorted(unknown)}; expected some of {sorted(DEFAULTS)}"
-        )
-    settings = dict(DEFAULTS, **overrides)
-    sizes = ViTConfig.field_names("size")
-    cfg = get_config()
-    cfg["model_overrides"] = {k: v for k, v in settings.items() if k in sizes}
-    cfg.update(
-        {k: v for k, v in settings.items() if k not in sizes},
-        out=default_out() if out_dir is None else out_dir,
-        verbose=verbose,
-    )
-    # A validation split (validation_fraction > 0) is validated on after every epoch.
-    cfg["validation_freq"] = 1 if cfg["validation_fraction"] else 0
-    return cfg
 
 
 def train(out_dir=None, verbose=1, overwrite=False, **overrides):

@@ -1,15 +1,34 @@
-"""The quickstart's default settings, importable without a framework (the CLI shows them in
-`keras-vit quickstart --help`)."""
+"""The quickstart's default settings and its runner config, importable without a framework (the
+CLI shows them in `keras-vit quickstart --help` and checks a quickstart's config before
+TensorFlow, JAX or PyTorch is imported)."""
 
-# The settings `train` takes as keyword overrides (the model, the schedule and the seed).
-DEFAULTS = dict(
-    # a 4-layer width-64 ViT (MLP 128, 4 heads) cutting 16 px digits into 4 px patches
-    image_size=16, patch_size=4, num_layers=4, hidden_dim=64, mlp_dim=128, num_heads=4,
-    # 60 epochs of batch 64, AdamW 2e-3 with weight decay 0.05 after 3 warm-up epochs
-    epochs=60, batch_size=64, learning_rate=2e-3, weight_decay=0.05, warmup_epochs=3,
-    label_smoothing=0.1,
-    seed=0,
-    # no validation split: the quickstart evaluates the test split once, after training; > 0
-    # holds out that share of the training digits and validates on it after every epoch
-    validation_fraction=0.0,
-)
+from keras_vit.runner import presets
+
+# The settings that size the model (`ViTConfig.field_names("size")`: a test checks they agree).
+SIZES = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
+
+# The settings `train` takes as keyword overrides (data in keras_vit.runner.presets).
+DEFAULTS = presets.QUICKSTART_DEFAULTS
+
+
+def quickstart_config(out_dir=None, verbose=1, **overrides):
+    """The runner config of a quickstart run (`DEFAULTS` keys as overrides); `out_dir` None:
+    `runs/quickstart/<backend>`."""
+    unknown = set(overrides) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"Unknown quickstart settings {sorted(unknown)}; expected some of {sorted(DEFAULTS)}"
+        )
+    settings = dict(DEFAULTS, **overrides)
+    if overrides.get("warmup_epochs") is not None:
+        settings["warmup_fraction"] = None  # given: used as it is (and refused if too long)
+    cfg = presets.get_config("quickstart")
+    cfg["model_overrides"] = {k: v for k, v in settings.items() if k in SIZES}
+    cfg.update(
+        {k: v for k, v in settings.items() if k not in SIZES},
+        out=presets.quickstart_out() if out_dir is None else out_dir,
+        verbose=verbose,
+    )
+    # A validation split (validation_fraction > 0) is validated on after every epoch.
+    cfg["validation_freq"] = 1 if cfg["validation_fraction"] else 0
+    return cfg

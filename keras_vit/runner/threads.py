@@ -32,7 +32,7 @@ def _requested(environ):
     value = environ.get(ENV_VARIABLE, "").strip().lower()
     if value in ("", "auto"):
         return None
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is True, int("²") an error
         return int(value)
     raise ValueError(
         f"{ENV_VARIABLE} must be 'auto', 0 (leave the thread settings alone) or a number of "
@@ -92,6 +92,18 @@ def configure_process(environ=None):
     chosen = thread_environment(available_cores(), environ, backend)
     environ.update(chosen)
     return chosen
+
+
+def backend_name(environ=None):
+    """The Keras backend of this process, found without importing a framework: Keras' own when
+    Keras is imported, else `KERAS_BACKEND`, else `~/.keras/keras.json`'s (default tensorflow)."""
+    import sys
+
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        return keras.backend.backend()
+    environ = os.environ if environ is None else environ
+    return environ.get("KERAS_BACKEND", "") or _keras_config_backend()
 
 
 def _keras_config_backend():

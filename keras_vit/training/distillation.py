@@ -27,8 +27,7 @@ import keras
 from keras import ops
 
 from keras_vit.models.heads import HEAD, HEAD_DIST
-
-MODES = ("hard", "soft")
+from keras_vit.training.settings import DISTILLATION_MODES as MODES  # its one home
 
 
 def _heads(student):

@@ -4,9 +4,16 @@ The paper's few-shot accuracy (Sec. 4.1, "Metrics") "solves a regularised least-
 problem that maps the (frozen) representation of a subset of training images to {-1, 1}^K target
 vectors". As in the official big_vision evaluator, features are standardised with the training
 statistics and a constant bias feature (100, almost unregularised) is appended; the ridge is
-solved in the primal (N >= D) or dual (D > N) form. The regulariser is chosen on a held-out part
-of the training shots (one shot per class when there are >= 2 shots per class; leave-one-out in
-closed form for 1-shot).
+solved in the primal (N >= D) or dual (D > N) form. As in big_vision, the N-shot examples of a
+seed are the first N of a per-class permutation, so 10 shots are part of the 25 of the same seed.
+
+The regulariser: big_vision uses one fixed value (2^10); here it is chosen per problem by exact
+leave-one-out over all the training shots, in closed form from one eigendecomposition (the
+hat-matrix identity for ridge), by the left-out examples' accuracy and then, among equal
+accuracies, their mean squared error. An earlier version held out one shot per class and broke
+ties toward the larger regulariser: with 10 held-out examples most of the grid tied, so it picked
+the grid's top (2^20) for most shot counts, where the probe degenerates to a class-mean
+correlation and 10 and 25 shots scored alike.
 """
 
 import numpy as np
@@ -45,7 +52,9 @@ def sample_shots(labels, shots, seed=0, num_classes=None):
             raise ValueError(
                 f"Class {c} has {len(pool)} examples, fewer than shots={shots}."
             )
-        chosen.append(rng.choice(pool, size=shots, replace=False))
+        # The first `shots` of one permutation per class: fewer shots of the same seed are a
+        # part of more (big_vision's sampling).
+        chosen.append(rng.permutation(pool)[:shots])
     return np.concatenate(chosen)
 
 
@@ -122,47 +131,66 @@ class LinearProbe:
         return self.decision_function(features).argmax(-1)
 
 
+def loo_scores(x, y_pm, labels, l2_grid):
+    """Exact leave-one-out accuracy and mean squared error of ridge for every `l2` in `l2_grid`.
+
+    One eigendecomposition (of `x^T x` when N >= D, else of `x x^T`) gives, for each `l2`, the
+    hat matrix `H = x (x^T x + l2 I)^-1 x^T`'s diagonal and the fitted values; the left-out
+    residual of example i is `(y_i - yhat_i) / (1 - H_ii)` (the hat-matrix identity).
+
+    Returns:
+        `{l2: (accuracy, mse)}` of the left-out predictions.
+    """
+    x = np.asarray(x, "float64")
+    y_pm = np.asarray(y_pm, "float64")
+    labels = np.asarray(labels)
+    n, d = x.shape
+    if n >= d:
+        eigs, q = np.linalg.eigh(x.T @ x)
+        basis, rhs = x @ q, q.T @ (x.T @ y_pm)
+    else:
+        eigs, basis = np.linalg.eigh(x @ x.T)
+        rhs = basis.T @ y_pm
+    eigs = np.clip(eigs, 0.0, None)
+    scores = {}
+    for l2 in l2_grid:
+        if n >= d:
+            scale = 1.0 / (eigs + l2)
+            fitted = basis @ (scale[:, None] * rhs)
+        else:
+            scale = eigs / (eigs + l2)
+            fitted = basis @ (scale[:, None] * rhs)
+        h = np.clip((basis**2) @ scale, None, 1 - 1e-9)[:, None]
+        residual = (y_pm - fitted) / (1.0 - h)
+        left_out = y_pm - residual
+        scores[l2] = (float((left_out.argmax(-1) == labels).mean()), float(np.mean(residual**2)))
+    return scores
+
+
 def _loo_accuracy(x, y_pm, labels, l2):
-    """Leave-one-out accuracy of ridge, in closed form (hat-matrix identity)."""
-    n = x.shape[0]
-    gram = x @ x.T
-    hat = gram @ np.linalg.inv(gram + l2 * np.eye(n))
-    pred = hat @ y_pm
-    h = np.clip(np.diag(hat), None, 1 - 1e-9)[:, None]
-    loo = (pred - h * y_pm) / (1.0 - h)
-    return float((loo.argmax(-1) == labels).mean())
+    """Leave-one-out accuracy of ridge, in closed form (`loo_scores`)."""
+    return loo_scores(x, y_pm, labels, [l2])[l2][0]
 
 
 def select_l2(features, labels, num_classes, l2_grid=DEFAULT_L2_GRID, seed=0):
-    """Chooses the ridge regulariser on a held-out part of the training shots.
+    """Chooses the ridge regulariser by exact leave-one-out over all the training shots.
 
-    With >= 2 examples per class, one example per class (sampled with `seed`) is held out, the
-    probe is fitted on the rest for every `l2` in `l2_grid`, and the `l2` with the best held-out
-    accuracy wins (ties: the larger `l2`). With 1 example per class, leave-one-out accuracy (in
-    closed form) replaces the held-out split.
+    The features are standardised and given the bias feature as the probe does; the `l2` of
+    `l2_grid` with the best leave-one-out accuracy wins, and among equal accuracies the one
+    with the smallest leave-one-out squared error (`loo_scores`): with few shots many `l2`
+    tie on accuracy, and the error decides instead of a fixed preference for one end of the
+    grid. `seed` is unused (the selection is deterministic); kept for compatibility.
 
     Returns:
-        (best_l2, {l2: held-out accuracy}).
+        (best_l2, {l2: leave-one-out accuracy}).
     """
+    del seed
     features = np.asarray(features, "float64")
     labels = np.asarray(labels).astype("int64")
-    counts = np.bincount(labels, minlength=num_classes)
-    scores = {}
-    if counts[counts > 0].min() >= 2:
-        rng = np.random.default_rng(seed)
-        held = np.array([rng.choice(np.flatnonzero(labels == c)) for c in np.unique(labels)])
-        mask = np.zeros(len(labels), bool)
-        mask[held] = True
-        for l2 in l2_grid:
-            probe = LinearProbe(l2).fit(features[~mask], labels[~mask], num_classes)
-            scores[l2] = float((probe.predict(features[mask]) == labels[mask]).mean())
-    else:
-        (x,) = _standardise(features)
-        y_pm = targets(labels, num_classes)
-        for l2 in l2_grid:
-            scores[l2] = _loo_accuracy(x, y_pm, labels, l2)
-    best = max(scores.items(), key=lambda kv: (kv[1], kv[0]))[0]
-    return best, scores
+    (x,) = _standardise(features)
+    scores = loo_scores(x, targets(labels, num_classes), labels, l2_grid)
+    best = max(l2_grid, key=lambda l2: (scores[l2][0], -scores[l2][1]))
+    return best, {l2: accuracy for l2, (accuracy, _) in scores.items()}
 
 
 def fewshot_accuracy(

@@ -24,6 +24,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import EncoderBlock, PatchEncoder
+from keras_vit.training.settings import check_decay  # its one home (re-exported)
 
 
 def _blocks(model):
@@ -114,13 +115,6 @@ def no_weight_decay_paths(model):
         kernel = getattr(encoder, "kernel", None)
         paths.update(v.path for v in encoder.trainable_weights if v is not kernel)
     return sorted(paths)
-
-
-def check_decay(decay):
-    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1:
-        raise ValueError(
-            f"layer_decay (--layer-decay) must be in (0, 1]. Received: layer_decay={decay!r}"
-        )
 
 
 class _PerVariableRate:

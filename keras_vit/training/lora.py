@@ -31,16 +31,16 @@ import inspect
 import keras
 import numpy as np
 
-TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
-# The projections of a SwiGLU MLP (`mlp="swiglu"`: EVA-02), which has no mlp_dense_1 / _2.
-SWIGLU_TARGETS = ("mlp_gate", "mlp_up", "mlp_down")
-# The Dense layers of a `ParallelScalingBlock` (`block_type="parallel_scaling"`: timm's
-# ParallelScalingBlock): the fused input projection (MLP hidden, q, k, v), then the attention
-# and MLP output projections, or one fused output projection (`fused_output`: timm's
-# DiffParallelScalingBlock). Such a block has none of `TARGETS`.
-PARALLEL_SCALING_TARGETS = ("in_proj", "attention_out", "mlp_out", "out_proj")
-ALL_TARGETS = TARGETS + SWIGLU_TARGETS + PARALLEL_SCALING_TARGETS
-DEFAULT_TARGETS = ("query", "value")
+# The targets and the settings' checks have one home, keras_vit.training.settings (no framework).
+from keras_vit.training.settings import (  # noqa: F401  (re-exported)
+    ALL_TARGETS,
+    DEFAULT_TARGETS,
+    PARALLEL_SCALING_TARGETS,
+    SWIGLU_TARGETS,
+)
+from keras_vit.training.settings import LORA_TARGETS as TARGETS
+from keras_vit.training.settings import check_lora_settings as check_settings
+
 LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
@@ -111,53 +111,6 @@ def _check_model(model, caller):
     if not all(block.built for block in blocks):
         raise ValueError(f"{caller} needs a built model. Received: model {model.name!r} unbuilt")
     return blocks
-
-
-def _check_rank(rank):
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-        raise ValueError(f"rank must be a positive integer. Received: rank={rank!r}")
-    return int(rank)
-
-
-def _check_targets(targets):
-    if isinstance(targets, str):
-        targets = (targets,)
-    try:
-        targets = tuple(targets)
-    except TypeError:
-        raise ValueError(
-            f"targets must be a sequence of names from {ALL_TARGETS}. Received: targets={targets!r}"
-        ) from None
-    unknown = [t for t in targets if t not in ALL_TARGETS]
-    if not targets or unknown or len(set(targets)) != len(targets):
-        raise ValueError(
-            f"targets must be distinct names from {ALL_TARGETS}, at least one. "
-            f"Received: targets={targets!r}"
-        )
-    return tuple(t for t in ALL_TARGETS if t in targets)  # canonical order
-
-
-def _check_alpha(alpha):
-    if alpha is None:
-        return None
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or alpha <= 0:
-        raise ValueError(f"alpha must be a positive number or None. Received: alpha={alpha!r}")
-    return float(alpha)
-
-
-def check_settings(rank, targets=DEFAULT_TARGETS, alpha=None):
-    """Checks LoRA settings as `enable_lora` does; returns `(rank, targets, alpha)`.
-
-    Raises:
-        ValueError: a rank that is not a positive integer, targets not from `ALL_TARGETS` (the
-            message lists them), a non-positive alpha.
-
-    Example:
-
-    >>> check_settings(4, ["value", "query"])
-    (4, ('query', 'value'), None)
-    """
-    return _check_rank(rank), _check_targets(targets), _check_alpha(alpha)
 
 
 def _keras_has_lora_alpha():

@@ -16,10 +16,7 @@ import numpy as np
 
 from keras_vit.saving import SUFFIX_FORMATS, atomic_write, check_path_argument, check_suffix
 from keras_vit.training.lora import (
-    _check_alpha,
     _check_model,
-    _check_rank,
-    _check_targets,
     _lora_layers,
     _own_variables,
     _target_layers,
@@ -28,6 +25,7 @@ from keras_vit.training.lora import (
     get_lora_settings,
     transformer_blocks,
 )
+from keras_vit.training.settings import check_lora_alpha, check_lora_rank, check_lora_targets
 from keras_vit.weights.loading import dtype_problems
 
 _META = "__lora__/"
@@ -241,9 +239,9 @@ def load_lora_weights(model, path):
     _check_model(model, "load_lora_weights")
     file_config, arrays = _read_lora_file(path)
     try:
-        targets = _check_targets(file_config["targets"])
-        rank = _check_rank(file_config["rank"])
-        alpha = _check_alpha(file_config["alpha"])
+        targets = check_lora_targets(file_config["targets"])
+        rank = check_lora_rank(file_config["rank"])
+        alpha = check_lora_alpha(file_config["alpha"])
     except ValueError as error:
         raise ValueError(f"{os.fspath(path)!r} holds bad LoRA settings: {error}") from None
     current = get_lora_settings(model)

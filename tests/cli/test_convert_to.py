@@ -39,7 +39,10 @@ def test_to_timm_prints_the_create_model_call(saved, tmp_path, capsys):
     output = str(tmp_path / "mu.safetensors")
     assert main(["convert", path, output, "--to", "timm"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"Wrote {output}: the timm state dict of vit_mu8. In PyTorch:"
+    assert lines[0] == (
+        f"Wrote {output}: the state dict of timm's vit_base_patch16_224 (from the keras_vit "
+        f"model 'vit_mu8' in {path}). In PyTorch:"
+    )
     call = lines[1].removeprefix("  model = ")
     assert call.startswith(
         "timm.create_model('vit_base_patch16_224', pretrained=False, img_size=32"

@@ -244,10 +244,16 @@ def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
 
 
 def test_timm_name_that_does_not_fit_the_file(timm_files):
+    """A size flag that contradicts the file is named as the cause (not the file); a file of
+    another architecture than the name is named as the file."""
     path = timm_files["vit"][0]
     config = _config(init=path, timm_name="vit_base_patch16_224", image_size=32,
                      model_overrides=dict(TINY, mlp_dim=64))  # fmt: skip
-    with pytest.raises(ValueError, match="does not fit the timm model 'vit_base_patch16_224'"):
+    with pytest.raises(ValueError, match=r"--mlp-dim 64 contradicts the --init checkpoint .*"
+                       r"whose mlp_dim is 128.* Drop --mlp-dim"):  # fmt: skip
+        finetune.build_model(3, config)
+    config.update(timm_name="beitv2_base_patch16_224", model_overrides=dict(TINY, mlp_dim=128))
+    with pytest.raises(ValueError, match="does not fit the timm model 'beitv2_base_patch16_224'"):
         finetune.build_model(3, config)
 
 
@@ -342,3 +348,69 @@ def test_naflex_finetune_on_mixed_sizes_from_a_timm_file(tmp_path, mixed_folder,
             "--out", str(tmp_path / "again"), "--verbose", "0", "--batch-size", "4"]  # fmt: skip
     assert main(["finetune", *argv]) == 2
     assert "fine-tune it with --naflex --max-patches N" in capsys.readouterr().err
+
+
+def _cli_config(*argv):
+    from keras_vit.cli.app import build_parser
+    from keras_vit.cli.config import config_from_args
+    from keras_vit.runner import presets
+
+    args = build_parser().parse_args(["finetune", *argv])
+    return config_from_args(presets.recipe("finetune"), "finetune", args)
+
+
+@backend_independent  # config merging only
+def test_the_presets_model_never_applies_to_an_init_checkpoint():
+    """The digits preset's 4 layers of width 64 were applied to every --init checkpoint (a timm
+    name failed with 151 problems): with --init only the sizes the user states remain."""
+    assert finetune.get_config()["model_overrides"]["num_layers"] == 4  # the preset's
+    config = _cli_config("--init", "vit_tiny_patch16_224.augreg_in21k_ft_in1k")
+    assert config["model"] is None and config["model_overrides"] == {}
+    config = _cli_config("--init", "m.keras", "--num-heads", "3")
+    assert config["model"] is None and config["model_overrides"] == {"num_heads": 3}
+    config = _cli_config("--num-heads", "2")  # from scratch: the preset's sizes, one changed
+    assert config["model"] == "Ti/4" and config["model_overrides"]["num_layers"] == 4
+
+
+def test_a_timm_file_on_the_default_settings_takes_its_sizes_from_its_shapes(tmp_path):
+    """`finetune --init FILE --timm-name NAME` with no size flag: the file's depth, width and MLP
+    width are the model's (a file of another depth than the name, as timm's
+    `create_model(name, depth=1)` writes), and the model keeps the checkpoint's name."""
+    from keras_vit import export_timm, from_timm
+
+    source = from_timm("vit_tiny_patch16_224", num_classes=0, num_layers=1, hidden_dim=48,
+                       mlp_dim=96)  # fmt: skip
+    path = str(tmp_path / "tiny.safetensors")
+    export_timm(source, path)
+    config = _cli_config("--init", path, "--timm-name", "vit_tiny_patch16_224",
+                         "--image-size", "32")  # fmt: skip
+    model, info = finetune.build_model(3, config)
+    sizes = model.config
+    assert (sizes.num_layers, sizes.hidden_dim, sizes.mlp_dim, sizes.num_heads) == (1, 48, 96, 3)
+    assert model.name == info["name"] == "vit_tiny_patch16_224"
+    _check_transferred(model, from_timm("vit_tiny_patch16_224", path, image_size=32,
+                                        num_layers=1, hidden_dim=48, mlp_dim=96))  # fmt: skip
+
+
+def test_size_flags_that_contradict_an_init_model_are_refused_before_anything_is_written(
+    tmp_path, capsys
+):
+    """The battery's `finetune --init MAE/encoder.keras --num-layers 6` (applied silently) and
+    `--hidden-dim` contradicting `--init` (ignored, exit 0): refused, naming both."""
+    from keras_vit.models.vit import ViT
+
+    encoder = str(tmp_path / "encoder.keras")
+    ViT("mu/4", image_size=16, include_top=False, pooling=None).save(encoder)
+    out = tmp_path / "never"
+    for flag, value, theirs in (("--num-layers", "6", "num_layers is 2"),
+                                ("--hidden-dim", "64", "hidden_dim is 32")):  # fmt: skip
+        assert main(["finetune", "--smoke", "--init", encoder, flag, value, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {value} contradicts the --init checkpoint" in err and theirs in err, err
+        assert "Traceback" not in err and not out.exists()
+    # Images of another channel count than the checkpoint takes: named, and nothing left behind.
+    assert main(["finetune", "--smoke", "--init", encoder, "--num-channels", "1", "--out",
+                 str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "num_channels (--num-channels) 1 contradicts" in err and "pass --num-channels 3" in err
+    assert not out.exists()

@@ -3,6 +3,7 @@ a folder in use by a live run is refused, a failed run leaves no empty folder be
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 from keras_vit.runner import output
 from keras_vit.runner.output import LOCK, prepare_out, release_out
 from keras_vit.runner.resume import resume_line
+from keras_vit.runner.run_files import MARKER, run_entries
+from tests.helpers import backend_independent
 
 
 def test_files_a_run_writes_are_not_replaced_without_overwrite(tmp_path):
@@ -25,7 +28,67 @@ def test_files_a_run_writes_are_not_replaced_without_overwrite(tmp_path):
     prepare_out({"out": str(out), "overwrite": True})  # replaces only what the run writes
     assert not (out / "log.csv").exists() and (out / "notes.txt").read_text() == "mine"
     release_out(str(out))
-    assert sorted(os.listdir(out)) == ["notes.txt"]
+    assert sorted(os.listdir(out)) == [MARKER, "notes.txt"]
+
+
+def _finished_run(out):
+    """What a finished smoke run leaves (the names a run writes), as empty files."""
+    for name in ("metrics.json", "model.keras", "log.csv", MARKER, "checkpoints/last.keras",
+                 "checkpoints/best.keras", "logs/train/events.out.tfevents.1.host.9.0.v2",
+                 "logs/validation/events.out.tfevents.1.host.9.1.v2",
+                 "checkpoints/.last.keras.tmp-x1y2/last.keras"):  # fmt: skip
+        os.makedirs(os.path.dirname(out / name), exist_ok=True)
+        (out / name).write_text("run")
+
+
+@backend_independent  # file-system policy only
+def test_overwrite_removes_only_what_a_run_writes_even_inside_its_folders(tmp_path):
+    """The battery's data loss: a user's files in checkpoints/ and logs/ of a finished run
+    survive `--overwrite`; the folders stay while they hold something of the user's."""
+    out = tmp_path / "run"
+    _finished_run(out)
+    mine = ["notes.txt", "checkpoints/my_best_ever.keras", "logs/my_notes.txt",
+            "logs/train/my_plot.png", "backup_of_mine/latest.weights.h5"]  # fmt: skip
+    for name in mine:
+        os.makedirs(os.path.dirname(out / name), exist_ok=True)
+        (out / name).write_text("mine")
+    with pytest.raises(FileExistsError, match="a finished run .*your other files stay"):
+        prepare_out({"out": str(out)})
+    prepare_out({"out": str(out), "overwrite": True})
+    release_out(str(out))
+    for name in mine:
+        assert (out / name).read_text() == "mine", name
+    assert run_entries(str(out)) == [MARKER]  # nothing of the old run, the new marker
+    assert not (out / "logs" / "validation").exists()  # emptied: removed
+    # A link named like a run folder is never followed into.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "last.keras").write_text("mine")
+    linked = tmp_path / "linked"
+    _finished_run(linked)
+    shutil.rmtree(linked / "checkpoints")
+    os.symlink(elsewhere, linked / "checkpoints")
+    prepare_out({"out": str(linked), "overwrite": True})
+    release_out(str(linked))
+    assert (elsewhere / "last.keras").read_text() == "mine"
+
+
+@backend_independent  # file-system policy only
+def test_an_unfinished_run_without_a_backup_reruns_without_overwrite(tmp_path):
+    """A Ctrl-C in the first epoch leaves the marker, an empty log.csv and an events file: the
+    same command reruns there; without the marker the same files are refused (a user's)."""
+    out = tmp_path / "run"
+    prepare_out({"out": str(out)})
+    (out / "log.csv").write_text("")
+    os.makedirs(out / "logs" / "train")
+    (out / "logs" / "train" / "events.out.tfevents.1.host.9.0.v2").write_text("")
+    release_out(str(out), failed=True)  # interrupted
+    assert sorted(os.listdir(out)) == [MARKER, "log.csv", "logs"]
+    assert prepare_out({"out": str(out)}) == str(out)
+    release_out(str(out))
+    os.remove(out / MARKER)
+    with pytest.raises(FileExistsError, match=r"files a run writes \(log.csv, logs\)"):
+        prepare_out({"out": str(out)})
 
 
 def test_an_interrupted_run_resumes_into_its_own_log(tmp_path):
@@ -93,7 +156,7 @@ def test_a_failed_run_leaves_no_empty_folder_it_created(tmp_path):
     existing.mkdir()
     prepare_out({"out": str(existing)})
     release_out(str(existing), failed=True)
-    assert existing.is_dir() and not os.listdir(existing)  # the user's folder stays
+    assert existing.is_dir() and not os.listdir(existing)  # the user's folder stays, emptied
 
 
 def test_a_run_whose_data_is_missing_leaves_no_folder(tmp_path):
@@ -152,3 +215,53 @@ def test_the_resume_line_names_the_next_epoch_or_that_none_is_left():
     line = resume_line("out/backup", 3, 3)
     assert line.startswith("Resuming from the backup in out/backup: all 3 epochs are trained")
     assert "4/3" not in line
+
+
+@backend_independent  # the settings record only
+def test_a_decoder_change_on_resume_is_refused_before_anything_is_rewritten(tmp_path, capsys):
+    """The battery's `pretrain-mae` resumed with another --decoder-hidden-dim: it printed
+    "Resuming with a changed setting", rewrote run_config.json, then failed to load 13 objects.
+    Now the change is refused in one paragraph and the record stays the backup's."""
+    from keras_vit.runner import presets
+    from keras_vit.runner.resume import CONFIG_FILE, check_resume, record_run_config, run_config
+
+    backup = tmp_path / "run" / "backup"
+    before = presets.get_config("pretrain_mae", smoke=True)
+    record_run_config(str(backup), run_config(before))
+    recorded = (backup / CONFIG_FILE).read_text()
+    wider = dict(before, decoder_hidden_dim=32)
+    with pytest.raises(ValueError, match=r"decoder_hidden_dim \(--decoder-hidden-dim\) 16 -> 32"):
+        check_resume(wider, str(backup), start_epoch=1)
+    assert (backup / CONFIG_FILE).read_text() == recorded and capsys.readouterr().out == ""
+    # A setting that may change is printed, and recorded only with the next backup.
+    assert check_resume(dict(before, learning_rate=0.5), str(backup), start_epoch=1) == [
+        "Resuming with a changed setting: learning_rate (--lr) 0.001 -> 0.5"
+    ]
+    assert (backup / CONFIG_FILE).read_text() == recorded
+
+
+def test_a_backup_that_does_not_fit_is_refused_naming_the_changed_settings(tmp_path):
+    """A change no rule names that still changes the weights: the restore fails with the
+    changed settings named, and nothing is rewritten (the class behind the decoder case)."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from keras_vit.runner.backup import AtomicBackupAndRestore
+    from keras_vit.runner.resume import CONFIG_FILE, changes_since
+
+    backup = str(tmp_path / "backup")
+    small = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    small.compile("sgd", "mse")
+    saver = AtomicBackupAndRestore(backup, run_config={"width": 2})
+    saver.set_model(small)
+    saver._current_epoch = 1
+    saver._write_backup()
+    recorded = open(os.path.join(backup, CONFIG_FILE)).read()
+    wide = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
+    wide.compile("sgd", "mse")
+    restorer = AtomicBackupAndRestore(backup, run_config={"width": 5},
+                                      describe_changes=changes_since)  # fmt: skip
+    restorer.set_model(wide)
+    with pytest.raises(ValueError, match=r"does not fit this model .*width \(--width\) 2 -> 5"):
+        restorer.on_train_begin()
+    assert open(os.path.join(backup, CONFIG_FILE)).read() == recorded

@@ -294,7 +294,7 @@ def test_runner_callbacks_let_fit_dispatch_asynchronously(tmp_path):
     )
     config = smoke_config(tmp_path)
     callbacks = training_callbacks(setup, config, validation=True)
-    assert len(callbacks) == 6 and all(c.async_safe for c in callbacks)
+    assert len(callbacks) == 7 and all(c.async_safe for c in callbacks)
     dispatch = keras.callbacks.CallbackList(callbacks, add_progbar=True, add_history=True)
     # Keras' rule: asynchronous only where the backend is thread safe (not TensorFlow).
     assert dispatch._async_train == (keras.backend.backend() != "tensorflow")

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from keras_vit.training import fewshot
+from tests.helpers import backend_independent
 
 
 def test_solve_ridge_matches_numpy_primal_and_dual():
@@ -69,3 +70,48 @@ def test_fewshot_accuracy_on_separable_clusters():
     assert results[1]["l2"] in fewshot.DEFAULT_L2_GRID
     best, scores = fewshot.select_l2(x_train[:20], train_labels[:20], 4)
     assert best in scores
+
+
+@backend_independent  # NumPy only
+@pytest.mark.parametrize("n, d", [(24, 5), (6, 9)])  # the primal and the dual form
+def test_loo_scores_are_explicit_leave_one_out_accuracy_and_error(n, d):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(n, d))
+    labels = np.arange(n) % 3
+    y = fewshot.targets(labels, 3)
+    for l2, (accuracy, mse) in fewshot.loo_scores(x, y, labels, [0.25, 4.0]).items():
+        hits, errors = [], []
+        for i in range(n):
+            keep = np.arange(n) != i
+            pred = x[i] @ fewshot.solve_ridge(x[keep], y[keep], l2)
+            hits.append(pred.argmax() == labels[i])
+            errors.append(np.mean((y[i] - pred) ** 2))
+        assert accuracy == pytest.approx(np.mean(hits))
+        assert mse == pytest.approx(np.mean(errors), rel=1e-6)
+
+
+@backend_independent  # NumPy and scikit-learn's digits only
+def test_the_regulariser_is_chosen_inside_the_grid_and_shots_nest():
+    """The reported bug: the old held-out pick tied over most of the grid and took its top
+    (2^20) for most shot counts. Raw digit pixels (a fixed, honest feature set): the
+    leave-one-out pick lies inside the grid, more shots score better, and a seed's 10 shots
+    are a part of its 25 (big_vision's sampling)."""
+    datasets = pytest.importorskip("sklearn.datasets")
+    x, y = datasets.load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    train, test = order[:1200], order[1200:]
+    top = max(fewshot.DEFAULT_L2_GRID)
+    means = {}
+    for seed in (0, 1, 2):
+        small = fewshot.sample_shots(y[train], 10, seed=seed, num_classes=10)
+        large = fewshot.sample_shots(y[train], 25, seed=seed, num_classes=10)
+        assert set(small.tolist()) <= set(large.tolist())
+        results = fewshot.fewshot_accuracy(
+            x[train], y[train], x[test], y[test], 10, (5, 10, 25), seed=seed
+        )
+        assert all(r["l2"] < top for r in results.values()), results
+        for shots, r in results.items():
+            means.setdefault(shots, []).append(r["accuracy"])
+    means = {shots: np.mean(accs) for shots, accs in means.items()}
+    assert means[5] < means[10] < means[25], means
