@@ -33,6 +33,12 @@ position tables resized, `pre_logits` dropped and the head re-created with zeros
 the attention's query and value, scale `--lora-alpha / N`): the encoder is frozen, the adapters
 and the new head train. `model.keras` holds the merged kernels (a plain model) and
 `lora.npz` the adapters and head (`keras_vit.load_lora_weights` puts them on the base model).
+
+`--qat` fine-tunes quantization-aware (`keras_vit.quantization_aware`): every projection of the
+blocks and the head fake-quantizes its input (8 bits, the range set by the first training batch,
+then a moving average) and kernel (`--qat-weight-bits`, default 7), so the test accuracy is the
+integer model's; `model.keras` loads quantization-aware and
+`keras-vit export model.keras model.onnx` writes its integer ONNX graph.
 """
 
 import logging
@@ -41,7 +47,7 @@ import os
 import keras
 import numpy as np
 
-from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder
+from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder, fake_quant
 from keras_vit.layers.relative_position import resize_relative_position_table
 from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.flexi import FlexiViT
@@ -53,7 +59,7 @@ from keras_vit.runner.flexi import check_patch_sizes, flexi_model
 from keras_vit.runner.init_checkpoint import init_format, load_init_model
 from keras_vit.runner.naflex import check_naflex
 from keras_vit.runner.run import run_training
-from keras_vit.training import distillation, lora, lora_files, multihost
+from keras_vit.training import distillation, lora, lora_files, multihost, qat
 from keras_vit.training.distribution import without_distribution
 
 logger = logging.getLogger(__name__)
@@ -86,6 +92,10 @@ PAPER = dict(
     lora_rank=None,
     lora_targets=("query", "value"),
     lora_alpha=None,
+    # Quantization-aware training (keras_vit.quantization_aware): fake-quantized int8 inputs
+    # (ranges from the first batch, then a moving average) and qat_weight_bits weights.
+    qat=False,
+    qat_weight_bits=7,
     # DeiT distillation from a teacher (.keras): "hard" or "soft" (temperature distillation_tau);
     # the student is built with the distillation token.
     teacher=None,
@@ -382,9 +392,35 @@ def _lora_settings(config):
     return lora.check_settings(config["lora_rank"], config["lora_targets"], config["lora_alpha"])
 
 
+def check_qat(config):
+    """Checks `qat` / `qat_weight_bits` (before any data is loaded); returns whether QAT is on."""
+    enabled, bits = config.get("qat", False), config.get("qat_weight_bits", 7)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"qat (--qat) must be true or false. Received: qat={enabled!r}")
+    if not enabled:
+        if bits != 7:
+            raise ValueError(
+                "qat_weight_bits (--qat-weight-bits) sets the weights of quantization-aware "
+                f"training: it needs --qat. Received: qat_weight_bits={bits!r} without --qat"
+            )
+        return False
+    fake_quant.check_settings(bits, 8, "ema", 0.99)
+    for key in ("lora_rank", "teacher", "patch_sizes"):
+        if config.get(key) is not None:
+            raise ValueError(
+                f"--qat and {flag_name(key)} do not combine: quantization-aware training "
+                "fine-tunes the whole model. Drop one of them."
+            )
+    return True
+
+
 def build_lora_model(num_classes, config):
-    """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen)."""
+    """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen), or
+    quantization-aware training with `qat`."""
     model, info = build_model(num_classes, config)
+    if check_qat(config):
+        qat.quantization_aware(model, weight_bits=config["qat_weight_bits"])
+        return model, dict(info, qat=fake_quant.quantization_aware_settings(model))
     settings = _lora_settings(config)
     if settings is None:
         return flexi_model(model, info, config)
@@ -470,6 +506,7 @@ def run(config, callbacks=()):
     check_patch_sizes(config)
     check_distillation(config)
     check_naflex(config)
+    check_qat(config)
     if config["init"]:
         init_format(config["init"], config.get("timm_name"))
         if config.get("model") is not None:  # --model with --init: agree before any output
