@@ -44,6 +44,7 @@ from keras_vit.preprocessing import preprocess_input
 from keras_vit.saving import load_model
 from keras_vit.training.lora import enable_lora, get_lora_settings, merge_lora
 from keras_vit.training.lora_files import load_lora_weights, save_lora_weights
+from keras_vit.training.qat import quantization_aware
 from keras_vit.training.quantization import quantize
 from keras_vit.version import __version__
 from keras_vit.weights import (

@@ -333,11 +333,12 @@ def run_export(args):
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
     fmt = export_format(args)
-    for dest, only in F.FORMAT_FLAGS:
+    for dest, formats in F.FORMAT_FLAGS:
         flag = F.flag_name(dest)
-        if getattr(args, dest) is not None and fmt != only:
+        if getattr(args, dest) is not None and fmt not in formats:
             raise ValueError(
-                f"{flag} applies to --format {only} only. Received: {flag} with --format {fmt}"
+                f"{flag} applies to --format {' and '.join(formats)} only. Received: {flag} "
+                f"with --format {fmt}"
             )
     if args.max_patches is not None and fmt == "onnx":
         raise ValueError(
@@ -357,10 +358,24 @@ def run_export(args):
             top_k=args.top_k,
             max_patches=args.max_patches,
             verbose=True,
+            precision=args.precision,
         )
     elif fmt == "onnx":
         require("tf2onnx", "onnx")
-        export.export_onnx(args.model, args.out, overwrite=args.overwrite, verbose=True)
+        if args.representative_data is not None and args.precision != "int8":
+            raise ValueError(
+                "--representative-data calibrates --precision int8 (static quantization) of an "
+                f"ONNX export. Received: --representative-data with --precision {args.precision}"
+            )
+        export.export_onnx(
+            args.model,
+            args.out,
+            overwrite=args.overwrite,
+            verbose=True,
+            precision=args.precision,
+            representative_data=args.representative_data,
+            representative_samples=args.representative_samples,
+        )
     else:
         quantize = None if args.quantize in (None, "none") else args.quantize
         if quantize == "int8" and args.representative_data is None:

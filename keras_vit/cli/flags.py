@@ -355,6 +355,22 @@ def finetune_flags(parser):
         metavar="ALPHA",
         help="the adapters' scale is ALPHA / N (default N: scale 1)",
     )
+    group = parser.add_argument_group("quantization-aware training (keras_vit.quantization_aware)")
+    group.add_argument(
+        "--qat",
+        action="store_true",
+        default=None,
+        help="fine-tune with fake-quantized int8 inputs and weights (straight-through); export "
+        "the integer model with keras-vit export model.keras model.onnx",
+    )
+    group.add_argument(
+        "--qat-weight-bits",
+        dest="qat_weight_bits",
+        type=positive_int,
+        metavar="B",
+        help="bits of the fake-quantized weights with --qat, 2..8 (default 7: exact in "
+        "onnxruntime on CPUs without VNNI; 8 for VNNI / AMX / Arm)",
+    )
 
 
 def toolkit_flags(parser):

@@ -98,14 +98,16 @@ def weights_flags(parser):
 EXPORT_FORMATS = ("saved_model", "onnx", "litert")
 
 QUANTIZE_CHOICES = ("none", "float16", "dynamic_int8", "int8")
-# Flags that only one format reads: (dest, format).
+PRECISION_CHOICES = ("float32", "bfloat16", "float16", "int8")
+# Flags that some formats only read: (dest, formats).
 FORMAT_FLAGS = (
-    ("version", "saved_model"),
-    ("top_k", "saved_model"),
-    ("class_names", "saved_model"),
-    ("quantize", "litert"),
-    ("representative_data", "litert"),
-    ("representative_samples", "litert"),
+    ("version", ("saved_model",)),
+    ("top_k", ("saved_model",)),
+    ("class_names", ("saved_model",)),
+    ("quantize", ("litert",)),
+    ("precision", ("saved_model", "onnx")),
+    ("representative_data", ("litert", "onnx")),
+    ("representative_samples", ("litert", "onnx")),
 )
 
 
@@ -151,6 +153,16 @@ def export_flags(parser):
         metavar="FILE",
         help="text file with one class name per line, in class-index order; adds top_k_classes",
     )
+    group = parser.add_argument_group("saved_model and onnx")
+    group.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        help="what the exported graph computes in (default: as the model computes): float32, "
+        "bfloat16 (saved_model: fast on CPUs with AVX512_BF16 / AMX), float16 (onnx: half "
+        "the file, for GPUs) or int8 (onnx: onnxruntime's quantizer, dynamic, or static with "
+        "--representative-data; a quantization-aware model's learned ranges; saved_model: "
+        "Keras' int8)",
+    )
     group = parser.add_argument_group("litert")
     group.add_argument(
         "--quantize",
@@ -162,7 +174,8 @@ def export_flags(parser):
         "--representative-data",
         dest="representative_data",
         metavar="DATA",
-        help="calibration images for --quantize int8: a dataset spec (digits, folder:PATH, "
+        help="calibration images for --quantize int8 (litert) or --precision int8 (onnx: "
+        "static quantization): a dataset spec (digits, folder:PATH, "
         "imagefolder:PATH, tfds:NAME) or a .npy/.npz file of (N, H, W, C) images (uint8 "
         "0..255, or floats in [-1, 1])",
     )

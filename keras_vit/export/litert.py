@@ -54,6 +54,7 @@ from keras_vit.export.naflex_serving import (
     representative_naflex,
 )
 from keras_vit.export.saved_model import ExportResult
+from keras_vit.layers.fake_quant import is_quantization_aware
 from keras_vit.saving import atomic_write
 
 QUANTIZE_MODES = (None, "float16", "dynamic_int8", "int8")
@@ -115,6 +116,15 @@ def _check_model(model, max_patches=None):
             "float model with export_litert(model, quantize='dynamic_int8' or 'int8') instead, "
             "which quantizes with TFLite's own kernels. Received: a model quantized to "
             f"{quantized}"
+        )
+    if is_quantization_aware(model):
+        raise ValueError(
+            "export_litert converts float models: a quantization-aware model "
+            "(keras_vit.quantization_aware) fake-quantizes only its matrix products, and "
+            "TFLite's full-integer conversion would calibrate every other op anew, so the file "
+            "would not compute what the model learned. Export its integer model with "
+            "export_onnx(model, path, precision='int8'), or the float model it was made from "
+            "with export_litert. Received: a quantization-aware model"
         )
     if len(model.outputs) != 1:
         raise ValueError(

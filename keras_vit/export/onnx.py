@@ -1,14 +1,15 @@
 """ONNX export of a ViT's forward pass, traced by Keras' TensorFlow backend with tf2onnx."""
 
 import os
+import tempfile
 
 import keras
+import numpy as np
 
-from keras_vit.export import _checks
+from keras_vit.export import _checks, onnx_precision
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.export.naflex_serving import naflex_config, naflex_inputs
 from keras_vit.export.saved_model import ExportResult
-from keras_vit.saving import atomic_write
 
 
 def _check_not_float8(model):
@@ -64,8 +65,9 @@ def replace_erfc(graph):
     return replaced
 
 
-def _write_onnx(model, path, *, overwrite):
-    """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free."""
+def _write_onnx(model, path, *, overwrite, precision=None, representative_path=None):
+    """`model.export(format="onnx")` under the TensorFlow backend (tf2onnx), batch size free;
+    converted to `precision` by onnxruntime's tools (`keras_vit/export/onnx_precision.py`)."""
     try:
         import onnx
         import tf2onnx  # noqa: F401  (Keras' ONNX export needs it)
@@ -78,19 +80,35 @@ def _write_onnx(model, path, *, overwrite):
     signature = _input_signature(model)
     _check_not_float8(model)
 
-    def write(staged):
-        model.export(staged, format="onnx", input_signature=signature, verbose=False)
+    def write_float(traced, staged):
+        traced.export(staged, format="onnx", input_signature=signature, verbose=False)
         proto = onnx.load(staged)
         if replace_erfc(proto.graph):  # the exact GELU: an op onnxruntime can run
             onnx.save(proto, staged)
-        graph = proto.graph
-        return [i.name for i in graph.input], [output.name for output in graph.output]
 
-    inputs, outputs = atomic_write(path, write, "model.onnx")
-    return dict(inputs=inputs, outputs=outputs)
+    written, quantization = onnx_precision.write(
+        model, path, precision, representative_path, write_float
+    )
+    graph = onnx.load(path, load_external_data=False).graph
+    return dict(
+        inputs=[i.name for i in graph.input],
+        outputs=[output.name for output in graph.output],
+        precision=written,
+        quantization=quantization,
+    )
 
 
-def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
+def export_onnx(
+    model,
+    path,
+    *,
+    overwrite=False,
+    method="auto",
+    verbose=True,
+    precision=None,
+    representative_data=None,
+    representative_samples=None,
+):
     """Exports a ViT's forward pass to ONNX with Keras' `model.export(format="onnx")`.
 
     The ONNX graph has one input `images`, float32 `(batch, H, W, C)` in
@@ -106,6 +124,17 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     backend's own ONNX export fails for a free batch size, and the JAX one
     needs `jax2onnx`.
 
+    `precision="int8"` quantizes the graph with onnxruntime's quantizer
+    (`keras_vit/export/onnx_precision.py`): dynamic quantization (int8 per-channel
+    weights using 7 bits, activations quantized at run time) by default, static QDQ
+    (activation ranges calibrated on `representative_data`) with it, and for a
+    quantization-aware model (`keras_vit.quantization_aware`) the ranges and weights it
+    learned. Only the MatMul,
+    Gemm and Conv products are quantized. `precision="float16"` halves the file (float16
+    weights and arithmetic, float32 inputs and outputs) for GPU providers; onnxruntime's CPU
+    provider runs it slower than float32, and has no bfloat16 kernels at all. The file
+    records its precision in its metadata (`keras_vit.export.read_export_info`).
+
     Args:
         model: a `keras.Model` with one image input of fixed size or a NaFlex
             model, or a path to a `.keras` file of one.
@@ -115,6 +144,14 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
             Defaults to `"auto"`.
         verbose: bool. Print where and how the model was exported. Defaults
             to True.
+        precision: None (the model as it computes: float32, Keras' int8 of a quantized
+            model, the integer graph of a quantization-aware one), `"float32"`,
+            `"float16"` or `"int8"`. Defaults to None.
+        representative_data: calibration images for static int8 quantization (and only
+            then): an array, a `.npy`/`.npz` path or a dataset spec such as `"digits"`, as
+            `export_litert` takes (`representative_images`). Defaults to None (dynamic).
+        representative_samples: optional int. Images drawn from a dataset spec. Defaults to
+            200.
 
     Returns:
         An `ExportResult` with `format="onnx"` (`signatures` is empty;
@@ -123,7 +160,10 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     Raises:
         ValueError: a model without one fixed-size image input (nor NaFlex), a float8 model
             (`model.quantize("float8")`; int8 ones export), a model file that is
-            not a valid `.keras` archive, or a path under a file.
+            not a valid `.keras` archive, or a path under a file; an unknown `precision`
+            (`"bfloat16"` included), `representative_data` without `precision="int8"` or of
+            the wrong shape or range, a quantization-aware model with another precision than
+            int8 or with `representative_data`.
         FileExistsError: `path` exists and `overwrite` is False, or is a folder.
         FileNotFoundError: a model path that does not exist.
         PermissionError: the folder of `path` is not writable.
@@ -137,6 +177,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     """
     _checks.check_method(method)
     overwrite, verbose = _checks.check_flags(overwrite=overwrite, verbose=verbose)
+    onnx_precision.check_arguments(precision, representative_data, representative_samples)
     _checks.import_tensorflow()
     path = os.path.abspath(_checks.saving.check_path_argument(path))
     _checks.check_file_target(path, overwrite, (".onnx",), "an ONNX model")
@@ -144,9 +185,26 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
     if isinstance(model, keras.Model):
         _input_signature(model)  # fail fast, before saving
         _check_not_float8(model)
-    how, reply = run_with_tensorflow(
-        model, _write_onnx, dict(path=path, overwrite=overwrite), method=method
-    )
+        onnx_precision.scheme(model, precision, calibrated=representative_data is not None)
+    with tempfile.TemporaryDirectory(prefix="keras_vit_onnx_data_") as folder:
+        representative_path = None
+        if representative_data is not None:
+            loaded = model if isinstance(model, keras.Model) else _checks.load_model(model)
+            onnx_precision.scheme(loaded, precision, calibrated=True)
+            representative_path = os.path.join(folder, "representative.npy")
+            np.save(
+                representative_path,
+                onnx_precision.calibration_images(
+                    loaded, representative_data, representative_samples
+                ),
+            )
+        how, reply = run_with_tensorflow(
+            model,
+            _write_onnx,
+            dict(path=path, overwrite=overwrite, precision=precision,
+                 representative_path=representative_path),
+            method=method,
+        )
     return ExportResult(
         path=path,
         method=how,
@@ -155,4 +213,7 @@ def export_onnx(model, path, *, overwrite=False, method="auto", verbose=True):
         inputs=tuple(reply["inputs"]),
         outputs=tuple(reply["outputs"]),
         format="onnx",
+        precision=reply["precision"],
+        quantization=reply["quantization"],
     ).announce(verbose)
+

@@ -40,7 +40,14 @@ import keras
 
 from keras_vit.export import _checks
 from keras_vit.export._tf_subprocess import run_with_tensorflow
+from keras_vit.export.model_precision import check_saved_model, saved_model_copy
 from keras_vit.export.naflex_serving import naflex_endpoints
+from keras_vit.export.precision import (
+    SAVED_MODEL_PRECISIONS,
+    check_precision,
+    warn_if_slow,
+    write_saved_model_info,
+)
 from keras_vit.export.serving_spec import (  # noqa: F401  (read_class_names, SIGNATURES: here too)
     SIGNATURES,
     _check_class_names,
@@ -48,6 +55,7 @@ from keras_vit.export.serving_spec import (  # noqa: F401  (read_class_names, SI
     read_class_names,
     serving_spec,
 )
+from keras_vit.layers.fake_quant import QuantizationAware
 from keras_vit.saving import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -72,6 +80,10 @@ class ExportResult:
         format: str. `"saved_model"`, `"onnx"` or `"litert"`.
         quantize: optional str. The LiteRT quantization mode (`export_litert`).
         inputs: tuple of str. The input names of an ONNX or LiteRT export (else empty).
+        precision: str. What the SavedModel or ONNX graph computes in: `"float32"`,
+            `"bfloat16"`, `"float16"` or `"int8"` (`precision=`; LiteRT: `quantize`).
+        quantization: optional str. How an int8 export was quantized: `"dynamic"`,
+            `"static_qdq"`, `"qat_qdq"` (ONNX) or `"keras_int8"` (SavedModel).
     """
 
     path: str
@@ -82,6 +94,8 @@ class ExportResult:
     format: str = "saved_model"
     quantize: str = None
     inputs: tuple = ()
+    precision: str = "float32"
+    quantization: str = None
 
     def describe(self):
         how = (
@@ -91,6 +105,9 @@ class ExportResult:
             "traced by a subprocess with KERAS_BACKEND=tensorflow"
         )
         inputs = f"Input{'s' * (len(self.inputs) > 1)}: {', '.join(self.inputs)}."
+        if self.precision != "float32":
+            scheme = f", {self.quantization}" if self.quantization else ""
+            how = f"{how}; precision {self.precision}{scheme}"
         if self.format == "onnx":
             return (
                 f"Exported ONNX model to {self.path} ({how}). "
@@ -157,11 +174,15 @@ def _check_target(target, overwrite):
 
 def _head_logits(head, features):
     """The head's output before its activation (softmax / sigmoid)."""
-    if head.quantization_mode is None and not getattr(head, "lora_enabled", False):
+    if (
+        head.quantization_mode is None
+        and not getattr(head, "lora_enabled", False)
+        and not isinstance(head, QuantizationAware)
+    ):
         return keras.ops.add(keras.ops.matmul(features, head.kernel), head.bias)
     # A quantized head (model.quantize) holds an int8 kernel and computes through its own
-    # quantized call: run that call with a linear activation (restored at once; this runs
-    # while the endpoint is traced).
+    # quantized call, a quantization-aware one fake-quantizes its input and kernel: run that
+    # call with a linear activation (restored at once; this runs while the endpoint is traced).
     activation = head.activation
     head.activation = keras.activations.get("linear")
     try:
@@ -170,8 +191,9 @@ def _head_logits(head, features):
         head.activation = activation
 
 
-def _write_archive(model, target, spec):
-    """Builds the ExportArchive (TensorFlow backend) and writes it to `target`."""
+def _write_archive(model, target, spec, info=None):
+    """Builds the ExportArchive (TensorFlow backend) and writes it to `target` (with `info`, the
+    export record, in its `assets.extra/`)."""
     tf = _checks.import_tensorflow()
     head = model.head
     inputs = model.input if spec["naflex"] else model.inputs[0]
@@ -221,7 +243,12 @@ def _write_archive(model, target, spec):
         fn, input_specs = endpoints[name]
         archive.add_endpoint(name, fn, input_signature=input_specs)
 
-    atomic_write(target, lambda path: archive.write_out(path, verbose=False), "saved_model")
+    def write(path):
+        archive.write_out(path, verbose=False)
+        if info is not None:
+            write_saved_model_info(path, info)
+
+    atomic_write(target, write, "saved_model")
 
 
 def _image_endpoints(tf, heads, spec):
@@ -278,12 +305,20 @@ def _image_endpoints(tf, heads, spec):
     }
 
 
-def _write_saved_model(model, target, *, overwrite, class_names, top_k, max_patches=None):
+def _write_saved_model(
+    model, target, *, overwrite, class_names, top_k, max_patches=None, precision=None
+):
     """Checks and writes the SavedModel (TensorFlow backend); returns what it holds, as JSON."""
+    model, info = saved_model_copy(model, precision)
     spec = serving_spec(model, class_names, top_k, max_patches)
     _check_target(target, overwrite)
-    _write_archive(model, target, spec)
-    return dict(signatures=list(spec["signatures"]), outputs=list(spec["outputs"]))
+    _write_archive(model, target, spec, info)
+    return dict(
+        signatures=list(spec["signatures"]),
+        outputs=list(spec["outputs"]),
+        precision=info["precision"],
+        quantization=info.get("quantization"),
+    )
 
 
 def export_saved_model(
@@ -297,6 +332,7 @@ def export_saved_model(
     method="auto",
     verbose=True,
     max_patches=None,
+    precision=None,
 ):
     """Exports a ViT classifier as a TensorFlow SavedModel for TF Serving.
 
@@ -331,6 +367,16 @@ def export_saved_model(
     are folded into the kernels of an exported copy (`keras_vit.merge_lora`);
     the model itself is left as it is.
 
+    `precision` converts a copy before tracing (`keras_vit/export/model_precision.py`):
+    `"float32"`, `"bfloat16"` (every layer's policy `bfloat16`: bfloat16 weights, half the
+    file, and products, which TensorFlow's oneDNN kernels run natively on CPUs with
+    AVX512_BF16 or AMX) or `"int8"` (Keras' int8: int8 kernels with per-channel scales,
+    per-token int8 inputs). The signatures stay the same (float32 and uint8 images, encoded
+    bytes, the model's own preprocessing; float32 outputs). On a CPU without the instructions
+    for it the export warns once: such a SavedModel runs there, slower than float32
+    (benchmarks/RESULTS.md). The SavedModel records its precision in
+    `assets.extra/keras_vit_export.json` (`keras_vit.export.read_export_info`).
+
     Args:
         model: a `keras.Model` classifier (built with `include_top=True`, with a
             fixed image size or `dynamic_image_size=True`), or a path to a `.keras`
@@ -355,6 +401,8 @@ def export_saved_model(
         max_patches: optional int. NaFlex models only: the patch budget of
             `serve_bytes` (and the padded sequence length). Defaults to the
             position table's grid (`rows * columns`).
+        precision: None (the model as it computes), `"float32"`, `"bfloat16"` or
+            `"int8"`. Defaults to None.
 
     NaFlex models (`naflex=True`) get two signatures: `serving_default` takes
     the dict batch (`patches` float32 `(B, N, P*P*C)`, `patch_coord` int32
@@ -399,11 +447,15 @@ def export_saved_model(
     model = _checks.check_model_argument(model)
     if isinstance(model, keras.Model):
         serving_spec(model, class_names, top_k, max_patches)  # fail fast, before saving
+        check_saved_model(model, precision)
+    else:
+        check_precision(precision, SAVED_MODEL_PRECISIONS, "export_saved_model", optional=True)
+    warn_if_slow(precision, "tensorflow")
     how, reply = run_with_tensorflow(
         model,
         _write_saved_model,
         dict(target=target, overwrite=overwrite, class_names=class_names, top_k=top_k,
-             max_patches=max_patches),
+             max_patches=max_patches, precision=precision),
         method=method,
     )
     return ExportResult(
@@ -412,4 +464,6 @@ def export_saved_model(
         backend=keras.backend.backend(),
         signatures=tuple(reply["signatures"]),
         outputs=tuple(reply["outputs"]),
+        precision=reply["precision"],
+        quantization=reply["quantization"],
     ).announce(verbose)

@@ -52,6 +52,7 @@ from keras.src.utils.python_utils import is_default
 from torch.nn.modules import module as torch_module
 
 from keras_vit.layers.activations import mlp_activation
+from keras_vit.layers.fake_quant import QuantizationAware
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -89,8 +90,13 @@ def layer_norm(x, norm, read=_full_read):
 
 
 def is_plain(layer):
-    """A float `Dense` / `EinsumDense` without LoRA: one `F.linear` (no activation)."""
-    return layer.quantization_mode is None and not layer.lora_enabled
+    """A float `Dense` / `EinsumDense` without LoRA nor fake quantization (QAT): one
+    `F.linear` (no activation)."""
+    return (
+        layer.quantization_mode is None
+        and not layer.lora_enabled
+        and not isinstance(layer, QuantizationAware)
+    )
 
 
 def _weights(layer, dtype, in_features, read):

@@ -43,6 +43,7 @@ import keras
 
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers._quantization import quantized_sublayers, recorded_dtype, split_dtype
+from keras_vit.layers.fake_quant import apply_settings, quantization_aware_settings
 from keras_vit.models import inputs as model_inputs
 from keras_vit.models import pretrained
 from keras_vit.models.config import ViTConfig
@@ -182,17 +183,25 @@ class VisionTransformer(
         quantized = quantized_sublayers(self)
         if quantized:
             policy = keras.dtype_policies.DTypePolicyMap(policy, quantized)
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(policy),
             "config": self.config.to_dict(),
         }
+        qat = quantization_aware_settings(self)
+        if qat is not None:  # keras_vit.quantization_aware: rebuilt so by from_config
+            config["quantization_aware"] = qat
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        return cls(ViTConfig.from_dict(config.pop("config")), **config)
+        qat = config.pop("quantization_aware", None)
+        model = cls(ViTConfig.from_dict(config.pop("config")), **config)
+        if qat is not None:
+            apply_settings(model, qat)
+        return model
 
     def _optional(self, name):
         try:

@@ -186,6 +186,7 @@ def check_recipe_config(recipe, config, files=True):
     from keras_vit.runner.naflex import check_naflex
 
     lora_settings(config)
+    check_qat(config)
     check_distillation_settings(config, files=files)
     check_naflex(config)
     if config.get("init") and config.get("weights"):
@@ -247,6 +248,32 @@ def lora_settings(config):
         )
     except ValueError as error:
         raise ValueError(f"{error} (--lora-rank, --lora-targets, --lora-alpha)") from None
+
+
+def check_qat(config):
+    """Checks `qat` / `qat_weight_bits` (before any framework); returns whether QAT is on."""
+    enabled, bits = config.get("qat", False), config.get("qat_weight_bits", 7)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"qat (--qat) must be true or false. Received: qat={enabled!r}")
+    if not enabled:
+        if bits != 7:
+            raise ValueError(
+                "qat_weight_bits (--qat-weight-bits) sets the weights of quantization-aware "
+                f"training: it needs --qat. Received: qat_weight_bits={bits!r} without --qat"
+            )
+        return False
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
+        raise ValueError(
+            "qat_weight_bits (--qat-weight-bits) must be an int in [2, 8]. Received: "
+            f"qat_weight_bits={bits!r}"
+        )
+    for key in ("lora_rank", "teacher", "patch_sizes"):
+        if config.get(key) is not None:
+            raise ValueError(
+                f"--qat and {flag_name(key)} do not combine: quantization-aware training "
+                "fine-tunes the whole model. Drop one of them."
+            )
+    return True
 
 
 def check_distillation_settings(config, files=True):

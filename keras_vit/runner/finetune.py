@@ -33,6 +33,12 @@ position tables resized, `pre_logits` dropped and the head re-created with zeros
 the attention's query and value, scale `--lora-alpha / N`): the encoder is frozen, the adapters
 and the new head train. `model.keras` holds the merged kernels (a plain model) and
 `lora.npz` the adapters and head (`keras_vit.load_lora_weights` puts them on the base model).
+
+`--qat` fine-tunes quantization-aware (`keras_vit.quantization_aware`): every projection of the
+blocks and the head fake-quantizes its input (8 bits, the range set by the first training batch,
+then a moving average) and kernel (`--qat-weight-bits`, default 7), so the test accuracy is the
+integer model's; `model.keras` loads quantization-aware and
+`keras-vit export model.keras model.onnx` writes its integer ONNX graph.
 """
 
 import contextlib
@@ -43,7 +49,7 @@ import keras
 import numpy as np
 
 from keras_vit.distribution.gather import device_copy, to_host
-from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder
+from keras_vit.layers import NaFlexPatchEncoder, PatchEncoder, fake_quant
 from keras_vit.layers.relative_position import resize_relative_position_table
 from keras_vit.models.config import RATES, ViTConfig
 from keras_vit.models.flexi import FlexiViT
@@ -58,7 +64,7 @@ from keras_vit.runner.config import jsonable
 from keras_vit.runner.flexi import flexi_model
 from keras_vit.runner.init_checkpoint import check_init_sizes, load_init_model
 from keras_vit.runner.run import run_training
-from keras_vit.training import distillation, lora, lora_files, multihost
+from keras_vit.training import distillation, lora, lora_files, multihost, qat
 from keras_vit.training.distribution import STRATEGIES, without_distribution
 
 logger = logging.getLogger(__name__)
@@ -328,8 +334,12 @@ def build_model(num_classes, config):
 
 
 def build_lora_model(num_classes, config):
-    """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen)."""
+    """`build_model`, then LoRA on its blocks when `lora_rank` is set (the rest frozen), or
+    quantization-aware training with `qat`."""
     model, info = build_model(num_classes, config)
+    if config.get("qat"):
+        qat.quantization_aware(model, weight_bits=config["qat_weight_bits"])
+        return model, dict(info, qat=fake_quant.quantization_aware_settings(model))
     settings = lora_settings(config)
     if settings is None:
         return flexi_model(model, info, config)

@@ -175,6 +175,10 @@ FINETUNE_PAPER = dict(
     lora_rank=None,
     lora_targets=("query", "value"),
     lora_alpha=None,
+    # Quantization-aware training (keras_vit.quantization_aware): fake-quantized int8 inputs
+    # (ranges from the first batch, then a moving average) and qat_weight_bits weights.
+    qat=False,
+    qat_weight_bits=7,
     # DeiT distillation from a teacher (.keras): "hard" or "soft" (temperature distillation_tau);
     # the student is built with the distillation token.
     teacher=None,

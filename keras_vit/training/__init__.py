@@ -1,5 +1,6 @@
 """Training library: schedules, optimizers, augmentation, data pipelines, few-shot evaluation,
-distribution, several processes (`multihost`), LoRA (`lora`), quantization (`quantization`).
+distribution, several processes (`multihost`), LoRA (`lora`), quantization (`quantization`),
+quantization-aware training (`qat`).
 `data` (tf.data), `distribution` and `multihost` import TensorFlow/JAX lazily.
 Its public names are imported on first use (`__getattr__`), so that `keras_vit.training.cv_augment`
 or `keras_vit.training.addresses` load no framework (the command line's flag checks use them)."""
@@ -24,6 +25,7 @@ _NAMES = {
     "build_optimizer": "optimizers",
     "FusedAdam": "optimizers",
     "FusedAdamW": "optimizers",
+    "quantization_aware": "qat",
     "quantize": "quantization",
     "WarmupCosineDecay": "schedules",
     "WarmupDecay": "schedules",

@@ -23,6 +23,8 @@ import warnings
 
 import keras
 
+from keras_vit.layers.fake_quant import quantization_aware_layers
+
 MODES = ("int8", "float8")
 
 
@@ -81,6 +83,14 @@ def quantize(model, mode="int8"):
         raise ValueError(f"quantize expects a keras.Model. Received: {type(model).__name__}")
     if not model.built:
         raise ValueError(f"quantize needs a built model. Received: model {model.name!r} unbuilt")
+    qat = quantization_aware_layers(model)
+    if qat:
+        raise ValueError(
+            f"Model {model.name!r} is quantization-aware ({len(qat)} fake-quantized layers, "
+            "keras_vit.quantization_aware): quantizing it again would quantize twice. Export "
+            "it as int8 with keras_vit.export_onnx(model, path, precision='int8'), or quantize "
+            f"the float model. Received: mode={mode!r}"
+        )
     done = quantization_modes(model)
     if done:
         raise ValueError(
