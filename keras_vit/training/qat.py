@@ -197,7 +197,7 @@ def quantization_aware(
     >>> images = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3), dtype="uint8")
     >>> model = quantization_aware(model, images)
     >>> model.head.__class__.__name__, model.head.weight_bits
-    ('QuantizationAwareDense', 8)
+    ('QuantizationAwareDense', 7)
 
     Reference:
         Jacob et al., 2018, "Quantization and Training of Neural Networks for Efficient
