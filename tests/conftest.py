@@ -1,6 +1,20 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# JAX's persistent compilation cache, for the whole test run: a step that compiles to the same
+# XLA program in several tests (the same tiny model, shapes and optimizer) compiles once, also
+# across the xdist workers (they inherit this process's environment) and in the tests'
+# subprocesses. scripts/run_tests.sh gives each run its own folder; without it, a temporary
+# folder of this process, removed at its exit. Every compilation is cached (the tests' tiny
+# programs compile in well under JAX's default threshold of one second).
+if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    _cache = tempfile.mkdtemp(prefix="keras_vit_jax_cache_")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 from keras_vit._import_order import load_triton_before_tensorflow  # noqa: E402
 
@@ -9,6 +23,10 @@ load_triton_before_tensorflow()  # else timm segfaults on the TensorFlow backend
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+from tests import backend_guard  # noqa: E402
+
+ONCE_BACKEND = "KERAS_VIT_ONCE_BACKEND"
 
 
 @pytest.fixture(autouse=True)
@@ -21,3 +39,86 @@ def _seed():
 
 def backend():
     return keras.backend.backend()
+
+
+def pytest_collection_modifyitems(config, items):
+    _run_backend_independent_once(items)
+    if config.getoption("dist", default="no") == "loadgroup":
+        _group_by_file_heaviest_first(items)
+
+
+def _run_backend_independent_once(items):
+    """Backend-independent tests run in the run of KERAS_VIT_ONCE_BACKEND only (any run when it
+    is unset): scripts/run_tests.sh sets it to the first backend it runs."""
+    once = os.environ.get(ONCE_BACKEND, "").strip()
+    if not once or once == backend():
+        return
+    skip = pytest.mark.skip(
+        reason=f"backend-independent: runs once, in the {once} run ({ONCE_BACKEND}={once})"
+    )
+    for item in items:
+        if item.get_closest_marker("backend_independent"):
+            item.add_marker(skip)
+
+
+def _group_by_file_heaviest_first(items):
+    """Under `--dist loadgroup` (scripts/run_tests.sh): a test without an `xdist_group` mark
+    joins its file's group, so each file's tests run in one worker and its module fixtures are
+    built once (docs example groups have their own, tests/test_docs.py). Groups are handed out
+    heaviest first, so that no long group starts last while the other worker idles: the groups
+    with the most `slow` tests first, then the groups with the most tests (xdist's own order
+    otherwise, which run_tests.sh turns off with --no-loadscope-reorder to keep this one)."""
+    groups = {}
+    for item in items:
+        marks = list(item.iter_markers("xdist_group"))
+        if marks:
+            name = marks[0].args[0] if marks[0].args else marks[0].kwargs.get("name", "default")
+        else:
+            name = item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(name))
+        groups.setdefault(name, []).append(item)
+    weight = {
+        name: (sum(1 for i in members if i.get_closest_marker("slow")), len(members))
+        for name, members in groups.items()
+    }
+    order = sorted(groups, key=lambda name: weight[name], reverse=True)
+    items[:] = [item for name in order for item in groups[name]]
+
+
+def _fail_on_backend_use(item, phase, uses):
+    if uses:
+        pytest.fail(
+            f"{item.nodeid} is marked backend_independent but its {phase} used the Keras "
+            f"backend: {uses[0]}Run it on every backend (remove the mark) or keep Keras out "
+            "of it (tests/backend_guard.py).",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    if not item.get_closest_marker("backend_independent"):
+        return (yield)
+    uses = []
+    with backend_guard.watch_backend(uses):
+        result = yield
+    _fail_on_backend_use(item, "setup", uses)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    if not item.get_closest_marker("backend_independent"):
+        return (yield)
+    objects = backend_guard.keras_objects(getattr(item, "funcargs", {}))
+    if objects:
+        pytest.fail(
+            f"{item.nodeid} is marked backend_independent but takes Keras objects: "
+            f"{', '.join(objects)}",
+            pytrace=False,
+        )
+    uses = []
+    with backend_guard.watch_backend(uses):
+        result = yield
+    _fail_on_backend_use(item, "call", uses)
+    return result

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 # CI runs the suite once per backend. A test whose code cannot differ by backend (it runs no
-# Keras: argument parsing, a subprocess that never imports Keras, a repository check) runs on one
-# backend only; each use says why its code is backend-independent.
-backend_independent = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="backend-independent (no Keras in what it runs): runs once, on the tensorflow backend",
-)
+# Keras: argument parsing, name tables, docs text, a subprocess that never imports Keras or names
+# its own backend) is marked so; each use says why. It runs in one backend's run only (the run of
+# KERAS_VIT_ONCE_BACKEND, which scripts/run_tests.sh sets to the first backend it runs; unset,
+# every run runs it), and tests/backend_guard.py fails it if it touches the Keras backend after
+# all (a variable, a layer, an op, the backend's name, a Keras object from a fixture, Keras in a
+# subprocess without its own KERAS_BACKEND). Registered in pyproject.toml; see CONTRIBUTING.md.
+backend_independent = pytest.mark.backend_independent
 
 
 def to_numpy(x):

@@ -1,16 +1,24 @@
 """Runs every ```python example of README.md and docs/*.md, and checks the docs' links and layout.
 
-One test per page: the page's python blocks run in order in one namespace (a later block may use
-an earlier one's names), on the active Keras backend, all pages in ONE shared temporary folder
-in the order a reader meets them (README.md, then docs/ A-Z): an example that writes a file
-another page already wrote (and refuses to replace) fails here as it would for the reader. The
-command lines of the pages (```bash / ``` blocks) are checked statically: no two of them, and
-no python example, write the same output path. A block whose
-first line is `# doc: skip (REASON)` is not run (a download, a full-size model, a server); there
-should be few. The layout table of docs/design.md must list every module under keras_vit/ and
-nothing that does not exist; every relative link of the pages must point at a file that exists.
+A page's python blocks run in order in one namespace (a later block may use an earlier one's
+names), on the active Keras backend, as a reader runs them. They run as several tests so that
+the pages spread over the test workers: `example_groups` splits the blocks of all pages into
+groups that share nothing, each one test in its own folder. Two blocks of a page fall in the same
+group when the later uses a name the earlier one made (other than by an import: each block of a
+group runs after the import lines of the page's earlier blocks, which any block may use); two blocks of any
+pages fall in the same group when they name the same file or folder (a string such as
+"model.keras" or "serving/"): a group's blocks run in reader order (README.md, then docs/ A-Z)
+in one shared temporary folder, so an example that writes a file another example already wrote
+(and refuses to replace) fails here as it would for the reader. The command lines of the pages
+(```bash / ``` blocks) are checked statically: no two of them, and no python example, write the
+same output path. A block whose first line is `# doc: skip (REASON)` is not run (a download, a
+full-size model, a server); there should be few. The layout table of docs/design.md must list
+every module under keras_vit/ and nothing that does not exist; every relative link of the pages
+must point at a file that exists.
 """
 
+import ast
+import builtins
 import glob
 import os
 import re
@@ -49,29 +57,160 @@ def test_pages_are_found():
     assert "docs/models.md" in PAGES and "docs/design.md" in PAGES and len(PAGES) >= 8
 
 
-@pytest.fixture(scope="module")
-def shared_folder(tmp_path_factory):
-    """The one folder every page's examples run in, in page order (as a reader would)."""
-    return tmp_path_factory.mktemp("docs_examples")
+# A string that names a file or folder: a dotted file name or a path ending in "/" (not a
+# variant code such as "mu/8"); f-strings count by their constant parts.
+PATH = re.compile(r"[\w./-]*(\.[A-Za-z][\w.]*|/)")
+VARIANT = re.compile(r"[A-Za-z0-9+]+/\d+")
+
+
+def _bound_names(node):
+    """Names a statement binds at the top level of a page's namespace."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.comprehension)
+    names, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store | ast.Del):
+            names.add(current.id)
+        if not isinstance(current, nested):
+            stack.extend(ast.iter_child_nodes(current))
+    return names
+
+
+def _loaded_names(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _paths(tree):
+    """The file and folder names a block's strings mention."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            texts = [node.value]
+        elif isinstance(node, ast.JoinedStr):
+            texts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+        else:
+            continue
+        for text in texts:
+            if PATH.fullmatch(text) and not VARIANT.fullmatch(text) and len(text) > 1:
+                found.add(os.path.normpath(text.split("/")[0] if "/" in text else text))
+    return found
+
+
+def example_groups():
+    """The runnable python blocks of all pages, split into groups that share nothing.
+
+    Returns a list of groups in reader order, each a list of `(page, line, code)`: blocks of one
+    page are in one group when a later one uses a name an earlier one bound other than by an
+    import; blocks of any pages are in one group when they name the same file or folder (the
+    first part of a path: "runs/a" and "runs/b" are one group).
+    """
+    blocks = []  # (page, line, code, tree)
+    for page in PAGES:
+        for line, code in python_blocks(read(page)):
+            if runnable(code):
+                blocks.append((page, line, code, ast.parse(code)))
+    parent = list(range(len(blocks)))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(i, j):
+        parent[root(i)] = root(j)
+
+    builtin = set(dir(builtins))
+    binder, by_path, page_of = {}, {}, None  # name -> (block, by an import?) within a page
+    for i, (page, _, _, tree) in enumerate(blocks):
+        if page != page_of:
+            binder, page_of = {}, page
+        bound_here = set()
+        for statement in tree.body:
+            for name in _loaded_names(statement) - bound_here - builtin:
+                if name in binder and not binder[name][1]:
+                    join(i, binder[name][0])
+            imported = isinstance(statement, ast.Import | ast.ImportFrom)
+            for name in _bound_names(statement):
+                bound_here.add(name)
+                binder[name] = (i, imported)
+        for path in _paths(tree):
+            if path in by_path:
+                join(i, by_path[path])
+            by_path[path] = i
+    groups = {}
+    for i, (page, line, code, _) in enumerate(blocks):
+        groups.setdefault(root(i), []).append((page, line, code))
+    return list(groups.values())
+
+
+def group_id(group):
+    """`page:line` of the group's first block, `+N` for its N other blocks."""
+    page, line, _ = group[0]
+    return f"{page}:{line}" + (f"+{len(group) - 1}" if len(group) > 1 else "")
+
+
+GROUPS = example_groups()
+# Groups whose examples take more than ~20 s on 2 CPU cores (JAX; they export or train).
+SLOW_GROUPS = set()
+
+
+def import_lines(page, after, before):
+    """The page's top-level import statements in runnable blocks between two lines."""
+    code = []
+    for line, block in python_blocks(read(page)):
+        if after < line < before and runnable(block):
+            for node in ast.parse(block).body:
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    code.append(ast.unparse(node))
+    return "\n".join(code)
+
+
+def test_every_runnable_block_is_in_one_group():
+    pages = {}
+    for group in GROUPS:
+        for page, line, _ in group:
+            pages.setdefault(page, []).append(line)
+    for page in PAGES:
+        runnable_lines = [line for line, code in python_blocks(read(page)) if runnable(code)]
+        assert sorted(pages.get(page, [])) == runnable_lines, page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_skip_few_examples(page):
+    blocks = python_blocks(read(page))
+    skipped = len(blocks) - sum(runnable(code) for _, code in blocks)
+    assert skipped <= max(2, len(blocks) // 3), f"{page}: {skipped} of {len(blocks)} skipped"
 
 
 @pytest.mark.parametrize(
-    "page",
-    [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in PAGES],
+    "group",
+    [
+        pytest.param(
+            g,
+            id=group_id(g),
+            # its own group of test workers (scripts/run_tests.sh: --dist loadgroup)
+            marks=[pytest.mark.xdist_group(f"docs example {group_id(g)}")]
+            + ([pytest.mark.slow] if group_id(g) in SLOW_GROUPS else []),
+        )
+        for g in GROUPS
+    ],
 )
-def test_examples_run(page, shared_folder, monkeypatch):
-    blocks = python_blocks(read(page))
-    monkeypatch.chdir(shared_folder)
-    scope = {"__name__": "__doc_example__"}
-    ran = 0
-    for line, code in blocks:
-        if not runnable(code):
-            continue
+def test_examples_run(group, tmp_path, monkeypatch):
+    """The group's blocks in reader order in one folder, each page's in one namespace."""
+    monkeypatch.chdir(tmp_path)
+    scopes, last = {}, {}
+    for page, line, code in group:
+        scope = scopes.setdefault(page, {"__name__": "__doc_example__"})
+        # The imports of the page's blocks above this one that run in other groups.
+        exec(import_lines(page, last.get(page, 0), line), scope)
         # Padding keeps the page's line numbers in tracebacks.
         exec(compile("\n" * (line - 1) + code, os.path.join(ROOT, page), "exec"), scope)
-        ran += 1
-    skipped = len(blocks) - ran
-    assert skipped <= max(2, len(blocks) // 3), f"{page}: {skipped} of {len(blocks)} skipped"
+        last[page] = line
 
 
 def module_paths():

@@ -86,7 +86,7 @@ def test_importing_keras_vit_loads_no_framework_until_a_name_is_used():
     assert result.stdout.splitlines() == ["[]", "ViT enable_lora keras_vit.inspection True"]
 
 
-@backend_independent  # the subprocesses import keras_vit.cli.quiet and TensorFlow, never Keras
+# Not backend-independent: TensorFlow's own import loads Keras (and so the Keras backend's).
 def test_framework_start_up_lines_show_only_with_debug():
     code = """
         import sys

@@ -204,7 +204,7 @@ def test_cli_lora_on_swiglu_targets_from_a_rotary_timm_file(tmp_path, timm_files
 
 
 @backend_independent  # file-format and argument checks: no Keras computation
-def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
+def test_init_format_errors_name_expected_and_received(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text("{}")
     (tmp_path / "empty").mkdir()
@@ -235,7 +235,12 @@ def test_init_format_errors_name_expected_and_received(tmp_path, capsys):
         init_format("vit_tiny_patch16_244")
     with pytest.raises(ValueError, match="init is a name"):
         init_format("vit_small_patch14_dinov2", "vit_small_patch14_dinov2")
-    # Through the CLI, before any data is loaded.
+
+
+def test_init_format_errors_through_the_cli(tmp_path, capsys):
+    """Through the CLI, before any data is loaded (its error path asks the backend whether JAX
+    runs several processes: run on every backend)."""
+    (tmp_path / "w.txt").write_bytes(b"x")
     out = str(tmp_path / "out")
     assert main(["finetune", "--smoke", "--init", str(tmp_path / "w.txt"), "--out", out]) == 2
     assert "Received: " in capsys.readouterr().err

@@ -116,8 +116,7 @@ def test_another_image_size_as_transformers_interpolates(references, case, size)
     assert_close(to_numpy(model.predict_on_batch(images)), expected.numpy())
 
 
-@backend_independent
-def test_table_resize_equals_pytorch_interpolate():
+def test_table_resize_equals_pytorch_interpolate():  # keras.ops resample: every backend
     """`resize_relative_position_table_bilinear` against `F.interpolate` on the offset map."""
     from keras_vit.layers.relative_position import resize_relative_position_table_bilinear
 
