@@ -5,8 +5,8 @@ names), on the active Keras backend, as a reader runs them. They run as several 
 the pages spread over the test workers: `example_groups` splits the blocks of all pages into
 groups that share nothing, each one test in its own folder. Two blocks of a page fall in the same
 group when the later uses a name the earlier one made (other than by an import: each block of a
-group runs after the import lines of the page's earlier blocks, which any block may use); two blocks of any
-pages fall in the same group when they name the same file or folder (a string such as
+group runs after the import lines of the page's earlier blocks, which any block may use); two
+blocks of any pages fall in the same group when they name the same file or folder (a string such as
 "model.keras" or "serving/"): a group's blocks run in reader order (README.md, then docs/ A-Z)
 in one shared temporary folder, so an example that writes a file another example already wrote
 (and refuses to replace) fails here as it would for the reader. The command lines of the pages

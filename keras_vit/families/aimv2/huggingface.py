@@ -103,15 +103,7 @@ def aimv2_arguments(hf, source="config.json"):
             f"Received: hidden_act={c['hidden_act']!r}"
         )
     return {
-        "variant": "L/14",  # every size below overrides it
-        "num_layers": int(c["num_hidden_layers"]),
-        "hidden_dim": int(c["hidden_size"]),
-        "mlp_dim": int(c["intermediate_size"]),
-        "num_heads": int(c["num_attention_heads"]),
-        "patch_size": H._pair(c["patch_size"], "patch_size", source),
-        "image_size": H._pair(c["image_size"], "image_size", source),
-        "num_channels": int(c["num_channels"]),
-        "layer_norm_epsilon": float(c["rms_norm_eps"]),
+        **H.size_arguments(c, source, variant="L/14", epsilon_key="rms_norm_eps"),
         "class_token": False,
         "mlp": "swiglu",
         "norm": "rmsnorm",

@@ -94,15 +94,7 @@ def beit_arguments(config, source="config.json"):
     scale = float(config.get("layer_scale_init_value", 0.1))
     try:
         return dict(
-            variant="B/16",  # every size below overrides it
-            num_layers=int(config.get("num_hidden_layers", 12)),
-            hidden_dim=int(config.get("hidden_size", 768)),
-            mlp_dim=int(config.get("intermediate_size", 3072)),
-            num_heads=int(config.get("num_attention_heads", 12)),
-            patch_size=H._pair(config.get("patch_size", 16), "patch_size", source),
-            image_size=H._pair(config.get("image_size", 224), "image_size", source),
-            num_channels=int(config.get("num_channels", 3)),
-            layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
+            **H.size_arguments(config, source),
             approximate_gelu=H.ACTIVATIONS[activation],
             class_token=True,
             position_embedding="learned" if absolute else None,

@@ -106,18 +106,11 @@ def dinov2_arguments(config, source="config.json"):
         )
     registers = int(config.get("num_register_tokens", 4)) if model_type != "dinov2" else 0
     try:
-        hidden = int(config.get("hidden_size", 768))
-        ratio = float(config.get("mlp_ratio", 4))
+        sizes = H.size_arguments(config, source, patch_size=14, layer_norm_eps=1e-6)
+        hidden, ratio = sizes["hidden_dim"], float(config.get("mlp_ratio", 4))
         arguments = dict(
-            variant="B/16",  # every size below overrides it
-            num_layers=int(config.get("num_hidden_layers", 12)),
-            hidden_dim=hidden,
+            sizes,
             mlp_dim=swiglu_width(hidden, ratio) if swiglu else int(hidden * ratio),
-            num_heads=int(config.get("num_attention_heads", 12)),
-            patch_size=H._pair(config.get("patch_size", 14), "patch_size", source),
-            image_size=H._pair(config.get("image_size", 224), "image_size", source),
-            num_channels=int(config.get("num_channels", 3)),
-            layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-6)),
             approximate_gelu=H.ACTIVATIONS.get(activation, False),
             mlp="swiglu" if swiglu else "mlp",
             class_token=True,

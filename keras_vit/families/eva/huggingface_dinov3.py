@@ -72,15 +72,8 @@ def dinov3_arguments(config, source="config.json"):
         )
     try:
         return dict(
-            variant="B/16",  # every size below overrides it
-            num_layers=int(config.get("num_hidden_layers", 12)),
-            hidden_dim=int(config.get("hidden_size", 384)),
-            mlp_dim=int(config.get("intermediate_size", 1536)),
-            num_heads=int(config.get("num_attention_heads", 6)),
-            patch_size=H._pair(config.get("patch_size", 16), "patch_size", source),
-            image_size=H._pair(config.get("image_size", 224), "image_size", source),
-            num_channels=int(config.get("num_channels", 3)),
-            layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-5)),
+            **H.size_arguments(config, source, hidden_size=384, intermediate_size=1536,
+                               num_attention_heads=6, layer_norm_eps=1e-5),  # fmt: skip
             approximate_gelu=_GELU.get(activation, False),
             mlp="swiglu" if gated else "mlp",
             class_token=True,

@@ -138,16 +138,10 @@ def siglip2_arguments(vision, source="config.json"):
         grid = int(round(num_patches**0.5))
         if grid * grid != num_patches:
             raise ValueError(f"num_patches must be a square. Received: {num_patches}")
+        sizes = H.size_arguments({**vision, "image_size": grid * patch}, source,
+                                 layer_norm_eps=1e-6)  # image_size: the position table's grid
         return dict(
-            variant="B/16",  # every size below overrides it
-            num_layers=int(vision.get("num_hidden_layers", 12)),
-            hidden_dim=int(vision.get("hidden_size", 768)),
-            mlp_dim=int(vision.get("intermediate_size", 3072)),
-            num_heads=int(vision.get("num_attention_heads", 12)),
-            patch_size=patch,
-            image_size=grid * patch,  # the position table's grid
-            num_channels=int(vision.get("num_channels", 3)),
-            layer_norm_epsilon=float(vision.get("layer_norm_eps", 1e-6)),
+            sizes,
             approximate_gelu=H.ACTIVATIONS[activation],
             naflex=True,
             class_token=False,

@@ -89,13 +89,71 @@ def _weights_file(folder):
     raise FileNotFoundError(f"No weights in {folder!r}: expected one of {', '.join(WEIGHT_FILES)}.")
 
 
-def _pair(value, name, config_path):
+def size_pair(value, name, config_path):
+    """An `image_size` / `patch_size` of a `config.json`: an int or a pair of ints."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     pair = isinstance(value, (list, tuple)) and len(value) == 2
-    if pair and all(isinstance(v, int) for v in value):
+    if pair and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     raise ValueError(f"{config_path}: {name} must be an int or a pair of ints. Received: {value!r}")
+
+# transformers' size fields and keras_vit's names for them, with transformers' ViT defaults.
+SIZE_FIELDS = (
+    ("num_layers", "num_hidden_layers", 12),
+    ("hidden_dim", "hidden_size", 768),
+    ("mlp_dim", "intermediate_size", 3072),
+    ("num_heads", "num_attention_heads", 12),
+    ("num_channels", "num_channels", 3),
+)
+
+
+def _count(value, key, config_path):
+    """A positive count of a `config.json` (an int, not a bool: 2.9 layers is no count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"{config_path}: {key} must be a positive int. Received: {key}={value!r}"
+        )
+    return value
+
+
+def size_arguments(config, config_path, *, variant="B/16", epsilon_key="layer_norm_eps",
+                   **defaults):  # fmt: skip
+    """The `keras_vit.ViT` size arguments of a transformers `config.json`, read once for every
+    reader: `variant` (every size below overrides it), `num_layers`, `hidden_dim`, `mlp_dim`,
+    `num_heads`, `num_channels`, `patch_size`, `image_size`, `layer_norm_epsilon`.
+
+    Args:
+        config: dict, the `config.json` (a vision config's part of it).
+        config_path: str, the file, for messages.
+        variant: the `ViT` variant the sizes override. Defaults to `"B/16"`.
+        epsilon_key: the norm epsilon's key (`"layer_norm_eps"`, AIMv2's `"rms_norm_eps"`).
+        **defaults: `{config key: default}` where the model type's defaults differ from
+            transformers' ViT (`patch_size=14`, `layer_norm_eps=1e-6`, ...).
+
+    Raises:
+        ValueError: a size that is not a positive int (or a pair for the image and patch
+            sizes), or an epsilon that is not a number, naming the file and the key.
+
+    Example:
+
+    >>> size_arguments({"hidden_size": 32, "num_attention_heads": 2}, "config.json",
+    ...                patch_size=14)["patch_size"]
+    14
+    """
+    values = {"variant": variant}
+    for ours, key, default in SIZE_FIELDS:
+        values[ours] = _count(config.get(key, defaults.get(key, default)), key, config_path)
+    for key, default in (("patch_size", 16), ("image_size", 224)):
+        values[key] = size_pair(config.get(key, defaults.get(key, default)), key, config_path)
+    epsilon = config.get(epsilon_key, defaults.get(epsilon_key, 1e-12))
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
+        raise ValueError(
+            f"{config_path}: {epsilon_key} must be a positive number. "
+            f"Received: {epsilon_key}={epsilon!r}"
+        )
+    values["layer_norm_epsilon"] = float(epsilon)
+    return values
 
 
 def check_architectures(config, supported, source="config.json"):

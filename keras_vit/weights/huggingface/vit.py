@@ -11,10 +11,10 @@ from keras_vit.models.variable_paths import PATHS, block
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface.common import (
     ACTIVATIONS,
-    _pair,
     check_architectures,
     check_hf_config,
     embedding_rows,
+    size_arguments,
     vit_attention_rows,
 )
 from keras_vit.weights.registry import huggingface_types
@@ -111,17 +111,7 @@ def vit_arguments(config, source="config.json"):
             f"{source}: hidden_act {activation!r} is not supported. Expected one of "
             f"{sorted([*ACTIVATIONS, 'quick_gelu'])}."
         )
-    arguments.update(
-        variant="B/16",  # every size below overrides it
-        num_layers=config.get("num_hidden_layers", 12),
-        hidden_dim=config.get("hidden_size", 768),
-        mlp_dim=config.get("intermediate_size", 3072),
-        num_heads=config.get("num_attention_heads", 12),
-        patch_size=_pair(config.get("patch_size", 16), "patch_size", source),
-        image_size=_pair(config.get("image_size", 224), "image_size", source),
-        num_channels=config.get("num_channels", 3),
-        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
-    )
+    arguments.update(size_arguments(config, source))
     arguments["_qkv_bias"] = config.get("qkv_bias", True)
     return arguments
 
