@@ -260,7 +260,7 @@ def load_init_model(config):
     explicit = dict(config.get("model_overrides") or {})
     named = init_name_kind(path)
     if named == "timm":  # the name's weights from the Hub
-        from keras_vit.weights.timm.hub import hub_checkpoint
+        from keras_vit.weights.timm.hub_checkpoint import hub_checkpoint
 
         name, checkpoint = hub_checkpoint(path, None, True)
         size = None if _timm_is_naflex(name) else config["image_size"]
