@@ -43,7 +43,7 @@ from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
 
 CONFIG_FILE = "config.json"
-PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec (issue 42)
+PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec
 WEIGHTS_FILE = "model.safetensors"
 POSITIONS = "embeddings.position_embeddings"
 
@@ -309,7 +309,7 @@ def write_export_folder(folder, arrays, hf_config, config):
     files = {CONFIG_FILE: hf_config}
     processor = os.path.join(folder, PROCESSOR_FILE)
     if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):
-        # The model's own input spec as transformers' image processor config (issue 42); an
+        # The model's own input spec as transformers' image processor config; an
         # earlier export's file is replaced too, never left describing another model.
         files[PROCESSOR_FILE] = config.preprocessing.to_huggingface(
             config.image_size, config.num_channels

@@ -120,7 +120,7 @@ def from_huggingface(
     )
     folder = _folder(path, revision, cache_dir, force_download)
     hf = read_config(folder)
-    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
+    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json
     loader = huggingface_reader(hf.get("model_type"))  # a registered family's (keras_vit.families)
     if loader is not None:
         if image_size is not None:
