@@ -76,8 +76,7 @@ _PLAIN = (
     ("mlp_inner_norm", False, "its MLP has no inner norm"),
     ("attention_inner_norm", False, "its attention has no inner norm"),
     ("rotary_embedding", None, "it has no rotary position embeddings"),
-    ("relative_position_bias", None, "it has no relative position bias (BEiT is another "
-     "model type)"),
+    ("relative_position_bias", None, "it has no relative position bias"),
     ("num_parallel", 1, "its blocks have one attention and one MLP branch"),
     ("num_key_value_heads", None, "its attention has as many key / value heads as queries"),
     ("attention_only_layer_scale", False, "it has no LayerScale"),
