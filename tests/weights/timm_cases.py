@@ -135,10 +135,26 @@ def random_images(size, seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
 
 
+def torch_forward(torch, model, images, method=None, **kwargs):
+    """A PyTorch model's raw output (a tensor, a list, transformers' output record) on NHWC
+    `images`, without gradients."""
+    with torch.no_grad():
+        return (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+
+
+def saved_pretrained(root, models):
+    """`{case: dict(model=..., folder=...)}`: each transformers model of `{case: model}` saved
+    with `save_pretrained` in `root / case`."""
+    found = {}
+    for case, model in models.items():
+        model.save_pretrained(root / case)
+        found[case] = dict(model=model, folder=str(root / case))
+    return found
+
+
 def timm_run(torch, model, images, method=None, **kwargs):
     """timm's output on NHWC `images` (a list of feature maps comes back NHWC too)."""
-    with torch.no_grad():
-        out = (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+    out = torch_forward(torch, model, images, method, **kwargs)
     if isinstance(out, (list, tuple)):
         return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
     return out.numpy()
