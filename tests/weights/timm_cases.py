@@ -125,6 +125,10 @@ def perturb(torch, model, seed=0, scales=(".ls",)):
 
 
 RTOL = 1e-5  # our model against timm, same weights and images
+DYNAMIC_RTOL = 1e-4  # dynamic image size: the position embedding resampled at every call
+# The family tests' tiny timm model (each case gives its image size) and ours of its size.
+TINY_TIMM = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
+TINY_OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)  # timm's mlp_ratio gives mlp_dim
 
 
 def random_images(size, seed=0):
@@ -216,3 +220,25 @@ def meta_models(torch, timm, names):
         table, state = set(T.timm_name_table(config, spec=spec)), set(model.state_dict())
         assert table == state, f"{name}: {sorted(table ^ state)}"
         yield name, spec, model, config
+
+
+# What a timm name fixes, read off timm's model (meta device) and off our parsed config:
+# `{field: (timm's model -> value, (our config, parsed name) -> value)}`.
+_FIELDS = {
+    "hidden_dim": (lambda m: m.embed_dim, lambda c, s: c.hidden_dim),
+    "mlp_dim": (lambda m: m.blocks[0].mlp.fc2.in_features, lambda c, s: c.mlp_dim),
+    "num_heads": (lambda m: m.blocks[0].attn.num_heads, lambda c, s: c.num_heads),
+    "num_classes": (lambda m: m.num_classes, lambda c, s: s.num_classes),
+    "image_size": (lambda m: tuple(m.patch_embed.img_size), lambda c, s: c.image_size),
+    "patch_size": (lambda m: tuple(m.patch_embed.patch_size), lambda c, s: c.patch_size),
+    "class_token": (lambda m: m.cls_token is not None, lambda c, s: c.class_token),
+    "layer_norm_epsilon": (lambda m: m.blocks[0].norm1.eps, lambda c, s: c.layer_norm_epsilon),
+    "pre_norm": (lambda m: type(m.norm_pre).__name__ != "Identity", lambda c, s: c.pre_norm),
+}
+
+
+def name_fields(model, config, spec, *fields):
+    """`(ours, timm's)`: each of `fields` (`_FIELDS`) read off our config of a parsed timm name
+    and off timm's model of that name, for a test to extend with its family's own fields."""
+    ours = {field: _FIELDS[field][1](config, spec) for field in fields}
+    return ours, {field: _FIELDS[field][0](model) for field in fields}

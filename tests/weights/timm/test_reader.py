@@ -23,6 +23,7 @@ from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
     CASES,
+    DYNAMIC_RTOL,
     assert_close,
     from_timm_kwargs,
     perturb,
@@ -36,7 +37,6 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # dynamic image size (the position embedding resampled at every call)
 
 
 
