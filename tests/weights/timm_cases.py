@@ -173,6 +173,20 @@ def assert_close(actual, expected, rtol=RTOL):
     assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
 
 
+def assert_intermediates_match(torch, model, reference, images, shape, rtol=DYNAMIC_RTOL):
+    """Our `feature_extractor(model, [0, 1])` against timm's `forward_intermediates` of blocks 0
+    and 1 (unnormalised; both NHWC maps of `shape`) on `images`."""
+    from keras_vit import feature_extractor
+    from tests.helpers import to_numpy
+
+    ours = [to_numpy(o) for o in feature_extractor(model, [0, 1])(images, training=False)]
+    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
+                      norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
+    assert [o.shape for o in ours] == [shape] * 2
+    for a, b in zip(ours, theirs, strict=True):
+        assert_close(a, b, rtol)
+
+
 def timm_reference(torch, model, images, path):
     """A perturbed timm model's case: its state dict (also written to `path` as .safetensors),
     the images and timm's output on them."""

@@ -20,6 +20,7 @@ from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
     DYNAMIC_RTOL,
     assert_close,
+    assert_intermediates_match,
     name_fields,
     perturb,
     random_images,
@@ -114,12 +115,7 @@ def test_dynamic_image_size_and_features_match_timm(case, references):
         assert_close(to_numpy(model(images, training=False)), timm_run(torch, reference, images),
                       DYNAMIC_RTOL)  # fmt: skip
     images = random_images((3 * patch, 2 * patch), seed=3)
-    ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
-                       norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
-    assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+    assert_intermediates_match(torch, model, reference, images, (2, 3, 2, 32))
 
 
 def test_feature_extractor_matches_forward_intermediates(references, models):

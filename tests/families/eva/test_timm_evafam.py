@@ -11,7 +11,7 @@ of the families against timm's state dict on the meta device.
 import pytest
 
 import keras_vit
-from keras_vit import export_timm, feature_extractor, from_timm
+from keras_vit import export_timm, from_timm
 from keras_vit.weights.timm import names as N
 from keras_vit.weights.timm import reader as T
 from tests.helpers import roundtrip_model, to_numpy
@@ -21,6 +21,7 @@ from tests.weights.timm_cases import (
     TINY_OURS,
     TINY_TIMM,
     assert_close,
+    assert_intermediates_match,
     meta_models,
     name_fields,
     perturb,
@@ -90,12 +91,7 @@ def test_dynamic_image_size_and_features_match_timm(case, references):
     images = random_images((3 * 16, 2 * 16), seed=2)
     expected = timm_run(torch, reference, images)
     assert_close(to_numpy(model(images, training=False)), expected, DYNAMIC_RTOL)
-    ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
-                      norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
-    assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+    assert_intermediates_match(torch, model, reference, images, (2, 3, 2, 32))
 
 
 def test_other_image_size_resamples_like_timm(references):
