@@ -374,7 +374,7 @@ def finetune_flags(parser):
 
 
 def toolkit_flags(parser):
-    """Layer-wise learning-rate decay, weight EMA and repeated augmentation (issue 33)."""
+    """Layer-wise learning-rate decay, weight EMA and repeated augmentation."""
     group = parser.add_argument_group("fine-tuning toolkit (timm --layer-decay, --model-ema)")
     group.add_argument(
         "--layer-decay",

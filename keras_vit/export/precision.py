@@ -29,8 +29,8 @@ NATIVE_FLAGS = {
     "bfloat16": ("avx512_bf16", "amx_bf16", "bf16"),
     "int8": ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm"),
 }
-# What was measured on a CPU without them (benchmarks/RESULTS.md, issue 55: ViT-B/16, 2-core AMD
-# EPYC with AVX2 only), quoted by the warning.
+# What was measured on a CPU without them (benchmarks/bench_serving.py's reduced-precision
+# exports: ViT-B/16, 2-core AMD EPYC with AVX2 only), quoted by the warning.
 _MEASURED_SLOWER = {
     ("bfloat16", "tensorflow"): "2.4x slower than float32",
     ("int8", "tensorflow"): "2.1x slower than float32",

@@ -1,4 +1,4 @@
-"""The arguments every builder and loader shares, checked in one place (issue 43).
+"""The arguments every builder and loader shares, checked in one place.
 
 `ViT()`, `ViTConfig`, `from_timm`, `timm_config`, `from_huggingface` (every family),
 `from_timm_naflexvit`, `naflexvit_config` and `convert_checkpoint` (official `.npz` and presets)

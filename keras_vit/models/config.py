@@ -97,7 +97,7 @@ class ViTConfig:
     dropout_rate: float = _field("encoder", 0.0)
     attention_dropout_rate: float = _field("encoder", 0.0)
     drop_path_rate: float = _field("encoder", 0.0)
-    # Patch dropout (issue 44): a random fraction of the patch tokens dropped in training only.
+    # Patch dropout: a random fraction of the patch tokens dropped in training only.
     patch_dropout_rate: float = _field("encoder", 0.0)
     approximate_gelu: bool = _field("encoder", True)
     layer_norm_epsilon: float = _field("encoder", 1e-6)
@@ -116,7 +116,7 @@ class ViTConfig:
     relative_position_mlp_dim: object = _field("encoder", None)
     # Parallel branches per block (timm's ParallelThingsBlock, the *_18x2_* models).
     num_parallel: int = _field("encoder", 1)
-    # EVA, EVA-02 and timm's rotary ViTs (issue 30, `families`): SwiGLU MLPs, q/v-only biases,
+    # EVA, EVA-02 and timm's rotary ViTs: SwiGLU MLPs, q/v-only biases,
     # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
     mlp: str = _field("encoder", "mlp")
     mlp_inner_norm: bool = _field("encoder", False)
@@ -125,20 +125,20 @@ class ViTConfig:
     rotary_temperature: float = _field("encoder", 10000.0)
     rotary_reference_grid: object = _field("encoder", None)
     rotary_grid_offset: float = _field("encoder", 0.0)
-    # DINOv3 (issue 30, `dinov3`): rotary_embedding="dinov3"'s coordinate normalisation.
+    # DINOv3: rotary_embedding="dinov3"'s coordinate normalisation.
     rotary_normalize_coords: str = _field("encoder", "separate")
-    # Residual post-norm blocks (issue 30, rope): x + norm(f(x)) (timm's ResPostBlock,
+    # Residual post-norm blocks: x + norm(f(x)) (timm's ResPostBlock,
     # ResPostRelPosBlock, EvaBlockPostNorm).
     block_norm: str = _field("encoder", "pre")
-    # timm's ParallelScalingBlock / DiffParallelScalingBlock and differential attention (issue
-    # 30, `parallel`): vit_*_xp_*, vit_pwee_*, vit_dwee_*, vit_dlittle_*, vit_dpwee_*.
+    # timm's ParallelScalingBlock / DiffParallelScalingBlock and differential attention:
+    # vit_*_xp_*, vit_pwee_*, vit_dwee_*, vit_dlittle_*, vit_dpwee_*.
     block_type: str = _field("encoder", "standard")
     attention_type: str = _field("encoder", "standard")
     # Grouped-query attention (one count, or one per block) and LayerScale on the attention
-    # branch only (issue 30, `evafam`: Sapiens2).
+    # branch only (Sapiens2).
     num_key_value_heads: object = _field("encoder", None)
     attention_only_layer_scale: bool = _field("encoder", False)
-    # RMSNorm and the patch-embedding norm (issue 30, AIMv2 / Perception Encoder): the kind of
+    # RMSNorm and the patch-embedding norm (AIMv2, Perception Encoder): the kind of
     # every norm of the model, and a norm right after the patch projection.
     norm: str = _field("encoder", "layernorm")
     patch_norm: bool = _field("encoder", False)
@@ -163,12 +163,12 @@ class ViTConfig:
     resnet_conv_epsilon_mode: object = _field("hybrid", None)
     resnet_norm_epsilon: object = _field("hybrid", None)
     backbone: object = _field("hybrid", None)
-    # ResNet-D and MobileCLIP conv stems (issue 30, `resnetd`): the kind of CNN stem, and the
+    # ResNet-D and MobileCLIP conv stems: the kind of CNN stem, and the
     # conv stem's widths and strides.
     stem: object = _field("hybrid", None)
     stem_widths: object = _field("hybrid", None)
     stem_strides: object = _field("hybrid", None)
-    # NaFlex (issue 31): dict inputs, per-image position embeddings, masks.
+    # NaFlex: dict inputs, per-image position embeddings, masks.
     naflex: bool = _field("input", False)
     position_embedding_interpolation: str = _field("encoder", "bicubic")
     position_embedding_antialias: bool = _field("encoder", True)

@@ -22,9 +22,9 @@ from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
 from keras_vit.models.arguments import check_num_classes
 
-# NaFlex (issue 31): the position-embedding resize options and their defaults (timm's).
 POOLINGS = ("token", "gap", "map", "token_gap", None)
 RATES = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate")
+# NaFlex: the position-embedding resize options and their defaults (timm's).
 NAFLEX_RESIZE = {
     "position_embedding_interpolation": "bicubic",
     "position_embedding_antialias": True,
@@ -37,7 +37,7 @@ RELATIVE_POSITION_BIASES = ("block", "shared", "mlp", "mlp_shared")
 # RoPE-ViT's learned per-block, per-head frequencies (timm's `RotaryEmbeddingMixed`), "dinov3"
 # DINOv3's (timm's `RotaryEmbeddingDinoV3` in eval mode).
 ROTARY_EMBEDDINGS = (None, "eva02", "axial", "mixed", "dinov3")
-# The ResNet stem's numerics: None means these official values (vit_jax).
+# The rotary options' defaults (checked against a model without rotary_embedding).
 _ROTARY_DEFAULTS = {
     "rotary_temperature": 10000.0,
     "rotary_reference_grid": None,
@@ -299,7 +299,7 @@ def check_relative_position_bias(config, normalize):
 
 
 def check_naflex(config, normalize):
-    """NaFlex (issue 31): the options only NaFlex models use, and what they exclude."""
+    """NaFlex: the options only NaFlex models use, and what they exclude."""
     if config.position_embedding_interpolation not in ("bicubic", "bilinear"):
         raise ValueError(
             "position_embedding_interpolation must be 'bicubic' or 'bilinear'. Received: "

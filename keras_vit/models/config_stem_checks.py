@@ -113,7 +113,7 @@ def _check_stride(config, stem_stride, kind):
         )
 
 
-# ResNet-D and MobileCLIP conv stems (issue 30, `resnetd`).
+# ResNet-D and MobileCLIP conv stems.
 STEMS = ("bit", "resnet_d", "conv")
 _BIT_ONLY = ("resnet_groups", "resnet_conv_epsilon", "resnet_conv_epsilon_mode")
 

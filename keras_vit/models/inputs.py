@@ -1,4 +1,4 @@
-"""What a `VisionTransformer` takes, checked at its entry on every backend (issue 43).
+"""What a `VisionTransformer` takes, checked at its entry on every backend.
 
 `check_inputs(config, inputs, name)` is the one function `VisionTransformer.__call__` (eager
 calls, and every trace: `predict`, `fit`, `jit`, `tf.function`) and `VisionTransformer.predict` /

@@ -118,7 +118,7 @@ def init_kwargs(source, config):
         drop_path_rate=config.get("drop_path_rate") or 0.0,
         patch_dropout_rate=config.get("patch_dropout_rate") or 0.0,
         remat=config["remat"],
-        preprocessing=arch.preprocessing,  # the source's input spec (issue 42)
+        preprocessing=arch.preprocessing,  # the source's input spec, saved with the model
     )
     if arch.naflex or config.get("naflex"):
         # NaFlex: the table keeps the source's grid (each image resamples it to its own).

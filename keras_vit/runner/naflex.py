@@ -1,4 +1,4 @@
-"""`--naflex`: fine-tuning a NaFlex model on images at their own aspect ratio (issue 31).
+"""`--naflex`: fine-tuning a NaFlex model on images at their own aspect ratio.
 
 The run's model is a NaFlex model (`naflex=True`: a from-scratch one, a NaFlex checkpoint, or
 the NaFlex twin of a plain `--init` checkpoint) and its data NaFlex batches of at most

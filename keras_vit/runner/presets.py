@@ -110,7 +110,7 @@ PRETRAIN_PAPER = dict(
     flip=None,
     augment=[],
     patch_sizes=None,  # FlexiViT: a list of patch sizes, one drawn per batch (keras_vit.FlexiViT)
-    # Fine-tuning toolkit (issue 33; off by default): every image N times per batch under
+    # Fine-tuning toolkit (off by default): every image N times per batch under
     # different augmentations (DeiT), a moving average of the weights kept by the optimizer
     # (its momentum; the average is the run's model), layer-wise learning-rate decay (BEiT).
     repeated_augmentation=1,

@@ -1,4 +1,4 @@
-"""Thread settings of a recipe's process, chosen from the cores it may run on (issue 46).
+"""Thread settings of a recipe's process, chosen from the cores it may run on.
 
 The command line (`keras-vit ...`) sets them before any framework is imported, as environment
 defaults that the frameworks read when they start; the library used as a library changes no
@@ -14,7 +14,8 @@ environment and the backend), each only where the user has not set it:
 
 TensorFlow's own pools (which the recipes' `tf.data` runs on, in the same process on PyTorch
 and JAX) are left at TensorFlow's defaults: at one thread each they did not help PyTorch beside
-busy processes (benchmarks/RESULTS.md, issue 46), and they would slow an augmenting pipeline.
+busy processes (benchmarks/RESULTS.md, "PyTorch on a shared CPU"), and they would slow an
+augmenting pipeline.
 
 `KERAS_VIT_THREADS=0` leaves every setting alone; `KERAS_VIT_THREADS=N` asks for N compute
 threads (PyTorch's intra-op threads; TensorFlow's intra-op pool on the TensorFlow backend).

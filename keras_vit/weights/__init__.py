@@ -3,8 +3,8 @@
 - `npz`: the official google-research/vision_transformer `.npz` checkpoints
   (`load_npz`, `save_npz`, `read_npz`, the name table);
 - `presets`: the named pretrained weights (`ViTB16(weights="imagenet21k")`),
-  their catalogue and resolution to a cached file;
-- `download`: those files through `keras.utils.get_file`, plus the checks it lacks;
+  their catalogue (`presets.catalogue`) and their download to a cached file through
+  `keras.utils.get_file`, plus the checks it lacks (`presets.download`);
 - `imagenet`: the ImageNet-1k class names and `decode_predictions`;
 - `timm` and `huggingface`: `from_timm` and `from_huggingface`, each with its name table;
 - `export_timm` and `export_huggingface`: the way back (`export_timm`, `export_huggingface`),

@@ -19,7 +19,8 @@ instead of importing families one by one:
   `timm_layouts_for`);
 - `keras_vit.from_huggingface` finds the reader of a `config.json`'s `model_type`
   (`huggingface_readers`) and its image processor's defaults (`huggingface_input_specs`);
-- the docs' family catalogue (docs/families.md) is generated from it.
+- the docs' catalogue of families (docs/catalogue.md, `scripts/make_catalogue.py`) is generated
+  from it.
 
 Readers and layouts are named as `"package.module:name"` strings and imported when first used,
 so that reading the registry (done by the name tables) stays cheap and free of import cycles.

@@ -138,26 +138,10 @@ def test_layer_round_trip():
 )
 def test_patch_dropout_trains_compiled_and_is_off_at_inference(rotary):
     options = {} if rotary is None else dict(rotary_embedding=rotary, pooling="gap")
-    model = keras_vit.ViT(
-        "mu/4",
-        image_size=16,
-        num_classes=3,
-        num_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        patch_dropout_rate=0.5,
-        **options,
-    )
+    tiny = dict(image_size=16, num_classes=3, num_layers=1, hidden_dim=16, num_heads=2, **options)
+    model = keras_vit.ViT("mu/4", patch_dropout_rate=0.5, **tiny)
     images = np.random.default_rng(0).uniform(size=(4, 16, 16, 3)).astype("float32")
-    reference = keras_vit.ViT(
-        "mu/4",
-        image_size=16,
-        num_classes=3,
-        num_layers=1,
-        hidden_dim=16,
-        num_heads=2,
-        **options,
-    )
+    reference = keras_vit.ViT("mu/4", **tiny)
     reference.set_weights(model.get_weights())
     np.testing.assert_allclose(
         ops.convert_to_numpy(model(images, training=False)),

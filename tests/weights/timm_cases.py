@@ -125,6 +125,10 @@ def perturb(torch, model, seed=0, scales=(".ls",)):
 
 
 RTOL = 1e-5  # our model against timm, same weights and images
+DYNAMIC_RTOL = 1e-4  # dynamic image size: the position embedding resampled at every call
+# The family tests' tiny timm model (each case gives its image size) and ours of its size.
+TINY_TIMM = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
+TINY_OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)  # timm's mlp_ratio gives mlp_dim
 
 
 def random_images(size, seed=0):
@@ -135,10 +139,26 @@ def random_images(size, seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, (2, height, width, 3)).astype("float32")
 
 
+def torch_forward(torch, model, images, method=None, **kwargs):
+    """A PyTorch model's raw output (a tensor, a list, transformers' output record) on NHWC
+    `images`, without gradients."""
+    with torch.no_grad():
+        return (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+
+
+def saved_pretrained(root, models):
+    """`{case: dict(model=..., folder=...)}`: each transformers model of `{case: model}` saved
+    with `save_pretrained` in `root / case`."""
+    found = {}
+    for case, model in models.items():
+        model.save_pretrained(root / case)
+        found[case] = dict(model=model, folder=str(root / case))
+    return found
+
+
 def timm_run(torch, model, images, method=None, **kwargs):
     """timm's output on NHWC `images` (a list of feature maps comes back NHWC too)."""
-    with torch.no_grad():
-        out = (method or model)(torch.from_numpy(images).permute(0, 3, 1, 2), **kwargs)
+    out = torch_forward(torch, model, images, method, **kwargs)
     if isinstance(out, (list, tuple)):
         return [o.permute(0, 2, 3, 1).numpy() for o in out]  # NCHW -> NHWC
     return out.numpy()
@@ -151,6 +171,20 @@ def assert_close(actual, expected, rtol=RTOL):
     expected = np.asarray(expected, "float64")
     error = np.abs(np.asarray(actual, "float64") - expected).max() / np.abs(expected).max()
     assert error <= rtol, f"max relative error {error:.2e} > {rtol:.0e}"
+
+
+def assert_intermediates_match(torch, model, reference, images, shape, rtol=DYNAMIC_RTOL):
+    """Our `feature_extractor(model, [0, 1])` against timm's `forward_intermediates` of blocks 0
+    and 1 (unnormalised; both NHWC maps of `shape`) on `images`."""
+    from keras_vit import feature_extractor
+    from tests.helpers import to_numpy
+
+    ours = [to_numpy(o) for o in feature_extractor(model, [0, 1])(images, training=False)]
+    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
+                      norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
+    assert [o.shape for o in ours] == [shape] * 2
+    for a, b in zip(ours, theirs, strict=True):
+        assert_close(a, b, rtol)
 
 
 def timm_reference(torch, model, images, path):
@@ -200,3 +234,25 @@ def meta_models(torch, timm, names):
         table, state = set(T.timm_name_table(config, spec=spec)), set(model.state_dict())
         assert table == state, f"{name}: {sorted(table ^ state)}"
         yield name, spec, model, config
+
+
+# What a timm name fixes, read off timm's model (meta device) and off our parsed config:
+# `{field: (timm's model -> value, (our config, parsed name) -> value)}`.
+_FIELDS = {
+    "hidden_dim": (lambda m: m.embed_dim, lambda c, s: c.hidden_dim),
+    "mlp_dim": (lambda m: m.blocks[0].mlp.fc2.in_features, lambda c, s: c.mlp_dim),
+    "num_heads": (lambda m: m.blocks[0].attn.num_heads, lambda c, s: c.num_heads),
+    "num_classes": (lambda m: m.num_classes, lambda c, s: s.num_classes),
+    "image_size": (lambda m: tuple(m.patch_embed.img_size), lambda c, s: c.image_size),
+    "patch_size": (lambda m: tuple(m.patch_embed.patch_size), lambda c, s: c.patch_size),
+    "class_token": (lambda m: m.cls_token is not None, lambda c, s: c.class_token),
+    "layer_norm_epsilon": (lambda m: m.blocks[0].norm1.eps, lambda c, s: c.layer_norm_epsilon),
+    "pre_norm": (lambda m: type(m.norm_pre).__name__ != "Identity", lambda c, s: c.pre_norm),
+}
+
+
+def name_fields(model, config, spec, *fields):
+    """`(ours, timm's)`: each of `fields` (`_FIELDS`) read off our config of a parsed timm name
+    and off timm's model of that name, for a test to extend with its family's own fields."""
+    ours = {field: _FIELDS[field][1](config, spec) for field in fields}
+    return ours, {field: _FIELDS[field][0](model) for field in fields}

@@ -30,7 +30,7 @@ from keras_vit.models.variable_paths import PATHS, block, patch_encoder
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface import common as H
 from keras_vit.weights.state_dict import read_state_dict
-from keras_vit.weights.timm.table import _position_transform
+from keras_vit.weights.timm.table import timm_position_transform
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def aimv2_name_table(config, *, qkv_bias=False, mlp_bias=False):
         "embeddings.rms_norm.weight": (patch_encoder("patch_norm", "scale"), L.IDENTITY),
         "embeddings.position_embedding.weight": (
             p["position_embedding"],
-            _table_rows(_position_transform(config)),
+            _table_rows(timm_position_transform(config)),
         ),
     }
     for i in range(config.num_layers):
@@ -183,7 +183,7 @@ def from_huggingface_aimv2(folder, hf, *, num_classes=None, **kwargs):
     arguments = aimv2_arguments(hf, source)
     qkv_bias, mlp_bias = arguments.pop("_qkv_bias"), arguments.pop("_mlp_bias")
     arguments.pop("_use_head")
-    weights_path = H._weights_file(folder)
+    weights_path = H.weights_file(folder)
     tower = hf.get("model_type") == "aimv2_vision_model"
     arrays, skip = {}, {}
     for key, value in read_state_dict(weights_path).items():
@@ -205,7 +205,7 @@ def from_huggingface_aimv2(folder, hf, *, num_classes=None, **kwargs):
             "pooling": kwargs.pop("pooling", None if not include_top else "gap"),
             "num_classes": num_classes,
             "include_top": include_top,
-            "name": kwargs.pop("name", None) or H._model_name(hf),
+            "name": kwargs.pop("name", None) or H.model_name(hf),
             "image_size": arguments["image_size"] if image_size is None else image_size,
             **kwargs,
         },

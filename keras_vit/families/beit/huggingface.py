@@ -123,7 +123,7 @@ def normalize_names(arrays):
         key = key[len("beit.") :] if key.startswith("beit.") else key
         for pattern, replacement in _RENAMES:
             key = re.sub(pattern, replacement, key)
-        out[V._legacy_name(key)] = value
+        out[V.legacy_vit_name(key)] = value
     return out
 
 
@@ -247,7 +247,7 @@ def from_huggingface_beit(folder, hf, *, num_classes=None, **kwargs):
             f"{folder}: BEiT's relative position table is fixed to its grid; "
             "dynamic_image_size=True is not supported."
         )
-    weights_path = H._weights_file(folder)
+    weights_path = H.weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     num_classes, classifier_classes, include_top = H.head_arguments(arrays, num_classes, kwargs)
     config = H.family_config(arguments, hf, num_classes, include_top, kwargs)

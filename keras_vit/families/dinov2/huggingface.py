@@ -248,7 +248,7 @@ def from_huggingface_dinov2(folder, hf, *, num_classes=None, **kwargs):
     source = os.path.join(folder, "config.json")
     arguments = dinov2_arguments(hf, source=source)
     qkv_bias = arguments.pop("_qkv_bias")
-    weights_path = H._weights_file(folder)
+    weights_path = H.weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     if arguments["num_register_tokens"]:
         arrays = _fold_class_position(arrays)

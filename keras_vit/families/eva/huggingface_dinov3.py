@@ -199,7 +199,7 @@ def from_huggingface_dinov3(folder, hf, *, num_classes=None, **kwargs):
     """
     source = os.path.join(folder, "config.json")
     arguments = dinov3_arguments(hf, source=source)
-    weights_path = H._weights_file(folder)
+    weights_path = H.weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     num_classes, include_top = H.head_arguments_of(num_classes, kwargs)
     config = ViTConfig.from_variant(
@@ -209,7 +209,7 @@ def from_huggingface_dinov3(folder, hf, *, num_classes=None, **kwargs):
             "pooling": "token",  # DINOv3ViTModel's pooler_output: the class token
             "num_classes": num_classes,
             "include_top": include_top,
-            "name": kwargs.pop("name", None) or H._model_name(hf),
+            "name": kwargs.pop("name", None) or H.model_name(hf),
             **kwargs,
         },
     )

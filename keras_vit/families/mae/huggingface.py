@@ -26,10 +26,10 @@ from keras_vit.models.mae import (
 )
 from keras_vit.weights import loading as L
 from keras_vit.weights.huggingface.common import (
-    _weights_file,
     family_config,
     load_arrays,
     vit_attention_rows,
+    weights_file,
 )
 from keras_vit.weights.huggingface.vit import (
     huggingface_name_table,
@@ -95,7 +95,7 @@ def from_huggingface_mae(folder, hf, num_classes=None, **kwargs):
     """
     source = os.path.join(folder, "config.json")
     arguments = mae_arguments(hf, source)
-    weights_path = _weights_file(folder)
+    weights_path = weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     if not any(key.startswith("decoder.") for key in arrays):  # ViTMAEModel: the encoder
         include_top = kwargs.pop("include_top", num_classes is not None)

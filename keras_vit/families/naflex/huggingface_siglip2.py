@@ -244,7 +244,7 @@ def from_huggingface_siglip2(folder, hf, *, num_classes=None, **kwargs):
         )
     vision, architecture = siglip2_vision_config(hf, source)
     arguments = siglip2_arguments(vision, source)
-    weights_path = H._weights_file(folder)
+    weights_path = H.weights_file(folder)
     arrays, others = _arrays(weights_path)
     is_classifier = architecture == "Siglip2ForImageClassification"
     if is_classifier:
@@ -259,7 +259,7 @@ def from_huggingface_siglip2(folder, hf, *, num_classes=None, **kwargs):
             **arguments,
             "num_classes": num_classes,
             "include_top": include_top,
-            "name": kwargs.pop("name", None) or H._model_name(hf),
+            "name": kwargs.pop("name", None) or H.model_name(hf),
             **kwargs,
         },
     )

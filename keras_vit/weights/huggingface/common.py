@@ -81,7 +81,8 @@ def _folder(path, revision=None, cache_dir=None, force_download=False):
     return path
 
 
-def _weights_file(folder):
+def weights_file(folder):
+    """The weights file of a `save_pretrained` folder (the first of `WEIGHT_FILES` there)."""
     for name in WEIGHT_FILES:
         candidate = os.path.join(folder, name)
         if os.path.isfile(candidate):
@@ -196,7 +197,7 @@ def family_config(arguments, hf, num_classes, include_top, kwargs):
             **arguments,
             "num_classes": num_classes or 1000,
             "include_top": include_top,
-            "name": kwargs.pop("name", None) or _model_name(hf),
+            "name": kwargs.pop("name", None) or model_name(hf),
             **kwargs,
         },
     )
@@ -281,6 +282,7 @@ def load_arrays(model, arrays, table, weights_path, logger, **options):
     )
 
 
-def _model_name(hf):
+def model_name(hf):
+    """A Keras model name from `config.json`'s `_name_or_path` (its last part, `[0-9A-Za-z_]`)."""
     name = hf.get("_name_or_path") or "vit_huggingface"
     return re.sub(r"[^0-9A-Za-z_]+", "_", os.path.basename(str(name).rstrip("/"))) or "vit"

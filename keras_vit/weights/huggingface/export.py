@@ -43,7 +43,7 @@ from keras_vit.weights.loading import zero_qkv_biases
 from keras_vit.weights.registry import huggingface_writer
 
 CONFIG_FILE = "config.json"
-PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec (issue 42)
+PROCESSOR_FILE = "preprocessor_config.json"  # the model's input spec
 WEIGHTS_FILE = "model.safetensors"
 POSITIONS = "embeddings.position_embeddings"
 
@@ -76,8 +76,7 @@ _PLAIN = (
     ("mlp_inner_norm", False, "its MLP has no inner norm"),
     ("attention_inner_norm", False, "its attention has no inner norm"),
     ("rotary_embedding", None, "it has no rotary position embeddings"),
-    ("relative_position_bias", None, "it has no relative position bias (BEiT is another "
-     "model type)"),
+    ("relative_position_bias", None, "it has no relative position bias"),
     ("num_parallel", 1, "its blocks have one attention and one MLP branch"),
     ("num_key_value_heads", None, "its attention has as many key / value heads as queries"),
     ("attention_only_layer_scale", False, "it has no LayerScale"),
@@ -309,7 +308,7 @@ def write_export_folder(folder, arrays, hf_config, config):
     files = {CONFIG_FILE: hf_config}
     processor = os.path.join(folder, PROCESSOR_FILE)
     if config.preprocessing != type(config.preprocessing)() or os.path.lexists(processor):
-        # The model's own input spec as transformers' image processor config (issue 42); an
+        # The model's own input spec as transformers' image processor config; an
         # earlier export's file is replaced too, never left describing another model.
         files[PROCESSOR_FILE] = config.preprocessing.to_huggingface(
             config.image_size, config.num_channels

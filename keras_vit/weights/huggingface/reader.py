@@ -36,10 +36,10 @@ from keras_vit.weights.huggingface.arguments import (
 )
 from keras_vit.weights.huggingface.common import (
     _folder,
-    _model_name,
-    _weights_file,
     load_arrays,
+    model_name,
     read_config,
+    weights_file,
 )
 from keras_vit.weights.huggingface.input_spec import attach_huggingface_spec
 from keras_vit.weights.huggingface.vit import (
@@ -120,7 +120,7 @@ def from_huggingface(
     )
     folder = _folder(path, revision, cache_dir, force_download)
     hf = read_config(folder)
-    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json (issue 42)
+    given = "preprocessing" in kwargs  # else the folder's preprocessor_config.json
     loader = huggingface_reader(hf.get("model_type"))  # a registered family's (keras_vit.families)
     if loader is not None:
         if image_size is not None:
@@ -129,7 +129,7 @@ def from_huggingface(
         return attach_huggingface_spec(model, folder, hf, given)
     arguments = vit_arguments(hf, source=os.path.join(folder, "config.json"))
     qkv_bias = arguments.pop("_qkv_bias")
-    weights_path = _weights_file(folder)
+    weights_path = weights_file(folder)
     arrays = normalize_names(read_state_dict(weights_path))
     check_classifier_present(hf, arrays, num_classes, os.path.join(folder, "config.json"),
                              weights_path)  # fmt: skip
@@ -144,7 +144,7 @@ def from_huggingface(
             "image_size": arguments["image_size"] if image_size is None else image_size,
             "num_classes": num_classes,
             "include_top": include_top,
-            "name": kwargs.pop("name", None) or _model_name(hf),
+            "name": kwargs.pop("name", None) or model_name(hf),
             **kwargs,
         },
     )

@@ -34,7 +34,9 @@ _RENAMES = (
 _QKV = {"q": "query", "k": "key", "v": "value"}
 
 
-def _legacy_name(key):
+def legacy_vit_name(key):
+    """A transformers >= 5 in-memory ViT weight name (`layers.0.attention.q_proj.weight`) as
+    transformers 4 and its files name it; any other name unchanged."""
     for pattern, replacement in _RENAMES:
         match = re.match(pattern, key)
         if match is None:
@@ -56,7 +58,7 @@ def normalize_names(arrays):
     """
     out, source = {}, {}
     for key, value in arrays.items():
-        name = _legacy_name(key[len("vit.") :] if key.startswith("vit.") else key)
+        name = legacy_vit_name(key[len("vit.") :] if key.startswith("vit.") else key)
         if name in out:  # e.g. classifier.weight and vit.classifier.weight: which one is meant?
             raise ValueError(
                 f"The checkpoint holds {source[name]!r} and {key!r}, two arrays for the one "

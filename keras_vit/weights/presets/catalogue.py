@@ -208,7 +208,7 @@ def register_preset(preset, *, overwrite=False, file_hash=None):
         The preset as registered.
     """
     if not isinstance(preset, Preset):
-        raise ValueError(f"preset must be a keras_vit.presets.Preset. Received: {preset!r}")
+        raise ValueError(f"preset must be a keras_vit.Preset. Received: {preset!r}")
     overwrite = check_bool(overwrite, "overwrite")
     if file_hash is not None:
         preset = dataclasses.replace(preset, file_hash=file_hash)

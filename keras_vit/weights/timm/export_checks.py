@@ -1,7 +1,9 @@
 """What `export_timm` can write: `check_timm_expressible(config)`, an allow-list of options.
 
-Each option timm's `VisionTransformer` has no form for is refused with its own reason; every
-option not named in `_WRITTEN` must be at its default (`keras_vit.weights.export_options`), so a
+Each option timm's `VisionTransformer` has no form for is refused with its own reason, in terms
+of timm's model classes and options (no keras_vit family is named here: a family's models are
+read through the registry, and a reason must stay true when a family is added); every option
+not named in `_WRITTEN` must be at its default (`keras_vit.weights.export_options`), so a
 new option is refused until `export_timm` learns to write it. Raised before anything is written.
 """
 
@@ -19,15 +21,15 @@ HYBRID_FIELDS = (
 )
 
 
-# ViTConfig options of timm's Eva models (keras_vit.families.eva.timm_table), and their defaults.
+# ViTConfig options that only timm's `Eva` model class has, and their defaults.
 _EVA_OPTIONS = dict(
     mlp="mlp",
     mlp_inner_norm=False,
     key_bias=True,
     attention_inner_norm=False,
     rotary_embedding=None,
-    num_key_value_heads=None,  # Sapiens2's grouped-query attention (AttentionRope)
-    attention_only_layer_scale=False,  # Sapiens2's attn_only_layer_scale
+    num_key_value_heads=None,  # grouped-query attention (timm's AttentionRope num_kv_heads)
+    attention_only_layer_scale=False,  # timm's attn_only_layer_scale
 )
 
 
@@ -49,15 +51,16 @@ def check_timm_expressible(config):
         raise refuse(
             "stem",
             config.stem,
-            "export_timm writes timm's ResNetV2 hybrids only; the ResNet-D and MobileCLIP "
-            "stems' BatchNorm state (num_batches_tracked) is not written",
+            "export_timm writes timm's ResNetV2 hybrids only; the other CNN stems (read by "
+            "from_timm) have BatchNorm state (num_batches_tracked) that is not written",
         )
     if config.relative_position_bias is not None:
         raise refuse(
             "relative_position_bias",
             config.relative_position_bias,
             "export_timm writes timm's VisionTransformer, which has no relative position bias "
-            "(timm's BEiT models load through from_timm but are not exported)",
+            "(timm's Beit and VisionTransformerRelPos models load through from_timm but are not "
+            "exported)",
         )
     if config.block_norm != "pre":
         raise refuse(
@@ -87,8 +90,8 @@ def check_timm_expressible(config):
             raise refuse(
                 option,
                 getattr(config, option),
-                "export_timm writes timm's VisionTransformer; the EVA / EVA-02 / rotary options "
-                "are timm's Eva models, which keras_vit reads (from_timm) but does not write yet",
+                "export_timm writes timm's VisionTransformer; this option is one of timm's Eva "
+                "model class, which keras_vit reads (from_timm) but does not write yet",
             )
     if config.norm != "layernorm" or config.patch_norm or not config.final_norm:
         option = "norm" if config.norm != "layernorm" else "patch_norm"
@@ -98,8 +101,8 @@ def check_timm_expressible(config):
             getattr(config, option),
             "export_timm writes timm's LayerNorm ViTs with a final norm; timm's "
             "VisionTransformer also takes RmsNorm, embed_norm_layer and final_norm=False "
-            "(AIMv2, C-RADIO, InternViT, Perception Encoder load through from_timm), but "
-            "export_timm does not write them yet",
+            "(models with them load through from_timm), but export_timm does not write them "
+            "yet",
         )
     for option, default in (("map_num_heads", None), ("map_mlp_dim", None),
                             ("map_prefix_tokens", False)):  # fmt: skip
@@ -108,16 +111,16 @@ def check_timm_expressible(config):
                 option,
                 getattr(config, option),
                 "export_timm writes timm's default MAP head (the blocks' heads and MLP width, "
-                "patch tokens only); other head widths and pool_include_prefix (Perception "
-                "Encoder core, test_vit3: read by from_timm) are not written yet",
+                "patch tokens only); other head widths and pool_include_prefix (read by "
+                "from_timm) are not written yet",
             )
-    for option in ("merger_size", "final_and_fc_norm"):  # the VLM towers: read, not written
+    for option in ("merger_size", "final_and_fc_norm"):  # towers' options: read, not written
         if getattr(config, option):
             raise refuse(
                 option,
                 getattr(config, option),
-                "timm's VisionTransformer has no VLM projector or second final norm (the "
-                "Qwen3-VL / DeepSeek-V4 towers load through from_timm but are not exported)",
+                "timm's VisionTransformer has no patch-merging projector or second final norm "
+                "(timm's vision towers with them load through from_timm but are not exported)",
             )
     if config.representation_size is not None:
         raise refuse(
@@ -150,7 +153,7 @@ def check_timm_expressible(config):
             "pooling",
             "token_gap",
             "timm's VisionTransformer has no pooling that concatenates the class token and "
-            "the patch-token mean (transformers' Dinov2ForImageClassification does)",
+            "the patch-token mean",
         )
     if config.distillation_token and config.pooling is None:
         raise refuse(

@@ -26,7 +26,7 @@ from keras_vit.weights.timm.options import (
 from keras_vit.weights.timm.parallel import differential_rows, parallel_scaling_table
 from keras_vit.weights.timm.stems import conv_stem_projection, stem_name_table
 
-__all__ = ["fills", "timm_name_table"]
+__all__ = ["fills", "timm_name_table", "timm_position_transform"]
 
 # --- the name table ---------------------------------------------------------------------------
 
@@ -148,7 +148,7 @@ def _map_head(prefix):
     return table
 
 
-def _position_transform(config, spec=None):
+def timm_position_transform(config, spec=None):
     """timm's `pos_embed` -> ours, resampled as timm does if needed: bicubic, antialiased, or
     the family's resize (`spec.extras["position_resize"]`: FlexiViT's and RADIO's bilinear)."""
     prefix_rows = 0
@@ -207,7 +207,7 @@ def timm_name_table(config, *, qkv_bias=True, patch_bias=True, spec=None):
     if getattr(config, "distillation_token", False):
         table["dist_token"] = (p["distillation_token"], L.IDENTITY)
     if config.position_embedding == "learned":
-        table["pos_embed"] = (p["position_embedding"], _position_transform(config, spec))
+        table["pos_embed"] = (p["position_embedding"], timm_position_transform(config, spec))
     stem = getattr(config, "stem", None)
     if stem in ("resnet_d", "conv"):  # timm's ResNet-D and MobileCLIP stems
         table.update(stem_name_table(config))

@@ -15,8 +15,10 @@ from keras_vit import feature_extractor, from_timm
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
+    DYNAMIC_RTOL,
     assert_close,
     meta_models,
+    name_fields,
     perturb,
     random_images,
     timm_reference,
@@ -27,7 +29,6 @@ torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
 NAME = "aimv2_large_patch14_224.apple_pt"
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
 SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3, img_size=28)
 OURS = dict(num_layers=2, hidden_dim=32, num_heads=2, image_size=28)
 
@@ -88,7 +89,7 @@ def test_export_timm_refuses_rmsnorm_and_patch_norm(model):
     from keras_vit.weights.timm.export import check_timm_expressible
 
     plain_mlp = dataclasses.replace(model.config, mlp="mlp")
-    with pytest.raises(ValueError, match="export_timm cannot write norm='rmsnorm': .*AIMv2"):
+    with pytest.raises(ValueError, match="export_timm cannot write norm='rmsnorm': .*RmsNorm"):
         check_timm_expressible(plain_mlp)
     with pytest.raises(ValueError, match="export_timm cannot write patch_norm=True"):
         check_timm_expressible(dataclasses.replace(plain_mlp, norm="layernorm"))
@@ -99,28 +100,12 @@ def test_every_aimv2_name_is_timms_architecture():
     names = timm.list_models("aimv2_*")
     for name, spec, model, config in meta_models(torch, timm, names):
         block = model.blocks[0]
-        got = dict(
-            hidden_dim=model.embed_dim,
-            num_heads=block.attn.num_heads,
-            mlp_dim=block.mlp.fc2.in_features,
-            num_classes=model.num_classes,
-            image_size=tuple(model.patch_embed.img_size),
-            patch_size=tuple(model.patch_embed.patch_size),
-            class_token=model.cls_token is not None,
-            layer_norm_epsilon=block.norm1.eps,
-            pooling=model.global_pool,
-        )
-        ours = dict(
-            hidden_dim=config.hidden_dim,
-            num_heads=config.num_heads,
-            mlp_dim=config.mlp_dim,
-            num_classes=spec.num_classes,
-            image_size=config.image_size,
-            patch_size=config.patch_size,
-            class_token=config.class_token,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            pooling={"gap": "avg"}[config.pooling],
-        )
+        ours, got = name_fields(
+            model, config, spec, "hidden_dim", "num_heads", "mlp_dim", "num_classes",
+            "image_size", "patch_size", "class_token", "layer_norm_epsilon",
+        )  # fmt: skip
+        got.update(pooling=model.global_pool)
+        ours.update(pooling={"gap": "avg"}[config.pooling])
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
         assert type(block.norm1).__name__ == type(model.patch_embed.norm).__name__ == "RmsNorm"
     assert len(names) == 12, names  # timm 1.0.31: 4 sizes x 3 resolutions

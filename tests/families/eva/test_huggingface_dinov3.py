@@ -14,7 +14,12 @@ from keras_vit import from_huggingface
 from keras_vit.families.eva.huggingface_dinov3 import dinov3_arguments
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch, import_transformers
-from tests.weights.timm_cases import assert_close, random_images
+from tests.weights.timm_cases import (
+    assert_close,
+    random_images,
+    saved_pretrained,
+    torch_forward,
+)
 
 torch = import_torch()  # imported before transformers, whatever the backend
 transformers = import_transformers()
@@ -39,21 +44,18 @@ def _perturb(model, seed):
 
 
 def _run(model, images):
-    with torch.no_grad():
-        out = model(torch.from_numpy(images).permute(0, 3, 1, 2))
+    out = torch_forward(torch, model, images)
     return out.last_hidden_state.numpy(), out.pooler_output.numpy()
 
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf_dinov3")
-    found = {}
-    for seed, (case, options) in enumerate(CASES.items()):
-        config = transformers.DINOv3ViTConfig(**SIZES, **options)
-        model = _perturb(transformers.DINOv3ViTModel(config), seed)
-        model.save_pretrained(root / case)
-        found[case] = dict(model=model, folder=str(root / case))
-    return found
+    models = {
+        case: _perturb(transformers.DINOv3ViTModel(transformers.DINOv3ViTConfig(**SIZES, **kw)), i)
+        for i, (case, kw) in enumerate(CASES.items())
+    }
+    return saved_pretrained(root, models)
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -17,12 +17,20 @@ from keras_vit.weights.timm import names as N
 from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
-from tests.weights.timm_cases import assert_close, perturb, random_images, timm_reference, timm_run
+from tests.weights.timm_cases import (
+    DYNAMIC_RTOL,
+    assert_close,
+    assert_intermediates_match,
+    name_fields,
+    perturb,
+    random_images,
+    timm_reference,
+    timm_run,
+)
 
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
 SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)  # head width 16: RoPE needs 4 | 16
 OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
 
@@ -107,12 +115,7 @@ def test_dynamic_image_size_and_features_match_timm(case, references):
         assert_close(to_numpy(model(images, training=False)), timm_run(torch, reference, images),
                       DYNAMIC_RTOL)  # fmt: skip
     images = random_images((3 * patch, 2 * patch), seed=3)
-    ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
-                       norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
-    assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+    assert_intermediates_match(torch, model, reference, images, (2, 3, 2, 32))
 
 
 def test_feature_extractor_matches_forward_intermediates(references, models):
@@ -193,29 +196,20 @@ def test_every_eva_name_we_read_is_timms_architecture():
             model = timm.create_model(name, depth=1)
         config = T.timm_config(spec, num_layers=1)
         block = model.blocks[0]
-        width = block.mlp.fc2.in_features
-        got = dict(
-            hidden_dim=model.embed_dim,
-            mlp_dim=width,
-            num_classes=model.num_classes,
-            image_size=tuple(model.patch_embed.img_size),
-            class_token=model.cls_token is not None,
+        ours, got = name_fields(
+            model, config, spec, "hidden_dim", "mlp_dim", "num_classes", "image_size",
+            "class_token", "layer_norm_epsilon",
+        )  # fmt: skip
+        got.update(
             num_register_tokens=model.num_prefix_tokens - int(model.cls_token is not None),
             rotary=model.rope is not None,
             position_embedding=model.pos_embed is not None,
-            layer_norm_epsilon=block.norm1.eps,
             block_norm="post" if type(block).__name__ == "EvaBlockPostNorm" else "pre",
         )
-        ours = dict(
-            hidden_dim=config.hidden_dim,
-            mlp_dim=config.mlp_dim,
-            num_classes=spec.num_classes,
-            image_size=config.image_size,
-            class_token=config.class_token,
+        ours.update(
             num_register_tokens=config.num_register_tokens,
             rotary=config.rotary_embedding is not None,
             position_embedding=config.position_embedding == "learned",
-            layer_norm_epsilon=config.layer_norm_epsilon,
             block_norm=config.block_norm,
         )
         assert ours == got, f"{name}: ours {ours}, timm's {got}"

@@ -11,14 +11,19 @@ of the families against timm's state dict on the meta device.
 import pytest
 
 import keras_vit
-from keras_vit import export_timm, feature_extractor, from_timm
+from keras_vit import export_timm, from_timm
 from keras_vit.weights.timm import names as N
 from keras_vit.weights.timm import reader as T
 from tests.helpers import roundtrip_model, to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
+    DYNAMIC_RTOL,
+    TINY_OURS,
+    TINY_TIMM,
     assert_close,
+    assert_intermediates_match,
     meta_models,
+    name_fields,
     perturb,
     random_images,
     timm_reference,
@@ -30,9 +35,6 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
-SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
-OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
 
 # id: (timm name, image size: a 2 x 2 grid of its patches).
 CASES = {
@@ -50,9 +52,9 @@ SAPIENS2_OURS = dict(num_key_value_heads=(1, None))
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
     folder = tmp_path_factory.mktemp("timm_evafam")
-    found = tiny_references(torch, timm, CASES, SMALL, folder)
+    found = tiny_references(torch, timm, CASES, TINY_TIMM, folder)
     name, size = SAPIENS2
-    model = perturb(torch, tiny_timm_model(timm, name, size, SMALL, **SAPIENS2_TIMM), seed=8)
+    model = perturb(torch, tiny_timm_model(timm, name, size, TINY_TIMM, **SAPIENS2_TIMM), seed=8)
     found["sapiens2"] = timm_reference(
         torch, model, random_images(size), folder / "sapiens2.safetensors"
     )
@@ -62,7 +64,7 @@ def references(tmp_path_factory):
 def _ours(case, path, **kwargs):
     name, size = SAPIENS2 if case == "sapiens2" else CASES[case]
     extra = SAPIENS2_OURS if case == "sapiens2" else {}
-    return from_timm(name, path, image_size=size, **OURS, **extra, **kwargs)
+    return from_timm(name, path, image_size=size, **TINY_OURS, **extra, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -83,28 +85,23 @@ def test_dynamic_image_size_and_features_match_timm(case, references):
     ref = references[case]
     name, size = SAPIENS2 if case == "sapiens2" else CASES[case]
     extra = SAPIENS2_TIMM if case == "sapiens2" else {}
-    reference = tiny_timm_model(timm, name, size, SMALL, dynamic_img_size=True, **extra)
+    reference = tiny_timm_model(timm, name, size, TINY_TIMM, dynamic_img_size=True, **extra)
     reference.load_state_dict(ref["model"].state_dict())
     model = _ours(case, ref["path"], dynamic_image_size=True)
     images = random_images((3 * 16, 2 * 16), seed=2)
     expected = timm_run(torch, reference, images)
     assert_close(to_numpy(model(images, training=False)), expected, DYNAMIC_RTOL)
-    ours = feature_extractor(model, [0, 1])(images, training=False)
-    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
-                      norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
-    assert [tuple(o.shape) for o in ours] == [(2, 3, 2, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(to_numpy(a), b, DYNAMIC_RTOL)
+    assert_intermediates_match(torch, model, reference, images, (2, 3, 2, 32))
 
 
 def test_other_image_size_resamples_like_timm(references):
     """BEiT-3 at 48 px (3 x 3): the position embedding resampled as timm's filter does."""
     ref = references["beit3"]
     name = CASES["beit3"][0]
-    bigger = tiny_timm_model(timm, name, 48, SMALL)
+    bigger = tiny_timm_model(timm, name, 48, TINY_TIMM)
     filter_fn = timm.models.vision_transformer.checkpoint_filter_fn
     bigger.load_state_dict(filter_fn(ref["model"].state_dict(), bigger))
-    model = from_timm(name, ref["state"], image_size=48, **OURS)
+    model = from_timm(name, ref["state"], image_size=48, **TINY_OURS)
     images = random_images(48, seed=1)
     assert_close(to_numpy(model(images, training=False)), timm_run(torch, bigger, images))
 
@@ -198,24 +195,12 @@ def test_every_name_is_timms_architecture(family, count):
     names = _names(family)
     found = _sapiens2_meta(names) if family == "sapiens2" else meta_models(torch, timm, names)
     for name, spec, model, config in found:
-        block = model.blocks[0]
-        got = dict(
-            hidden_dim=model.embed_dim,
-            mlp_dim=block.mlp.fc2.in_features,
-            heads=block.attn.num_heads,
-            num_classes=model.num_classes,
-            image_size=tuple(model.patch_embed.img_size),
-            epsilon=block.norm1.eps,
-            pooling=model.global_pool,
-            rotary=_rotary(model),
-        )
-        ours = dict(
-            hidden_dim=config.hidden_dim,
-            mlp_dim=config.mlp_dim,
-            heads=config.num_heads,
-            num_classes=spec.num_classes,
-            image_size=config.image_size,
-            epsilon=config.layer_norm_epsilon,
+        ours, got = name_fields(
+            model, config, spec, "hidden_dim", "mlp_dim", "num_heads", "num_classes",
+            "image_size", "layer_norm_epsilon",
+        )  # fmt: skip
+        got.update(pooling=model.global_pool, rotary=_rotary(model))
+        ours.update(
             pooling={"gap": "avg", "token": "token"}[config.pooling],
             rotary=_our_rotary(config, spec),
         )

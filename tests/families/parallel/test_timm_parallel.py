@@ -15,8 +15,11 @@ from keras_vit.layers import ParallelScalingBlock
 from tests.helpers import roundtrip_model, to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
+    TINY_OURS,
+    TINY_TIMM,
     assert_close,
     meta_models,
+    name_fields,
     random_images,
     timm_run,
     tiny_references,
@@ -26,8 +29,6 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
-OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)  # timm's mlp_ratio gives mlp_dim
 CASES = {  # id: (timm name, image size)
     "xp": ("vit_base_patch16_xp_224", 32),
     "pwee": ("vit_pwee_patch16_reg1_gap_256.sbb_in1k", 32),
@@ -39,13 +40,13 @@ NAMES = ("vit_*_xp_*", "vit_pwee_*", "vit_dwee_*", "vit_dlittle_*", "vit_dpwee_*
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
-    return tiny_references(torch, timm, CASES, SMALL, tmp_path_factory.mktemp("timm_parallel"))
+    return tiny_references(torch, timm, CASES, TINY_TIMM, tmp_path_factory.mktemp("timm_parallel"))
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_timm(case, references):
     ref = references[case]
-    model = from_timm(CASES[case][0], ref["path"], image_size=32, **OURS)
+    model = from_timm(CASES[case][0], ref["path"], image_size=32, **TINY_OURS)
     parallel = isinstance(model.blocks[0], ParallelScalingBlock)
     assert parallel == (case in ("xp", "pwee", "dpwee"))
     assert_close(to_numpy(model(ref["images"], training=False)), ref["expected"])
@@ -57,9 +58,9 @@ def test_dynamic_image_size_features_and_saving_match_timm(references, tmp_path)
     intermediates, and our `.keras` round trip."""
     name, _ = CASES["dpwee"]
     ref = references["dpwee"]
-    theirs_model = tiny_timm_model(timm, name, 32, SMALL, dynamic_img_size=True)
+    theirs_model = tiny_timm_model(timm, name, 32, TINY_TIMM, dynamic_img_size=True)
     theirs_model.load_state_dict(ref["model"].state_dict())
-    ours = from_timm(name, ref["path"], image_size=32, dynamic_image_size=True, **OURS)
+    ours = from_timm(name, ref["path"], image_size=32, dynamic_image_size=True, **TINY_OURS)
     images = random_images((32, 48), seed=2)
     assert_close(to_numpy(ours(images, training=False)), timm_run(torch, theirs_model, images))
     features = feature_extractor(ours, [0, 1])(images, training=False)
@@ -89,13 +90,11 @@ def test_every_parallel_name_is_timms_architecture():
         block = model.blocks[0]
         kind = type(block).__name__
         attention = getattr(block, "attn", block)
-        got = dict(
-            hidden_dim=model.embed_dim,
+        ours, got = name_fields(model, config, spec, "hidden_dim", "num_classes", "class_token")
+        got.update(
             mlp_dim=(block.mlp.fc2.in_features if kind == "Block"
                      else block.in_split[0]),  # fmt: skip
             num_heads=attention.num_heads,
-            num_classes=model.num_classes,
-            class_token=model.cls_token is not None,
             num_register_tokens=model.num_reg_tokens,
             prefix_position_embedding=not model.no_embed_class,
             layer_scale=not isinstance(getattr(block, "ls", getattr(block, "ls1", None)),
@@ -108,12 +107,9 @@ def test_every_parallel_name_is_timms_architecture():
             attention=type(attention).__name__,
         )
         differential = config.attention_type == "differential"
-        ours = dict(
-            hidden_dim=config.hidden_dim,
+        ours.update(
             mlp_dim=config.mlp_dim,
             num_heads=config.num_heads,
-            num_classes=spec.num_classes,
-            class_token=config.class_token,
             num_register_tokens=config.num_register_tokens,
             prefix_position_embedding=config.prefix_position_embedding,
             layer_scale=config.layer_scale_init_value is not None,

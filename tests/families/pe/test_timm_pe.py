@@ -17,8 +17,12 @@ from keras_vit.weights.timm import reader as T
 from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
+    DYNAMIC_RTOL,
+    TINY_OURS,
+    TINY_TIMM,
     assert_close,
     meta_models,
+    name_fields,
     random_images,
     timm_run,
     tiny_references,
@@ -28,9 +32,6 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # the position embedding resampled at every call
-SMALL = dict(depth=2, embed_dim=32, num_heads=2, num_classes=3)
-OURS = dict(num_layers=2, hidden_dim=32, num_heads=2)
 # id: (timm name, a non-square image size: 3 x 2 patches).
 CASES = {
     "spatial": ("vit_pe_spatial_base_patch16_512.fb", (48, 32)),
@@ -40,18 +41,18 @@ CASES = {
 
 
 def _timm_model(case, **overrides):
-    return tiny_timm_model(timm, *CASES[case], SMALL, **overrides)
+    return tiny_timm_model(timm, *CASES[case], TINY_TIMM, **overrides)
 
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
-    return tiny_references(torch, timm, CASES, SMALL, tmp_path_factory.mktemp("timm_pe"))
+    return tiny_references(torch, timm, CASES, TINY_TIMM, tmp_path_factory.mktemp("timm_pe"))
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_timm(case, references):
     ref = references[case]
-    model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **OURS)
+    model = from_timm(CASES[case][0], ref["path"], image_size=CASES[case][1], **TINY_OURS)
     assert (model.final_norm is None) == (case != "core") and model.pre_norm is not None
     assert model.config.rotary_embedding == "axial"
     assert_close(to_numpy(model(ref["images"], training=False)), ref["expected"])
@@ -64,7 +65,7 @@ def test_dynamic_image_size_and_features_match_timm(references):
     theirs_model = _timm_model("spatial", dynamic_img_size=True)
     theirs_model.load_state_dict(ref["model"].state_dict())
     ours = from_timm(CASES["spatial"][0], ref["path"], image_size=CASES["spatial"][1],
-                     dynamic_image_size=True, **OURS)  # fmt: skip
+                     dynamic_image_size=True, **TINY_OURS)  # fmt: skip
     images = random_images((32, 64), seed=2)
     assert_close(to_numpy(ours(images, training=False)),
                  timm_run(torch, theirs_model, images), DYNAMIC_RTOL)  # fmt: skip
@@ -92,29 +93,19 @@ def test_every_pe_name_we_read_is_timms_architecture():
     checked = []
     for name, spec, model, config in meta_models(torch, timm, timm.list_models("vit_pe_*")):
         block = model.blocks[0]
-        got = dict(
-            hidden_dim=model.embed_dim,
-            mlp_dim=block.mlp.fc2.in_features,
-            num_classes=model.num_classes,
-            image_size=tuple(model.patch_embed.img_size),
-            class_token=model.cls_token is not None,
+        ours, got = name_fields(
+            model, config, spec, "hidden_dim", "mlp_dim", "num_classes", "image_size",
+            "class_token", "pre_norm", "layer_norm_epsilon",
+        )  # fmt: skip
+        got.update(
             layer_scale=block.gamma_1 is not None,
             final_norm=not isinstance(model.norm, torch.nn.Identity),
-            pre_norm=not isinstance(model.norm_pre, torch.nn.Identity),
-            layer_norm_epsilon=block.norm1.eps,
             map_num_heads=model.attn_pool.num_heads if model.attn_pool else None,
             map_mlp_dim=model.attn_pool.mlp.fc1.out_features if model.attn_pool else None,
         )
-        ours = dict(
-            class_token=config.class_token,
-            hidden_dim=config.hidden_dim,
-            image_size=config.image_size,
-            mlp_dim=config.mlp_dim,
-            num_classes=spec.num_classes,
+        ours.update(
             layer_scale=config.layer_scale_init_value is not None,
             final_norm=config.final_norm,
-            pre_norm=config.pre_norm,
-            layer_norm_epsilon=config.layer_norm_epsilon,
             map_num_heads=config.map_num_heads,
             map_mlp_dim=config.map_mlp_dim,
         )

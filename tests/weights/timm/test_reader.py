@@ -23,7 +23,9 @@ from tests.helpers import to_numpy
 from tests.weights.references import import_timm, import_torch
 from tests.weights.timm_cases import (
     CASES,
+    DYNAMIC_RTOL,
     assert_close,
+    assert_intermediates_match,
     from_timm_kwargs,
     perturb,
     random_images,
@@ -36,7 +38,6 @@ from tests.weights.timm_cases import (
 torch = import_torch()  # before timm, whatever the backend
 timm = import_timm()
 
-DYNAMIC_RTOL = 1e-4  # dynamic image size (the position embedding resampled at every call)
 
 
 
@@ -180,12 +181,7 @@ def test_dynamic_image_size_matches_timm_dynamic_img_size(case, references):
         assert_close(_run(model, images), timm_run(torch, reference, images), DYNAMIC_RTOL)
     # Intermediate features of a dynamic model at a non-square size.
     images = random_images((3 * patch, 2 * patch), seed=3)
-    ours = _run(feature_extractor(model, [0, 1]), images)
-    theirs = timm_run(torch, reference, images, reference.forward_intermediates, indices=[0, 1],
-                       norm=False, output_fmt="NCHW", intermediates_only=True)  # fmt: skip
-    assert [o.shape for o in ours] == [(2, 3, 2, 32)] * 2
-    for a, b in zip(ours, theirs, strict=True):
-        assert_close(a, b, DYNAMIC_RTOL)
+    assert_intermediates_match(torch, model, reference, images, (2, 3, 2, 32))
     if case == "dinov2_registers":
         model.compile(optimizer="sgd", loss="mse")
         targets = np.zeros((2, 32), "float32")
