@@ -76,6 +76,28 @@ def test_round_trip_with_the_optimizer_and_load_model(trained):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
 
 
+def test_bfloat16_weights_round_trip(tmp_path):
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("bfloat16")
+    try:
+        model, other = (
+            keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1) for _ in range(2)
+        )
+    finally:
+        keras.config.set_dtype_policy(policy)
+    folder = save_sharded(model, tmp_path / "bf16")
+    index = json.loads((tmp_path / "bf16" / MANIFEST).read_text())
+    assert {e["dtype"] for e in index["groups"]["weights"]} == {"bfloat16"}
+
+    def values(m):
+        return [keras.ops.convert_to_numpy(keras.ops.cast(w, "float32")) for w in m.weights]
+
+    assert any(not np.array_equal(a, b) for a, b in zip(values(model), values(other), strict=True))
+    load_sharded(other, folder)
+    for a, b in zip(values(model), values(other), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_refusals_come_before_anything_changes(trained, tmp_path):
     model, folder = trained
     with pytest.raises(FileExistsError, match="Pass overwrite=True"):
