@@ -32,7 +32,7 @@ from keras_vit.distribution.checkpoint import (
     save_sharded,
 )
 from keras_vit.saving import atomic_write
-from keras_vit.training import multihost
+from keras_vit.training import lora, multihost
 from keras_vit.training.lora_files import exact_lora_variables
 
 
@@ -296,7 +296,8 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         if is_sharded_model(self.model):  # `last.sharded`: every process writes its blocks
             path = sharded_path(self.filepath)
             if self._should_save_model(epoch, batch, logs, path):
-                save_sharded(self.model, path, overwrite=True)
+                model, with_optimizer = sharded_form(self.model)
+                save_sharded(model, path, include_optimizer=with_optimizer, overwrite=True)
             return
         with multihost.saving(self.model) as writer:
             if writer:
@@ -309,6 +310,16 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         super()._save_model(epoch, batch, logs)
         if os.path.exists(tmp):
             os.replace(tmp, self.filepath)
+
+
+def sharded_form(model):
+    """`(model, include_optimizer)`: what a sharded run writes as a model (`model.sharded`,
+    `last.sharded`). The model itself, or for a LoRA model, as `model.save()` does, a copy with
+    the adapters merged into the kernels (`lora.merged_copy`; built in the active distribution,
+    on the same layouts), without the optimizer (whose moments are the adapters')."""
+    if lora.get_lora_settings(model) is None:
+        return model, True
+    return lora.merged_copy(model), False
 
 
 def sharded_path(path):

@@ -6,7 +6,7 @@ import time
 
 from keras_vit.distribution.checkpoint import is_sharded_model, save_sharded
 from keras_vit.runner import naflex
-from keras_vit.runner.backup import atomic_write, write_json
+from keras_vit.runner.backup import atomic_write, sharded_form, write_json
 from keras_vit.runner.callbacks import training_callbacks
 from keras_vit.runner.compile import compile_classifier, evaluate_classifier
 from keras_vit.runner.config import fit_verbosity, jsonable
@@ -76,9 +76,12 @@ def save_final_model(model, out):
     for a model sharded over devices, the sharded checkpoint `model.sharded` (every process
     writes its own blocks, nothing gathered; `keras_vit.load_model` reads it on any mesh).
     """
-    if is_sharded_model(model):
+    if is_sharded_model(model):  # a LoRA model's adapters merged, as model.save() does
         return save_sharded(
-            model, os.path.join(out, "model.sharded"), include_optimizer=False, overwrite=True
+            sharded_form(model)[0],
+            os.path.join(out, "model.sharded"),
+            include_optimizer=False,
+            overwrite=True,
         )
     model_path = os.path.join(out, "model.keras")
     with multihost.saving(model) as writer:  # every process (sharded weights are gathered)

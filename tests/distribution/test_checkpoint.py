@@ -1,16 +1,18 @@
 """Sharded checkpoints (`keras_vit/distribution/checkpoint.py`) and the runner's use of them.
 
 In this process, on every backend (one device, nothing sharded: the format is portable): a
-round trip of a model and its optimizer, `keras_vit.load_model` of the folder, and the refusals
-(an existing folder, a folder that is no checkpoint, a model that does not fit, a damaged or
-incomplete checkpoint), each before anything is written or assigned.
+round trip of a model and its optimizer (and of bfloat16 weights), `keras_vit.load_model` of
+the folder (a LoRA model's: the merged model), and the refusals (an existing folder, a user's
+folder where it would be staged, a model that does not fit, a damaged, incomplete or
+contradicting checkpoint: each field of the index and each block), each before anything is
+written or assigned; `--overwrite` removes only a sharded checkpoint's own files.
 
 On 8 virtual CPU devices (JAX, one child process): a `pretrain` run on a (2, 4) `fsdp_tp` mesh
 interrupted by Ctrl-C after its first epoch's backup (written sharded) resumes on a (4, 2) mesh
 and ends with the losses and weights of an uninterrupted run; its `model.sharded` and
 `checkpoints/last.sharded` (with AdamW's state) load onto an `fsdp` (8, 1) mesh and onto no
 distribution alike, each byte read once; a masked autoencoder sharded over the mesh writes its
-encoder as `encoder.sharded`.
+encoder as `encoder.sharded`; a LoRA model's saved form (adapters merged) stays sharded.
 """
 
 import json
@@ -74,6 +76,26 @@ def test_round_trip_with_the_optimizer_and_load_model(trained):
     assert loaded.get_config() == model.get_config()
     for a, b in zip(model.weights, loaded.weights, strict=True):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+
+
+def test_a_lora_models_saved_form_is_the_merged_model(tmp_path):
+    """As `model.save()`: `keras_vit.load_model` of a LoRA model's `model.sharded` gives the
+    plain model with the adapters merged (the same outputs)."""
+    from keras_vit.runner.backup import sharded_form
+    from keras_vit.training.lora import enable_lora
+
+    model = enable_lora(keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1), 2)
+    for variable in model.weights:
+        if "lora" in variable.path:  # B starts at zero: the merge would change nothing
+            variable.assign(np.full(variable.shape, 0.1, variable.dtype))
+    saved, with_optimizer = sharded_form(model)
+    assert saved is not model and not with_optimizer
+    loaded = keras_vit.load_model(save_sharded(saved, tmp_path / "lora"))
+    assert len(loaded.weights) == len(model.weights) - 4  # no A, B on query and value
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-5
+    )
 
 
 def test_bfloat16_weights_round_trip(tmp_path):
@@ -360,6 +382,24 @@ SCRIPT = textwrap.dedent(
     for x, y in zip(values(encoder.weights), values(mae.encoder.weights)):
         np.testing.assert_array_equal(x, y)
     print("MAE OK")
+
+    # A LoRA model's saved form (the adapters merged, as model.save()) stays on the layouts.
+    from keras_vit.distribution.checkpoint import is_sharded_model
+    from keras_vit.runner.backup import sharded_form
+    from keras_vit.training.lora import enable_lora
+
+    with kd.model_parallel("fsdp_tp", mesh_shape=(2, 4), min_shard_bytes=256).scope():
+        vit = keras_vit.ViT("mu/4", image_size=16, num_classes=4, num_layers=1, num_heads=4)
+        enable_lora(vit, 2)
+        for v in vit.weights:
+            v.assign(np.full(v.shape, 0.1, "float32") if "lora" in v.path else v.value)
+        merged, _ = sharded_form(vit)
+        assert is_sharded_model(merged)
+        folder = kd.save_sharded(merged, os.path.join(work, "lora.sharded"))
+    loaded = keras_vit.load_model(folder)
+    for x, y in zip(values(loaded.weights), values(merged.weights)):
+        np.testing.assert_array_equal(x, y)
+    print("LORA OK")
     """
 )
 
@@ -375,5 +415,5 @@ def test_sharded_runs_resume_on_another_mesh():
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    for stage in ("RUNNER OK", "MAE OK"):
+    for stage in ("RUNNER OK", "MAE OK", "LORA OK"):
         assert stage in proc.stdout, (stage, proc.stdout[-2000:])
