@@ -165,8 +165,11 @@ def _numpy_dtype(name):
 
 
 def _model_config(model):
+    """The model's Keras config without its compile config (the optimizer is data of its own
+    group; `load_sharded_model` builds the model uncompiled, as `load_model(compile=False)`)."""
     try:
         config = keras.saving.serialize_keras_object(model)
+        config.pop("compile_config", None)
         json.dumps(config)
     except Exception:  # noqa: BLE001  (a model Keras cannot serialise: weights only)
         return None
@@ -465,9 +468,10 @@ def load_sharded_model(folder):
             f"The sharded checkpoint {folder!r} holds weights without a model config: build "
             "the model and call keras_vit.distribution.checkpoint.load_sharded(model, folder)."
         )
-    saving.check_archive_config(os.path.join(folder, MANIFEST), manifest["model"])
+    config = {k: v for k, v in manifest["model"].items() if k != "compile_config"}  # uncompiled
+    saving.check_archive_config(os.path.join(folder, MANIFEST), config)
     try:
-        model = keras.saving.deserialize_keras_object(manifest["model"], safe_mode=True)
+        model = keras.saving.deserialize_keras_object(config, safe_mode=True)
     except (TypeError, ValueError, KeyError) as error:
         raise ValueError(
             f"{os.path.join(folder, MANIFEST)!r}: its model config does not build a model "

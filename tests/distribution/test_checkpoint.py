@@ -32,6 +32,7 @@ from keras_vit.distribution.checkpoint import (
     fingerprint,
     is_sharded_checkpoint,
     load_sharded,
+    read_manifest,
     save_sharded,
 )
 from keras_vit.weights.state_dict import read_safetensors, write_safetensors
@@ -64,6 +65,7 @@ def test_round_trip_with_the_optimizer_and_load_model(trained):
     model, folder = trained
     assert is_sharded_checkpoint(folder) and fingerprint(folder)
     assert sorted(os.listdir(folder)) == ["process-00000-of-00001.safetensors", MANIFEST]
+    assert "compile_config" not in read_manifest(folder)["model"]  # built uncompiled
     other = _model()
     load_sharded(other, folder)
     for a, b in zip(model.weights, other.weights, strict=True):
@@ -74,8 +76,13 @@ def test_round_trip_with_the_optimizer_and_load_model(trained):
     loaded = keras_vit.load_model(folder)  # the saved config, then the weights
     assert type(loaded).__name__ == "VisionTransformer"
     assert loaded.get_config() == model.get_config()
-    for a, b in zip(model.weights, loaded.weights, strict=True):
+    from keras_vit.runner.init_checkpoint import load_init_model
+
+    init, kind = load_init_model({"init": str(folder)})  # --init a sharded run's model.sharded
+    assert kind == "keras"
+    for a, b, c in zip(model.weights, loaded.weights, init.weights, strict=True):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(c))
 
 
 def test_a_lora_models_saved_form_is_the_merged_model(tmp_path):
