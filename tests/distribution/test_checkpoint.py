@@ -87,41 +87,47 @@ def test_round_trip_with_the_optimizer_and_load_model(trained):
 
 def test_a_lora_models_saved_form_is_the_merged_model(tmp_path):
     """As `model.save()`: `keras_vit.load_model` of a LoRA model's `model.sharded` gives the
-    plain model with the adapters merged (the same outputs)."""
+    plain model, each adapted kernel `W + alpha / rank * A @ B` (NumPy)."""
     from keras_vit.runner.backup import sharded_form
     from keras_vit.training.lora import enable_lora
 
     model = enable_lora(keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1), 2)
+    rng = np.random.default_rng(0)
     for variable in model.weights:
         if "lora" in variable.path:  # B starts at zero: the merge would change nothing
-            variable.assign(np.full(variable.shape, 0.1, variable.dtype))
+            variable.assign(rng.normal(0, 0.1, variable.shape).astype("float32"))
     saved, with_optimizer = sharded_form(model)
     assert saved is not model and not with_optimizer
     loaded = keras_vit.load_model(save_sharded(saved, tmp_path / "lora"))
-    assert len(loaded.weights) == len(model.weights) - 4  # no A, B on query and value
-    x = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-5
-    )
+    source = {v.path: keras.ops.convert_to_numpy(v) for v in model.weights}
+    assert len(loaded.weights) == len(source) - 4  # no A, B on query and value
+    for variable in loaded.weights:
+        expected = source[variable.path]
+        layer = variable.path.rsplit("/", 1)[0]
+        if f"{layer}/lora_kernel_a" in source and variable.path.endswith("/kernel"):
+            a, b = source[f"{layer}/lora_kernel_a"], source[f"{layer}/lora_kernel_b"]
+            expected = expected + (2 / 2) * (a @ b)  # alpha 2 (the rank), rank 2
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(variable), expected, rtol=1e-5, atol=1e-6
+        )
 
 
 def test_bfloat16_weights_round_trip(tmp_path):
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("bfloat16")
-    try:
-        model, other = (
-            keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1) for _ in range(2)
-        )
-    finally:
-        keras.config.set_dtype_policy(policy)
+    def dense():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, dtype="bfloat16")])
+        model.layers[0].kernel.assign(rng.normal(0, 1, (3, 4)))
+        return model
+
+    rng = np.random.default_rng(0)
+    model, other = dense(), dense()
     folder = save_sharded(model, tmp_path / "bf16")
     index = json.loads((tmp_path / "bf16" / MANIFEST).read_text())
-    assert {e["dtype"] for e in index["groups"]["weights"]} == {"bfloat16"}
+    assert [e["dtype"] for e in index["groups"]["weights"]] == ["bfloat16", "bfloat16"]
 
     def values(m):
         return [keras.ops.convert_to_numpy(keras.ops.cast(w, "float32")) for w in m.weights]
 
-    assert any(not np.array_equal(a, b) for a, b in zip(values(model), values(other), strict=True))
+    assert not np.array_equal(values(model)[0], values(other)[0])
     load_sharded(other, folder)
     for a, b in zip(values(model), values(other), strict=True):
         np.testing.assert_array_equal(a, b)
