@@ -97,6 +97,18 @@ def _processes():
     return jax.process_index(), jax.process_count()
 
 
+def _processes_without(flag):
+    """The indices of the processes whose `flag` is False (every process calls it: JAX
+    gathers the flags)."""
+    index, count = _processes()
+    if count == 1:
+        return [] if flag else [0]
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.asarray([int(bool(flag))])))
+    return [int(i) for i in np.flatnonzero(flags.reshape(-1) == 0)]
+
+
 def _barrier(name):
     """Waits until every process gets here (a no-op with one process)."""
     if _processes()[1] == 1:
@@ -251,6 +263,13 @@ def save_sharded(model, folder, *, include_optimizer=True, overwrite=False):
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
     _barrier("save_sharded: staging")
+    missing = _processes_without(os.path.isdir(staging))
+    if missing:
+        raise FileNotFoundError(
+            f"save_sharded: process(es) {missing} do not see {staging!r}, which process 0 "
+            "created: every process writes its part into the same folder, so it must be on a "
+            "file system they all share."
+        )
     from keras_vit.weights.state_dict import write_safetensors
 
     blocks = {}
