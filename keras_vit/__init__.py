@@ -21,10 +21,12 @@ _start_lines.install()  # TensorFlow's start-up lines at TF_CPP_MIN_LOG_LEVEL (_
 _install_triton_guard()
 
 # Who provides what the lower floors read (keras_vit/_plugins.py): the family folders fill the
-# registry of keras_vit.weights, and the weights package lends the builders .npz files and
-# presets. Nothing is imported here; each provider is imported the first time its point is read.
+# registry of keras_vit.weights, the weights package lends the builders .npz files and
+# presets, and keras_vit.distribution.checkpoint reads load_model's sharded folders. Nothing is
+# imported here; each provider is imported the first time its point is read.
 _plugins.provide(_plugins.MODEL_FAMILIES, "keras_vit.families", subpackages=True)
 _plugins.provide(_plugins.WEIGHTS_HANDLER, "keras_vit.weights")
+_plugins.provide(_plugins.SHARDED_CHECKPOINTS, "keras_vit.distribution.checkpoint")
 
 
 def _load_api():

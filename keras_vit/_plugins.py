@@ -1,12 +1,14 @@
 """Extension points: what a lower floor reads and a package above it provides.
 
-A module imports only from its own floor and the floors below it (docs/design.md), yet two
+A module imports only from its own floor and the floors below it (docs/design.md), yet three
 lower floors read what an upper one holds: the family registry (`keras_vit.weights.registry`)
-is filled by the family folders above it, and the builders (`keras_vit.models`) load `.npz`
-files and presets through the weights package above them. Each reads an extension point by its
-name (`load(point)`); `keras_vit/__init__.py`, the top of the stack, says which package
-provides it (`provide(point, package)`). So no lower module names an upper one, and nothing
-is imported before it is needed: the provider is imported the first time its point is read.
+is filled by the family folders above it, the builders (`keras_vit.models`) load `.npz`
+files and presets through the weights package above them, and `keras_vit.saving.load_model`
+reads a sharded checkpoint folder through `keras_vit.distribution.checkpoint`. Each reads an
+extension point by its name (`load(point)`); `keras_vit/__init__.py`, the top of the stack,
+says which package provides it (`provide(point, package)`). So no lower module names an upper
+one, and nothing is imported before it is needed: the provider is imported the first time its
+point is read.
 
 `provide(point, package, subpackages=True)` makes every sub-package of `package` a plug-in too:
 they are imported in name order (a new family folder is found, not listed).
@@ -15,11 +17,15 @@ they are imported in name order (a new family folder is found, not listed).
 import importlib
 import pkgutil
 
-__all__ = ["MODEL_FAMILIES", "WEIGHTS_HANDLER", "is_loading", "load", "provide", "subpackages"]
+__all__ = [
+    "MODEL_FAMILIES", "SHARDED_CHECKPOINTS", "WEIGHTS_HANDLER", "is_loading", "load", "provide",
+    "subpackages",
+]  # fmt: skip
 
 # The extension points.
 MODEL_FAMILIES = "the model family registry"  # keras_vit.weights.registry reads it
 WEIGHTS_HANDLER = "the builders' weights handler"  # keras_vit.models.pretrained reads it
+SHARDED_CHECKPOINTS = "the sharded checkpoint reader"  # keras_vit.saving.load_model reads it
 
 _PROVIDERS = {}  # point -> (package, subpackages)
 _STATE = {}  # point -> "loading" | "loaded"

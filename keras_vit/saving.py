@@ -12,7 +12,18 @@ import zlib
 import keras
 
 import keras_vit.layers  # noqa: F401  (registers every keras_vit layer, StdConv2D included)
+from keras_vit import _plugins
 from keras_vit.models import legacy
+
+# The index of a sharded checkpoint folder (`keras_vit.distribution.checkpoint.MANIFEST`).
+SHARDED_MANIFEST = "sharded.json"
+_SHARDED_READER = []  # its reader, which keras_vit.distribution.checkpoint registers
+
+
+def register_sharded_reader(reader):
+    """Sets the callable `(folder) -> keras.Model` that `load_model` calls for a sharded
+    checkpoint folder (the `SHARDED_CHECKPOINTS` extension point, keras_vit/_plugins.py)."""
+    _SHARDED_READER[:] = [reader]
 
 
 def atomic_write(target, write, name=None):
@@ -262,7 +273,7 @@ def check_archive_config(path, config):
 
 
 def load_model(path):
-    """Loads a `.keras` model without its optimizer (`compile=False`).
+    """Loads a `.keras` model without its optimizer (`compile=False`), or a sharded checkpoint.
 
     Every keras_vit layer is registered first. A plain functional ViT saved by an earlier
     version comes back as a `keras_vit.models.VisionTransformer` with the same weights and
@@ -271,7 +282,9 @@ def load_model(path):
     optimizer module. Keras' `safe_mode` stays on.
 
     Args:
-        path: str or path-like. A file written by `model.save()`.
+        path: str or path-like. A file written by `model.save()`, or a folder written by
+            `keras_vit.distribution.save_sharded` (a sharded run's `model.sharded`; read onto the
+            active distribution's layouts, one block at a time).
 
     Returns:
         The `keras.Model` (a `VisionTransformer` for a ViT).
@@ -290,6 +303,12 @@ def load_model(path):
     ('VisionTransformer', (None, 3))
     >>> os.remove(path)
     """
+    if os.path.isfile(os.path.join(os.fspath(path), SHARDED_MANIFEST)):
+        # A sharded checkpoint (a sharded run's `model.sharded`), read by its plug-in:
+        # `keras_vit.distribution` sits above this floor.
+        if not _SHARDED_READER:
+            _plugins.load(_plugins.SHARDED_CHECKPOINTS)
+        return _SHARDED_READER[0](path)
     path = check_model_file(path)
     config = archive_config(path)
     check_archive_config(path, config)

@@ -10,6 +10,9 @@
 - `abstract_model(name_or_config)`: a model with shapes and no memory (for giants).
 - `memory_plan(name_or_config, mesh_shape, *, strategy, ...)`: bytes per device from the layouts
   and XLA's compiled memory analysis of one block.
+- `save_sharded(model, folder)` / `load_sharded(model, folder)`: checkpoints written without
+  gathering (every process its own blocks) and read onto any mesh; `keras_vit.load_model(folder)`
+  builds the model too.
 
 Data parallelism alone stays Keras' `keras.distribution.DataParallel` (or
 `keras_vit.training.distribution.distribution_scope("data_parallel")`).
@@ -30,6 +33,8 @@ _NAMES = {
     "abstract_model": "abstract",
     "memory_plan": "plan",
     "format_plan": "plan",
+    "save_sharded": "checkpoint",
+    "load_sharded": "checkpoint",
 }
 __all__ = sorted(_NAMES)
 

@@ -428,7 +428,7 @@ def build_mae_model(variant="B/16", *, image_size=224, num_channels=3, name=None
 
 def extract_mae_encoder(model, name=None):
     """The pre-trained encoder of a `MaskedAutoencoder` as a new plain `VisionTransformer`
-    (`ViT(include_top=False, pooling=None)`, a NumPy copy of its weights; the position table
+    (`ViT(include_top=False, pooling=None)`, a copy of its weights; the position table
     trainable again), which saves as the `.keras` file `keras-vit finetune --init` loads."""
     if not isinstance(model, MaskedAutoencoder):
         raise ValueError(
@@ -439,5 +439,7 @@ def extract_mae_encoder(model, name=None):
     if name is not None:
         config = dataclasses.replace(config, name=name)
     encoder = build_model(config)
-    encoder.set_weights([ops.convert_to_numpy(w) for w in model.encoder.weights])
+    # One variable at a time, value to value: a sharded model's stay on their devices.
+    for target, source in zip(encoder.weights, model.encoder.weights, strict=True):
+        target.assign(source.value)
     return encoder

@@ -14,6 +14,11 @@ loss and encoder artefact). Artefacts in `out`:
     logs/              TensorBoard (`tensorboard=False` turns it off)
     log.csv            per-epoch metrics (one row per epoch, across resumes)
     model.keras        the trained model
+    model.sharded      instead of model.keras for a model sharded over devices (`--distribution
+                       fsdp|tensor_parallel|fsdp_tp`; the checkpoints and backups then too:
+                       `last.sharded`, `latest.sharded`): every process writes the blocks its
+                       devices hold, nothing is gathered (`keras_vit.distribution.checkpoint`);
+                       `keras_vit.load_model` and `--init` read it onto any mesh
     metrics.json       config, the test split's metrics (evaluated once, after training),
                        per-epoch history (`val_*`: the validation split), `splits` (each split's
                        size, origin and figures), throughput (written last: its presence marks

@@ -6,6 +6,11 @@ half of one. `AtomicBackupAndRestore` keeps the previous backup and records each
 so a rerun resumes from the newest consistent backup (`find_backup`), and `trim_csv_log` drops the
 CSV rows of epochs a resume repeats. Used by the recipe runner (`keras_vit.runner`).
 
+A model sharded over devices (`keras_vit.distribution`) is backed up and checkpointed as
+sharded checkpoints (`keras_vit.distribution.checkpoint`: every process writes its own blocks,
+nothing is gathered), `latest.sharded` and `previous.sharded`, which a resume reads onto the
+layouts of its own mesh, whatever shape it has.
+
 With several processes (`keras_vit.training.multihost`) every process runs these callbacks (saving
 may gather weights sharded over processes, which takes all of them) and process 0 alone writes.
 """
@@ -13,13 +18,21 @@ may gather weights sharded over processes, which takes all of them) and process 
 import hashlib
 import json
 import os
+import shutil
 import warnings
 
 import keras
 import numpy as np
 
+from keras_vit.distribution.checkpoint import (
+    fingerprint,
+    is_sharded_checkpoint,
+    is_sharded_model,
+    load_sharded,
+    save_sharded,
+)
 from keras_vit.saving import atomic_write
-from keras_vit.training import multihost
+from keras_vit.training import lora, multihost
 from keras_vit.training.lora_files import exact_lora_variables
 
 
@@ -42,6 +55,8 @@ def _sha256(path):
 
 
 BACKUP_WEIGHTS = ("latest.weights.h5", "previous.weights.h5")
+SHARDED_WEIGHTS = ("latest.sharded", "previous.sharded")  # a sharded model's backups
+# (staged as `next.sharded`; keras_vit.runner.run_files names them all)
 BACKUP_METADATA = ("training_metadata.json", "previous_metadata.json")
 
 
@@ -72,8 +87,13 @@ def _find_backup(backup_dir):
     hashes = {}
     for name in BACKUP_WEIGHTS:
         path = os.path.join(backup_dir, name)
-        if os.path.exists(path) and os.path.getsize(path) > 0:
+        if os.path.isfile(path) and os.path.getsize(path) > 0:
             hashes.setdefault(_sha256(path), path)
+    for name in SHARDED_WEIGHTS:  # complete ones only (the files their index lists, all there)
+        path = os.path.join(backup_dir, name)
+        found = fingerprint(path) if os.path.isdir(path) else None
+        if found is not None:
+            hashes.setdefault(found, path)
     found = None
     for epoch, sha, path, meta in sorted(candidates, key=lambda c: c[:3], reverse=True):
         weights = hashes.get(sha)
@@ -176,8 +196,11 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
         try:
-            with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters as is
-                self.model.load_weights(weights)
+            if is_sharded_checkpoint(weights):  # onto this run's layouts, whatever its mesh
+                load_sharded(self.model, weights)
+            else:
+                with exact_lora_variables(self.model):  # LoRA: frozen kernels and adapters
+                    self.model.load_weights(weights)
         except ValueError as error:  # settings changed since the backup that shape the weights
             raise self._unfit(weights, error) from None
         # The random draws continue where the backed-up run was (an uninterrupted run's masks
@@ -199,9 +222,30 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         )
 
     def _save_model(self):
+        if is_sharded_model(self.model):  # every process writes its own blocks
+            self._write_sharded_backup()
+            return
         with multihost.saving(self.model) as writer:
             if writer:
                 self._write_backup()
+
+    def _write_sharded_backup(self):
+        staged = os.path.join(self.backup_dir, "next.sharded")
+        save_sharded(self.model, staged, overwrite=True)  # in every process, synchronised
+        multihost.run_on_chief(lambda: self._publish_sharded(staged))
+
+    def _publish_sharded(self, staged):
+        # As `_write_backup`: at every moment one metadata file matches a complete backup.
+        latest, previous = (os.path.join(self.backup_dir, n) for n in SHARDED_WEIGHTS)
+        meta, previous_meta = (os.path.join(self.backup_dir, n) for n in BACKUP_METADATA)
+        sha = fingerprint(staged)
+        if os.path.exists(latest):
+            shutil.rmtree(previous, ignore_errors=True)
+            os.replace(latest, previous)
+        if os.path.exists(meta):
+            os.replace(meta, previous_meta)
+        os.replace(staged, latest)
+        self._write_metadata(meta, sha)
 
     def _write_backup(self):
         os.makedirs(self.backup_dir, exist_ok=True)
@@ -217,6 +261,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if os.path.exists(meta):
             os.replace(meta, previous_meta)
         os.replace(tmp, latest)
+        self._write_metadata(meta, sha)
+
+    def _write_metadata(self, meta, sha):
         states = [keras.ops.convert_to_numpy(v).tolist() for v in random_states(self.model)]
         if self.run_config is not None:  # the settings of this backup, before it is pointed to
             write_json(os.path.join(self.backup_dir, "run_config.json"), self.run_config)
@@ -230,7 +277,9 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
 class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
     """`keras.callbacks.ModelCheckpoint` (fixed path) that writes through a temporary file.
 
-    With `save_best_only`, an epoch without the monitored metric (no validation that epoch,
+    A model sharded over devices is written as a sharded checkpoint beside it instead
+    (`last.keras` -> `last.sharded`: every process its own blocks, nothing gathered). With
+    `save_best_only`, an epoch without the monitored metric (no validation that epoch,
     `validation_freq` > 1) is skipped quietly instead of with Keras' warning.
     """
 
@@ -244,6 +293,12 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         return os.path.join(folder, f".tmp-{name}")
 
     def _save_model(self, epoch, batch, logs):
+        if is_sharded_model(self.model):  # `last.sharded`: every process writes its blocks
+            path = sharded_path(self.filepath)
+            if self._should_save_model(epoch, batch, logs, path):
+                model, with_optimizer = sharded_form(self.model)
+                save_sharded(model, path, include_optimizer=with_optimizer, overwrite=True)
+            return
         with multihost.saving(self.model) as writer:
             if writer:
                 self._write_checkpoint(epoch, batch, logs)
@@ -255,6 +310,21 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         super()._save_model(epoch, batch, logs)
         if os.path.exists(tmp):
             os.replace(tmp, self.filepath)
+
+
+def sharded_form(model):
+    """`(model, include_optimizer)`: what a sharded run writes as a model (`model.sharded`,
+    `last.sharded`). The model itself, or for a LoRA model, as `model.save()` does, a copy with
+    the adapters merged into the kernels (`lora.merged_copy`; built in the active distribution,
+    on the same layouts), without the optimizer (whose moments are the adapters')."""
+    if lora.get_lora_settings(model) is None:
+        return model, True
+    return lora.merged_copy(model), False
+
+
+def sharded_path(path):
+    """Where a sharded model's `.keras` artefact goes: `last.keras` -> `last.sharded`."""
+    return path[: -len(".keras")] + ".sharded" if path.endswith(".keras") else path + ".sharded"
 
 
 def trim_csv_log(path, start_epoch):

@@ -1,6 +1,7 @@
 """`--init`: the checkpoint a fine-tuning run starts from, in any format keras_vit reads.
 
-- a converted or trained `.keras` model (`keras_vit.load_model`, Keras' `safe_mode` on);
+- a converted or trained `.keras` model (`keras_vit.load_model`, Keras' `safe_mode` on), or a
+  sharded run's `model.sharded` folder (read onto the run's own layouts);
 - a Hugging Face `save_pretrained` folder (`config.json` + safetensors; `from_huggingface`);
 - a timm checkpoint file (`.safetensors`, or `.bin` / `.pth` / `.pt` read with
   `torch.load(weights_only=True)`) with its timm model name (`--timm-name`; `from_timm`);
@@ -19,6 +20,7 @@ NaFlex ones at their own table grid (NaFlex models take any image size).
 
 import os
 
+from keras_vit.distribution.checkpoint_files import MANIFEST as SHARDED_MANIFEST
 from keras_vit.runner.flag_names import flag_name
 
 TIMM_EXTENSIONS = (".safetensors", ".bin", ".pth", ".pt")
@@ -75,7 +77,9 @@ def init_format(path, timm_name=None):
             + _nearest_names(path)
         )
     lower = path.lower()
-    if os.path.isdir(path):
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, SHARDED_MANIFEST)):
+        kind = "keras"  # a sharded run's model.sharded: keras_vit.load_model reads it
+    elif os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(
                 f"init ({flag_name('init')}) must be {_EXPECTED}. Received: a folder without "

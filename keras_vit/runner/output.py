@@ -38,12 +38,13 @@ restore_interrupt_handler = interrupts.restore
 check_not_interrupted = interrupts.check
 
 FINAL_ARTEFACTS = ("metrics.json", "model.keras", "encoder.keras", "log.csv")
-FINAL_FOLDERS = ("checkpoints", "logs", "backup")
+# (`model.sharded`, `encoder.sharded`: a model sharded over devices, keras_vit.distribution)
+FINAL_FOLDERS = ("checkpoints", "logs", "backup", "model.sharded", "encoder.sharded")
 
 
 def is_finished(out):
     metrics = os.path.lexists(os.path.join(out, "metrics.json"))
-    model = os.path.lexists(os.path.join(out, "model.keras"))
+    model = any(os.path.lexists(os.path.join(out, n)) for n in ("model.keras", "model.sharded"))
     return metrics or (model and not os.path.lexists(os.path.join(out, "backup")))
 
 

@@ -26,9 +26,11 @@ import os
 
 import numpy as np
 
+from keras_vit.distribution.checkpoint import is_sharded_model
 from keras_vit.models import mae
 from keras_vit.runner import backup, presets, pretrain_mpp
 from keras_vit.runner.run import run_training
+from keras_vit.training.distribution import without_distribution
 
 # The presets (He et al., 2022, Appendix A.1, and the offline digits one) are data in
 # keras_vit.runner.presets, read there without a framework by the command line.
@@ -67,19 +69,25 @@ def save_encoder_and_grid(model, setup):
     """Saves `encoder.keras` (for `keras-vit finetune --init`) and `reconstructions.png`.
 
     With several processes, process 0 reads back the `model.keras` it has just written; the
-    other processes write nothing.
+    other processes write nothing. A model sharded over devices writes `encoder.sharded`; its
+    grid is drawn in one process only (with several, each holds a part of the model).
     """
     from keras_vit.inspection.mae_grid import save_reconstruction_grid
 
     model, metrics = pretrain_mpp.write_encoder(model, setup, mae.extract_mae_encoder)
     if model is None:
         return metrics
+    if setup.num_processes > 1 and is_sharded_model(model):  # each process holds a part
+        return {**metrics, "reconstructions": "not drawn: the model is sharded over processes"}
     grid = os.path.join(setup.out, GRID_FILE)
     images = np.asarray(next(iter(setup.eval_ds))[0])[:6]
     noise = np.random.default_rng(0).uniform(
         size=(len(images), model.encoder.patch_encoder.num_patches)
     )
-    backup.atomic_write(grid, lambda target: save_reconstruction_grid(model, images, target, noise))
+    with without_distribution():  # 6 images, drawn whole (a sharded model's too)
+        backup.atomic_write(
+            grid, lambda target: save_reconstruction_grid(model, images, target, noise)
+        )
     return {**metrics, "reconstructions": grid}
 
 

@@ -31,8 +31,10 @@ masked-patch loss before and after training: `initial_test_loss`, `test_loss`), 
 
 import os
 
+from keras_vit.distribution.checkpoint import is_sharded_model, save_sharded
 from keras_vit.models import mpp
 from keras_vit.runner import backup, presets
+from keras_vit.runner.backup import sharded_path
 from keras_vit.runner.compile import compile_kwargs, optimizer_from_config
 from keras_vit.runner.run import run_training
 from keras_vit.saving import load_model
@@ -103,7 +105,8 @@ def evaluate_mpp(model, setup):
 
 def write_encoder(model, setup, extract):
     """Saves the plain ViT encoder `extract(model)` (`encoder.keras`) for `keras-vit finetune
-    --init` (shared with `pretrain_mae`).
+    --init` (shared with `pretrain_mae`). A model sharded over devices gives `encoder.sharded`
+    (extracted in every process inside the distribution, written without gathering).
 
     With several processes, process 0 extracts it from the `model.keras` it has just written
     (read outside the distribution: the trained model's weights may be sharded over processes);
@@ -114,6 +117,12 @@ def write_encoder(model, setup, extract):
         nothing) and the encoder's metrics.
     """
     path = os.path.join(setup.out, "encoder.keras")
+    if is_sharded_model(model):  # every process, inside the distribution: its own blocks
+        encoder = extract(model)
+        path = save_sharded(
+            encoder, sharded_path(path), include_optimizer=False, overwrite=True
+        )
+        return model, {"encoder_params": int(encoder.count_params()), "encoder_path": path}
     if setup.num_processes > 1:
         if not multihost.is_chief():
             return None, {"encoder_path": path}

@@ -4,8 +4,9 @@ import os
 import shutil
 import time
 
+from keras_vit.distribution.checkpoint import is_sharded_model, save_sharded
 from keras_vit.runner import naflex
-from keras_vit.runner.backup import atomic_write, write_json
+from keras_vit.runner.backup import atomic_write, sharded_form, write_json
 from keras_vit.runner.callbacks import training_callbacks
 from keras_vit.runner.compile import compile_classifier, evaluate_classifier
 from keras_vit.runner.config import fit_verbosity, jsonable
@@ -27,7 +28,8 @@ def run_training(
     """Trains `build_model(num_classes, config)` on `config` with `model.fit`; writes artefacts.
 
     The one training path of every recipe: `prepare_run`, build and compile inside the
-    distribution scope, `model.fit` with `training_callbacks`, evaluate, save `model.keras`,
+    distribution scope, `model.fit` with `training_callbacks`, evaluate, save `model.keras`
+    (`model.sharded` for a model sharded over devices),
     write `metrics.json`, remove the backup, print a summary. With several processes every
     process trains and evaluates; process 0 alone writes files and prints (the others' Keras
     progress is silent).
@@ -67,6 +69,32 @@ def _run_training(config, build_model, recipe, callbacks, compile, evaluate, fin
     return metrics
 
 
+def save_final_model(model, out):
+    """Writes the trained model in every process; returns its path.
+
+    `model.keras` (process 0 writes; variables sharded over processes gathered first), or,
+    for a model sharded over devices, the sharded checkpoint `model.sharded` (every process
+    writes its own blocks, nothing gathered; `keras_vit.load_model` reads it on any mesh).
+    """
+    if is_sharded_model(model):  # a LoRA model's adapters merged, as model.save() does
+        return save_sharded(
+            sharded_form(model)[0],
+            os.path.join(out, "model.sharded"),
+            include_optimizer=False,
+            overwrite=True,
+        )
+    model_path = os.path.join(out, "model.keras")
+    with multihost.saving(model) as writer:  # every process (sharded weights are gathered)
+        if writer:
+            atomic_write(model_path, model.save)
+    return model_path
+
+
+def _save_and_finish(model, out, finish, setup):
+    path = save_final_model(model, out)
+    return path, (finish(model, setup) if finish is not None else {})
+
+
 def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, setup, start):
     out = setup.out
     chief = multihost.is_chief()
@@ -98,14 +126,14 @@ def _train(config, build_model, recipe, callbacks, compile, evaluate, finish, se
             verbose=fit_verbosity(config["verbose"]) if chief else 0,
         )
         results = evaluate(model, setup)
-    check_not_interrupted()
-    model_path = os.path.join(out, "model.keras")
-    model = getattr(model, "saved_model", model)  # a training wrapper (Distiller): its model
-    with multihost.saving(model) as writer:  # every process (sharded weights are gathered)
-        if writer:
-            atomic_write(model_path, model.save)
-    if finish is not None:
-        results.update(finish(model, setup))
+        check_not_interrupted()
+        model = getattr(model, "saved_model", model)  # a training wrapper (Distiller): its model
+        sharded = is_sharded_model(model)
+        if sharded:  # written inside the distribution: every process its own blocks
+            model_path, finished = _save_and_finish(model, out, finish, setup)
+    if not sharded:
+        model_path, finished = _save_and_finish(model, out, finish, setup)
+    results.update(finished)
     metrics = {
         **setup.base_metrics(recipe, config),
         "num_devices": devices,

@@ -12,6 +12,8 @@ import fnmatch
 import os
 import shutil
 
+from keras_vit.distribution.checkpoint_files import is_checkpoint_file
+
 MARKER = ".keras_vit_run.json"
 LOCK = ".keras_vit.lock"
 
@@ -23,6 +25,20 @@ _BACKUP = ("latest.weights.h5", "previous.weights.h5", "training_metadata.json",
            "previous_metadata.json", "run_config.json", ".tmp-*.weights.h5")  # fmt: skip
 _CHECKPOINTS = ("last.keras", "best.keras", ".tmp-last.keras", ".tmp-best.keras")
 _EVENTS = "events.out.tfevents.*"
+# A run sharded over devices (keras_vit.distribution) writes sharded checkpoint folders instead
+# of .keras / .weights.h5 files, each staged in `.<name>.partial` (and the one it replaces
+# moved to `.<name>.old`) by keras_vit.distribution.checkpoint.save_sharded.
+SHARDED = ("model.sharded", "encoder.sharded", "backup/latest.sharded",
+           "backup/previous.sharded", "backup/next.sharded", "checkpoints/last.sharded",
+           "checkpoints/best.sharded")  # fmt: skip
+
+
+def _sharded_names(path):
+    folder, name = os.path.split(path)
+    return [os.path.join(folder, n) for n in (name, f".{name}.partial", f".{name}.old")]
+
+
+_SHARDED_ENTRIES = tuple(n for path in SHARDED for n in _sharded_names(path))
 # The run's own folders, deepest first: removed when nothing else is left in them.
 FOLDERS = ("logs/train", "logs/validation", "logs", "checkpoints", "backup")
 RUN_ENTRIES = (
@@ -32,6 +48,7 @@ RUN_ENTRIES = (
     f"logs/{_EVENTS}",
     f"logs/train/{_EVENTS}",
     f"logs/validation/{_EVENTS}",
+    *_SHARDED_ENTRIES,
 )
 
 
@@ -60,7 +77,10 @@ def run_entries(out):
     ['checkpoints/last.keras', 'log.csv']
     """
     found = []
-    patterns = [*RUN_ENTRIES, *(_staged(p) for p in RUN_ENTRIES if "*" not in p)]
+    patterns = [
+        *RUN_ENTRIES,
+        *(_staged(p) for p in RUN_ENTRIES if "*" not in p and p not in _SHARDED_ENTRIES),
+    ]
     folders = {os.path.dirname(p) for p in patterns}
     for folder in sorted(folders):
         path = os.path.join(out, folder)
@@ -82,7 +102,9 @@ def remove_run_entries(out):
     removed = []
     for relative in run_entries(out):
         path = os.path.join(out, relative)
-        if os.path.isdir(path) and not os.path.islink(path):
+        if relative in _SHARDED_ENTRIES and os.path.isdir(path) and not os.path.islink(path):
+            _remove_sharded(path)  # a sharded checkpoint: its own files (a user's stay)
+        elif os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)  # a staging folder of ours (`.<name>.tmp-*`)
         else:
             os.remove(path)
@@ -93,6 +115,16 @@ def remove_run_entries(out):
             os.rmdir(path)
             removed.append(folder)
     return removed
+
+
+def _remove_sharded(path):
+    """Removes a sharded checkpoint's own files from the folder `path` (its index and parts,
+    by name), then the folder if nothing else is left in it."""
+    for name in os.listdir(path):
+        if is_checkpoint_file(name) and os.path.isfile(os.path.join(path, name)):
+            os.remove(os.path.join(path, name))
+    if not os.listdir(path):
+        os.rmdir(path)
 
 
 def is_run_folder(out):

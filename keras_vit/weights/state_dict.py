@@ -199,8 +199,14 @@ def read_safetensors(path):
 def write_safetensors(arrays, path, metadata=None):
     """Writes a dict of NumPy arrays as a `.safetensors` file (the format, in NumPy).
 
+    The header comes from each value's `shape` and `dtype` before any data is asked for, then
+    the values are converted (`numpy.asarray`) and written one at a time: a value that computes
+    or gathers its array when converted (a device shard, a tensor inverted from a model's
+    variables) is on the host alone, never all of them together.
+
     Args:
-        arrays: dict {name: array-like}; float64, float32, float16 and integer arrays.
+        arrays: dict {name: array-like}; float64, float32, float16, bfloat16, float8 and integer
+            arrays (or objects with `shape`, `dtype` and `__array__`).
         path: str or path-like; written as given.
         metadata: optional dict {str: str} stored as `__metadata__`.
 
@@ -208,24 +214,27 @@ def write_safetensors(arrays, path, metadata=None):
         The path written, as a str.
     """
     path = os.fspath(path)
-    names = {np.dtype(v): k for k, v in _DTYPES.items()}
-    header, chunks, offset = {}, [], 0
+    names = _writable_dtypes()
+    header, offset, values = {}, 0, []
     for name, value in arrays.items():
-        value = np.asarray(value)
-        little = np.dtype(value.dtype.str.replace(">", "<"))
+        if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            value = np.asarray(value)
+        dtype = np.dtype(value.dtype)
+        little = dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
         if little not in names:
             raise ValueError(
                 f"write_safetensors cannot store {name!r} of dtype {value.dtype}. "
-                f"Expected one of {sorted(str(np.dtype(d)) for d in _DTYPES.values())}."
+                f"Expected one of {sorted(str(d) for d in names)}."
             )
-        data = np.ascontiguousarray(value, dtype=little).tobytes()
+        shape = tuple(int(d) for d in value.shape)
+        size = int(np.prod(shape, dtype="int64")) * little.itemsize
         header[name] = {
             "dtype": names[little],
-            "shape": list(value.shape),
-            "data_offsets": [offset, offset + len(data)],
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
         }
-        chunks.append(data)
-        offset += len(data)
+        values.append((name, value, little, shape, size))
+        offset += size
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -233,9 +242,29 @@ def write_safetensors(arrays, path, metadata=None):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(encoded)))
         f.write(encoded)
-        for chunk in chunks:
-            f.write(chunk)
+        for name, value, little, shape, size in values:
+            array = np.asarray(value, dtype=little, order="C")
+            if array.shape != shape or array.nbytes != size:
+                raise ValueError(
+                    f"write_safetensors: {name!r} announced shape {shape} but gave an array of "
+                    f"shape {array.shape}."
+                )
+            f.write(memoryview(array.reshape(-1).view(np.uint8)))
+            del array
     return path
+
+
+def _writable_dtypes():
+    """{NumPy dtype: safetensors dtype name} of what `write_safetensors` stores."""
+    names = {np.dtype(v): k for k, v in _DTYPES.items()}
+    try:
+        import ml_dtypes
+    except ImportError:  # bfloat16 and float8 need ml_dtypes (installed with JAX and Keras)
+        return names
+    names[np.dtype(ml_dtypes.bfloat16)] = "BF16"
+    names[np.dtype(ml_dtypes.float8_e4m3fn)] = "F8_E4M3"
+    names[np.dtype(ml_dtypes.float8_e5m2)] = "F8_E5M2"
+    return names
 
 
 def _read_sharded(path):
