@@ -107,6 +107,11 @@ def test_version_and_did_you_mean(capsys):
     assert "pretrian: did you mean pretrain?" in error_of(capsys)
     assert main(["pretrain", "--zzzz"]) == 2  # nothing near: no suggestion
     assert "did you mean" not in error_of(capsys)
+    # The shared "--" alone made a match: `fewshot --lr` suggested --help, `export --out`
+    # suggested --format (audit of issue 56).
+    for argv in (["fewshot", "--lr", "0.1"], ["export", "m.keras", "--out", "x"]):
+        assert main(argv) == 2
+        assert "did you mean" not in error_of(capsys), argv
 
 
 @backend_independent  # the threads variable is read before any framework
