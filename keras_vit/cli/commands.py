@@ -265,11 +265,33 @@ def run_convert(args):
             )
         else:
             model = convert.convert_huggingface(paths["FOLDER"], paths["OUTPUT"], **common)
-    print(
-        f"Wrote {paths['OUTPUT']}: {model.name}, input {model.input_shape[1:]}, "
-        f"output {model.output_shape[1:]}, {model.count_params():,} parameters"
-    )
+    print(f"Wrote {paths['OUTPUT']}: {model_summary(model)}")
     return 0
+
+
+def model_summary(model):
+    """`name, input (...), output (...), N parameters` of any model a checkpoint converts to.
+
+    A model without a functional graph (a `MaskedAutoencoder` from a `vit_mae` folder) has no
+    `input_shape`: it is described by its encoder's (the summary ended the command with an
+    AttributeError after the file was written).
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model_summary(ViT("mu/8", image_size=16, num_classes=2, name="tiny"))
+    'tiny, input (16, 16, 3), output (2,), 23,586 parameters'
+    """
+    name, size = model.name, f"{model.count_params():,} parameters"
+    if getattr(model, "inputs", None):
+        return f"{name}, input {model.input_shape[1:]}, output {model.output_shape[1:]}, {size}"
+    encoder = getattr(model, "encoder", None)
+    if getattr(encoder, "inputs", None):
+        return (
+            f"{name} (a {type(model).__name__}), encoder input {encoder.input_shape[1:]}, "
+            f"encoder output {encoder.output_shape[1:]}, {size}"
+        )
+    return f"{name} (a {type(model).__name__}), {size}"
 
 
 def _format_table(rows):
