@@ -27,7 +27,6 @@ import keras
 import numpy as np
 
 from keras_vit import saving
-from keras_vit.models.config import check_not_pretraining_model
 from keras_vit.runner import backup, presets, pretrain
 from keras_vit.runner.config import jsonable
 from keras_vit.runner.output import check_not_interrupted, prepare_out, release_out
@@ -114,6 +113,8 @@ def _evaluate(config, out, pretrain_config):
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
     model = saving.load_model(path)
+    from keras_vit.models.config import check_not_pretraining_model  # (models loads a backend)
+
     # An MAE / MPP model has no image-to-features graph (`model.input` was an AttributeError).
     check_not_pretraining_model(
         model, f"fewshot's model_path (--model-path) {path!r}",
