@@ -262,7 +262,7 @@ def runner_callbacks(args):
 
     out = tempfile.mkdtemp(prefix="bench_overhead_")
     setup = types.SimpleNamespace(
-        out=out, backup_dir=os.path.join(out, "backup"), epochs=1,
+        out=out, backup_dir=os.path.join(out, "backup"), epochs=1, splits=None,
         throughput=ThroughputLogger(args.batch, args.fit_steps),
     )
     callbacks = training_callbacks(setup, {"checkpoints": False}, validation=False)

@@ -69,6 +69,8 @@ def calls(model, tmp):
         "TokenDropping": lambda **kw: layers.TokenDropping(0.5, **kw),
         "TransformerBlock": lambda **kw: layers.TransformerBlock(2, 8, **kw),
         "ViT": lambda **kw: keras_vit.ViT("mu/8", **TINY, **kw),
+        "WindowedAttentionBlock": lambda **kw: layers.WindowedAttentionBlock(2, 8, 2, **kw),
+        "WindowedSelfAttention": lambda **kw: layers.WindowedSelfAttention(2, 2, **kw),
         "ViTConfig": lambda **kw: ViTConfig.from_variant("mu/8", **TINY, **kw),
         "ViTTi16": lambda **kw: keras_vit.ViTTi16(**TINY, **kw),
         "build_mae_model": lambda **kw: build_mae_model(
@@ -174,7 +176,8 @@ CHEAP = (
     "MultiHeadSelfAttention", "NaFlexPatchEncoder", "NormedSelfAttention",
     "ParallelScalingBlock", "PatchEncoder", "PatchMerger", "PostNormBlock", "RMSNorm",
     "RelativePositionBias", "SandwichNormBlock", "StdConv2D", "SwiGLU", "TokenDropping",
-    "TransformerBlock", "ViTConfig", "relative_position_index", "resample_patch_embedding",
+    "TransformerBlock", "ViTConfig", "WindowedAttentionBlock", "WindowedSelfAttention",
+    "relative_position_index", "resample_patch_embedding",
     "resample_position_embedding", "resize_relative_position_table",
     "inspection.rollout_to_grid", "inspection.compute_rollout", "decode_predictions",
 )  # fmt: skip

@@ -42,7 +42,8 @@ def test_the_levels_of_tensorflow_apply_to_lines_it_logged_before_reading_them()
 def test_importing_tensorflow_after_keras_vit_prints_nothing_at_level_3():
     pytest.importorskip("tensorflow")
     code = "import keras_vit, tensorflow as tf; print(len(tf.config.list_physical_devices()))"
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "KERAS_BACKEND": "tensorflow"}  # (its own backend: the same on every run)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -38,9 +38,10 @@ def sharded_read_wanted():
         return False
     import keras
 
-    if keras.backend.backend() != "jax":
+    # (the distribution first: without one, the backend is never asked)
+    if keras.distribution.distribution() is None:
         return False
-    return keras.distribution.distribution() is not None
+    return keras.backend.backend() == "jax"
 
 
 class LazyTensor:

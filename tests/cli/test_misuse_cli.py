@@ -141,7 +141,7 @@ def test_print_config_into_a_closed_pipe_ends_quietly():
     assert run.returncode == 141 and err == "", err
 
 
-@backend_independent  # step planning: NumPy only
+# (on every backend: the quickstart preset's output folder is named after the active backend)
 def test_preset_warm_ups_scale_with_the_run_and_explicit_ones_are_kept():
     """`keras-vit quickstart --epochs 1|2|3` used to fail (warmup 57 > total steps 19): the
     presets' warm-ups are a share of the run; the defaults are unchanged at their own length."""

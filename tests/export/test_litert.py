@@ -334,7 +334,8 @@ def test_quantize_modes_are_documented():
     [
         (["OUT.tflite", "--top-k", "3"], "--top-k applies to --format saved_model only"),
         (["serving", "--quantize", "float16"], "--quantize applies to --format litert only"),
-        (["m.onnx", "--representative-data", "digits"], "--representative-data applies to"),
+        (["m.onnx", "--representative-data", "digits"],
+         "--representative-data calibrates --precision int8"),
         (["OUT.tflite", "--quantize", "int8"], "--quantize int8 calibrates"),
         (["serving", "--format", "litert", "--quantize", "int8"], "--representative-data digits"),
     ],

@@ -37,7 +37,7 @@ CASES = {
     "clip": ("vit_base_patch16_clip_224.openai", {}, {}),
     "clip_quickgelu": ("vit_base_patch32_clip_quickgelu_224.openai", dict(img_size=64),
                        dict(image_size=64)),
-    "siglip_gap": ("vit_base_patch32_siglip_gap_256.webli", dict(img_size=64),
+    "siglip_gap": ("vit_base_patch32_siglip_gap_256.v2_webli", dict(img_size=64),
                    dict(image_size=64)),
     "siglip": ("vit_base_patch16_siglip_224.webli", {}, {}),
     "flexivit": ("flexivit_small.1200ep_in1k", {}, {}),

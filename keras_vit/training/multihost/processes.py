@@ -2,6 +2,7 @@
 build on (JAX's `multihost_utils`)."""
 
 import json
+import sys
 
 import keras
 import numpy as np
@@ -10,11 +11,12 @@ from keras_vit.training.multihost.cluster import ALL_PROCESSES
 
 
 def jax_distributed_initialized():
-    if keras.backend.backend() != "jax":
+    """Whether this is a JAX run joined by `jax.distributed.initialize`; False off JAX. JAX is
+    never imported here, and the backend is asked only once JAX's distributed client is up."""
+    jax = sys.modules.get("jax")
+    if jax is None or not jax.distributed.is_initialized():
         return False
-    import jax
-
-    return jax.distributed.is_initialized()
+    return keras.backend.backend() == "jax"
 
 
 def process_count():
