@@ -349,9 +349,6 @@ def export_format(args):
 
 
 def run_export(args):
-    from keras_vit import export
-    from keras_vit.export.litert import REPRESENTATIVE_SAMPLES
-
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
     fmt = export_format(args)
@@ -367,6 +364,16 @@ def run_export(args):
             "--max-patches applies to --format saved_model and litert only (a NaFlex ONNX graph "
             "takes any sequence length). Received: --max-patches with --format onnx"
         )
+    if args.representative_samples is not None and args.representative_data is None:
+        raise ValueError(
+            "--representative-samples sets how many images of --representative-data calibrate "
+            "the quantization; it cannot apply without --representative-data. Received: "
+            f"--representative-samples {args.representative_samples} and no --representative-data"
+        )
+    # The flags are checked above, before the export modules load a framework.
+    from keras_vit import export
+    from keras_vit.export.litert import REPRESENTATIVE_SAMPLES
+
     if fmt == "saved_model":
         class_names = (
             None if args.class_names is None else export.read_class_names(args.class_names)

@@ -114,6 +114,20 @@ def test_version_and_did_you_mean(capsys):
         assert "did you mean" not in error_of(capsys), argv
 
 
+@backend_independent  # export's flags are checked before any framework loads
+def test_export_representative_samples_without_data_is_refused_naming_both(tmp_path, capsys):
+    """It was refused after the framework import, in the library's words
+    (`representative_samples ... without representative_data`; audit of issue 56)."""
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"not read")
+    out = tmp_path / "m.onnx"
+    argv = ["export", str(model), str(out), "--format", "onnx", "--representative-samples", "4"]
+    assert main(argv) == 2
+    err = error_of(capsys)
+    assert "--representative-samples 4 and no --representative-data" in err, err
+    assert not out.exists()
+
+
 @backend_independent  # the threads variable is read before any framework
 def test_a_bad_threads_variable_names_the_variable(monkeypatch, capsys):
     for value in ("²", "two", "-1"):
