@@ -181,9 +181,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _suggestion(given, known):
-    """ " (did you mean --model?)" for the known name nearest `given`, else ""."""
-    near = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
-    return f" ({given}: did you mean {near[0]}?)" if near else ""
+    """ " (did you mean --model?)" for the known name nearest `given`, else "".
+
+    Names are compared without their leading dashes: the shared `--` made short flags look
+    alike (`--lr` was "--help?", `--out` "--format?").
+    """
+    names = {name.lstrip("-"): name for name in known}
+    near = difflib.get_close_matches(given.lstrip("-"), list(names), n=1, cutoff=0.6)
+    return f" ({given}: did you mean {names[near[0]]}?)" if near else ""
 
 
 def _debug_flag(parser, default):

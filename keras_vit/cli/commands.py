@@ -265,11 +265,33 @@ def run_convert(args):
             )
         else:
             model = convert.convert_huggingface(paths["FOLDER"], paths["OUTPUT"], **common)
-    print(
-        f"Wrote {paths['OUTPUT']}: {model.name}, input {model.input_shape[1:]}, "
-        f"output {model.output_shape[1:]}, {model.count_params():,} parameters"
-    )
+    print(f"Wrote {paths['OUTPUT']}: {model_summary(model)}")
     return 0
+
+
+def model_summary(model):
+    """`name, input (...), output (...), N parameters` of any model a checkpoint converts to.
+
+    A model without a functional graph (a `MaskedAutoencoder` from a `vit_mae` folder) has no
+    `input_shape`: it is described by its encoder's (the summary ended the command with an
+    AttributeError after the file was written).
+
+    Example:
+
+    >>> from keras_vit.models.vit import ViT
+    >>> model_summary(ViT("mu/8", image_size=16, num_classes=2, name="tiny"))
+    'tiny, input (16, 16, 3), output (2,), 23,586 parameters'
+    """
+    name, size = model.name, f"{model.count_params():,} parameters"
+    if getattr(model, "inputs", None):
+        return f"{name}, input {model.input_shape[1:]}, output {model.output_shape[1:]}, {size}"
+    encoder = getattr(model, "encoder", None)
+    if getattr(encoder, "inputs", None):
+        return (
+            f"{name} (a {type(model).__name__}), encoder input {encoder.input_shape[1:]}, "
+            f"encoder output {encoder.output_shape[1:]}, {size}"
+        )
+    return f"{name} (a {type(model).__name__}), {size}"
 
 
 def _format_table(rows):
@@ -327,9 +349,6 @@ def export_format(args):
 
 
 def run_export(args):
-    from keras_vit import export
-    from keras_vit.export.litert import REPRESENTATIVE_SAMPLES
-
     if not os.path.isfile(args.model):
         raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
     fmt = export_format(args)
@@ -345,6 +364,16 @@ def run_export(args):
             "--max-patches applies to --format saved_model and litert only (a NaFlex ONNX graph "
             "takes any sequence length). Received: --max-patches with --format onnx"
         )
+    if args.representative_samples is not None and args.representative_data is None:
+        raise ValueError(
+            "--representative-samples sets how many images of --representative-data calibrate "
+            "the quantization; it cannot apply without --representative-data. Received: "
+            f"--representative-samples {args.representative_samples} and no --representative-data"
+        )
+    # The flags are checked above, before the export modules load a framework.
+    from keras_vit import export
+    from keras_vit.export.litert import REPRESENTATIVE_SAMPLES
+
     if fmt == "saved_model":
         class_names = (
             None if args.class_names is None else export.read_class_names(args.class_names)

@@ -366,16 +366,17 @@ def pretraining_hint(class_name):
     )
 
 
-def check_not_pretraining_model(model, what, class_name=None):
+def check_not_pretraining_model(model, what, class_name=None, use="Export or inspect that"):
     """Refuses a pre-training model (an MAE, a masked patch predictor: no single image-to-output
-    graph) where `what` (an exporter, inspection) takes a VisionTransformer, saying how to get
-    its encoder. `class_name`: the class of a `.keras` file's model, read without loading."""
+    graph) where `what` (an exporter, inspection, few-shot evaluation) takes a
+    VisionTransformer, saying how to get its encoder (`use`: what to do with it).
+    `class_name`: the class of a `.keras` file's model, read without loading."""
     name = class_name or type(model).__name__
     if name in PRETRAINING_MODELS:
         raise ValueError(
             f"{what} takes a VisionTransformer (images in, features or logits out). Received: "
             f"a {name}{f' {model.name!r}' if hasattr(model, 'name') else ''}, which trains an "
-            f"encoder by reconstruction.{pretraining_hint(name)} Export or inspect that "
+            f"encoder by reconstruction.{pretraining_hint(name)} {use} "
             "(keras-vit finetune --init loads it too)."
         )
 

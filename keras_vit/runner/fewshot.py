@@ -113,6 +113,13 @@ def _evaluate(config, out, pretrain_config):
     if config["mixed_precision"]:
         keras.config.set_dtype_policy(config["mixed_precision"])
     model = saving.load_model(path)
+    from keras_vit.models.config import check_not_pretraining_model  # (models loads a backend)
+
+    # An MAE / MPP model has no image-to-features graph (`model.input` was an AttributeError).
+    check_not_pretraining_model(
+        model, f"fewshot's model_path (--model-path) {path!r}",
+        use="Evaluate that (pretrain-mae and pretrain-mpp save it as encoder.keras)",
+    )  # fmt: skip
     if getattr(getattr(model, "config", None), "naflex", False) or isinstance(model.input, dict):
         raise ValueError(
             f"fewshot evaluates image models; model_path (--model-path) {path!r} is a NaFlex "

@@ -217,7 +217,7 @@ def _timm_overrides(name, path, explicit, init):
 
 
 def _load_timm(name, path, size, explicit, init, pretrained=False):
-    from keras_vit.weights.timm.reader import from_timm
+    from keras_vit.weights.timm.reader import from_timm, timm_config
 
     overrides = _timm_overrides(name, path, explicit, init)
     try:
@@ -232,8 +232,17 @@ def _load_timm(name, path, size, explicit, init, pretrained=False):
         )
         what = f"The timm checkpoint {path!r}" + (f" of {init!r}" if pretrained else "")
         flag = "" if pretrained else f" ({flag_name('timm_name')})"
+        heads = ""
+        if "hidden_dim" in overrides and "num_heads" not in explicit:
+            # The shapes show the width but not how it splits into heads (the name's is kept).
+            named = timm_config(name).num_heads
+            heads = (
+                f" The number of heads is not in a checkpoint's shapes: the name's, {named}, "
+                f"was kept for the file's width {overrides['hidden_dim']}; pass "
+                f"{flag_name('num_heads')} with the file's head count."
+            )
         raise ValueError(
-            f"{what} does not fit the timm model {name!r}{flag} {cause}: {error}"
+            f"{what} does not fit the timm model {name!r}{flag} {cause}: {error}{heads}"
         ) from None
 
 

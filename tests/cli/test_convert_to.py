@@ -109,6 +109,12 @@ def test_a_masked_autoencoder_converts_to_both(tmp_path, capsys):
     assert f"transformers.ViTMAEForPreTraining.from_pretrained({folder!r})" in out
     names = set(load_file(f"{folder}/model.safetensors"))
     assert "decoder.decoder_pred.weight" in names and "vit.embeddings.cls_token" in names
+    # ... and back: the written model's summary ended the command with an AttributeError
+    # (a MaskedAutoencoder has no input_shape) after the file was written (audit of issue 56).
+    back = str(tmp_path / "back.keras")
+    assert main(["convert", "--from", "huggingface", folder, back]) == 0
+    out = capsys.readouterr().out
+    assert "(a MaskedAutoencoder), encoder input (16, 16, 3)" in out, out
     output = str(tmp_path / "encoder.safetensors")
     assert main(["convert", path, output, "--to", "timm"]) == 0
     out = capsys.readouterr().out

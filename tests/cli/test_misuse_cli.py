@@ -107,6 +107,25 @@ def test_version_and_did_you_mean(capsys):
     assert "pretrian: did you mean pretrain?" in error_of(capsys)
     assert main(["pretrain", "--zzzz"]) == 2  # nothing near: no suggestion
     assert "did you mean" not in error_of(capsys)
+    # The shared "--" alone made a match: `fewshot --lr` suggested --help, `export --out`
+    # suggested --format (audit of issue 56).
+    for argv in (["fewshot", "--lr", "0.1"], ["export", "m.keras", "--out", "x"]):
+        assert main(argv) == 2
+        assert "did you mean" not in error_of(capsys), argv
+
+
+@backend_independent  # export's flags are checked before any framework loads
+def test_export_representative_samples_without_data_is_refused_naming_both(tmp_path, capsys):
+    """It was refused after the framework import, in the library's words
+    (`representative_samples ... without representative_data`; audit of issue 56)."""
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"not read")
+    out = tmp_path / "m.onnx"
+    argv = ["export", str(model), str(out), "--format", "onnx", "--representative-samples", "4"]
+    assert main(argv) == 2
+    err = error_of(capsys)
+    assert "--representative-samples 4 and no --representative-data" in err, err
+    assert not out.exists()
 
 
 @backend_independent  # the threads variable is read before any framework

@@ -397,6 +397,24 @@ def test_a_timm_file_on_the_default_settings_takes_its_sizes_from_its_shapes(tmp
                                         num_layers=1, hidden_dim=48, mlp_dim=96))  # fmt: skip
 
 
+def test_a_timm_file_whose_width_the_names_heads_do_not_divide_asks_for_num_heads(tmp_path):
+    """The shapes show a timm file's width but not its heads: a width-32 file under
+    `--timm-name vit_tiny_patch16_224` (3 heads) failed with `num_heads must divide
+    hidden_dim` and no word of what to change (audit of issue 56); the message names
+    --num-heads, and with it the file loads."""
+    from keras_vit import export_timm, from_timm
+
+    source = from_timm("vit_tiny_patch16_224", num_classes=0, num_layers=1, hidden_dim=32,
+                       num_heads=2, mlp_dim=64, image_size=32)  # fmt: skip
+    path = str(tmp_path / "w32.safetensors")
+    export_timm(source, path)
+    argv = ("--init", path, "--timm-name", "vit_tiny_patch16_224", "--image-size", "32")
+    with pytest.raises(ValueError, match=r"heads is not in a checkpoint's shapes.*--num-heads"):
+        finetune.build_model(3, _cli_config(*argv))
+    model, _ = finetune.build_model(3, _cli_config(*argv, "--num-heads", "2"))
+    assert (model.config.hidden_dim, model.config.num_heads) == (32, 2)
+
+
 def test_size_flags_that_contradict_an_init_model_are_refused_before_anything_is_written(
     tmp_path, capsys
 ):

@@ -80,6 +80,22 @@ def test_fewshot_smoke(tmp_path):
         assert 0.0 <= result["accuracy_mean"] <= 1.0
 
 
+def test_fewshot_refuses_a_pretraining_model_naming_its_encoder(tmp_path, capsys):
+    """`fewshot --model-path mae.keras` ended in `AttributeError: 'MaskedAutoencoder' object
+    has no attribute 'input'` (audit of issue 56): refused, saying where its encoder is."""
+    from keras_vit.models.mae import build_mae_model
+
+    mae = build_mae_model("mu/4", image_size=16, num_layers=1, decoder_hidden_dim=16,
+                          decoder_num_layers=1, decoder_num_heads=2, decoder_mlp_dim=32)
+    path = str(tmp_path / "mae.keras")
+    mae.save(path)
+    out = tmp_path / "fs"
+    assert cli("fewshot", "--smoke", "--model-path", path, "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "takes a VisionTransformer" in err and "encoder.keras" in err, err
+    assert "Traceback" not in err and not (out / "metrics.json").exists()
+
+
 def test_transfer_weights_resamples_position_embedding_and_zeroes_head():
     source = ViT("mu/4", image_size=16, num_classes=5, representation_size=32)
     randomize_weights(source)
