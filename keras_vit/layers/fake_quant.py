@@ -230,6 +230,14 @@ class QuantizationAware:
             for i, name in enumerate(_QAT_VARIABLES):
                 getattr(self, name).assign(store[str(self._base_count() + i)])
 
+    # (the mixin comes first in the layers' bases: these wrap the Keras layer's own)
+    def build(self, input_shape):
+        super().build(input_shape)
+        self._build_quantization_aware()
+
+    def get_config(self):
+        return {**super().get_config(), **self.quantization_aware_config()}
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class QuantizationAwareDense(QuantizationAware, keras.layers.Dense):
@@ -251,16 +259,10 @@ class QuantizationAwareDense(QuantizationAware, keras.layers.Dense):
                  activation_range=activation_range, ema_decay=ema_decay)
         )
 
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._build_quantization_aware()
-
     def call(self, inputs, training=None):
         x = self._fake_quant_inputs(inputs, training)
         return self._finish(ops.matmul(x, self._fake_quant_kernel()))
 
-    def get_config(self):
-        return {**super().get_config(), **self.quantization_aware_config()}
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -276,16 +278,10 @@ class QuantizationAwareEinsumDense(QuantizationAware, keras.layers.EinsumDense):
                  activation_range=activation_range, ema_decay=ema_decay)
         )
 
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._build_quantization_aware()
-
     def call(self, inputs, training=None):
         x = self._fake_quant_inputs(inputs, training)
         return self._finish(ops.einsum(self.equation, x, self._fake_quant_kernel()))
 
-    def get_config(self):
-        return {**super().get_config(), **self.quantization_aware_config()}
 
 
 _CLASSES = {

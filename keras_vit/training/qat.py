@@ -23,7 +23,7 @@ import numpy as np
 
 from keras_vit.layers import fake_quant
 from keras_vit.preprocessing import input_range, scaled_pixels
-from keras_vit.training.quantization import quantization_modes
+from keras_vit.training.quantization import check_no_lora, quantization_modes
 
 CALIBRATION_BATCH = 32
 
@@ -51,16 +51,7 @@ def _check_model(model):
             "layers, model.quantize): quantization-aware training needs the float model. "
             "Received: a quantized model"
         )
-    lora = [
-        layer.path
-        for layer in model._flatten_layers(include_self=False)
-        if getattr(layer, "lora_enabled", False)
-    ]
-    if lora:
-        raise ValueError(
-            f"Model {model.name!r} has LoRA adapters ({len(lora)} layers, e.g. {lora[0]!r}): "
-            "call keras_vit.merge_lora(model) first."
-        )
+    check_no_lora(model, "first")
 
 
 def _batches(model, data, batch_size):

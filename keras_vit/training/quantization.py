@@ -97,16 +97,7 @@ def quantize(model, mode="int8"):
             f"Model {model.name!r} is already quantized ({sorted(set(done.values()))} in "
             f"{len(done)} layers). Quantize the float model. Received: mode={mode!r}"
         )
-    lora = [
-        layer.path
-        for layer in model._flatten_layers(include_self=False)
-        if getattr(layer, "lora_enabled", False)
-    ]
-    if lora:
-        raise ValueError(
-            f"Model {model.name!r} has LoRA adapters ({len(lora)} layers, e.g. {lora[0]!r}): "
-            "call keras_vit.merge_lora(model) before quantizing it."
-        )
+    check_no_lora(model, "before quantizing it")
     float16 = sorted(
         {
             layer.dtype_policy.name
@@ -130,3 +121,17 @@ def quantize(model, mode="int8"):
         warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method")
         model.quantize(mode)
     return model
+
+
+def check_no_lora(model, when):
+    """Refuses a model with LoRA adapters: `merge_lora` first (`when`: "before quantizing it")."""
+    lora = [
+        layer.path
+        for layer in model._flatten_layers(include_self=False)
+        if getattr(layer, "lora_enabled", False)
+    ]
+    if lora:
+        raise ValueError(
+            f"Model {model.name!r} has LoRA adapters ({len(lora)} layers, e.g. {lora[0]!r}): "
+            f"call keras_vit.merge_lora(model) {when}."
+        )

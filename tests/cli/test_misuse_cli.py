@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import pytest
 
 from keras_vit.cli import main
@@ -197,7 +196,6 @@ def test_an_explicit_warm_up_replaces_the_presets_in_every_unit(tmp_path):
     assert (digits["warmup_steps"], digits["warmup_fraction"]) == (7, None)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="backend-neutral: runs once")
 def test_a_run_whose_loss_becomes_nan_stops_and_claims_no_result(tmp_path, capsys):
     """The battery's `--weight-decay inf` class at a finite value: AdamW's decay of 1e30 sends the
     weights to inf within two steps. The run stops at the first non-finite loss, exits 2 with
