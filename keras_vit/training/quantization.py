@@ -19,6 +19,8 @@ is emulated (casts around float32 products).
 that has nothing to quantize (LayerNorm, Dropout, ...).
 """
 
+import contextlib
+import gc
 import warnings
 
 import keras
@@ -48,6 +50,28 @@ def quantization_modes(model):
 def _on_cpu():
     devices = keras.distribution.list_devices()
     return all(str(device).lower().startswith("cpu") for device in devices)
+
+
+@contextlib.contextmanager
+def one_collection():
+    """Runs the block with `gc.collect` a no-op, then collects once.
+
+    Adapter for a Keras internal (keras 3.x `Layer.__delattr__`, every backend): deleting a
+    variable attribute runs a full `gc.collect()`, and `model.quantize` deletes the float kernel
+    of every `Dense` / `EinsumDense`, one full collection each (0.3-20 s each in a process
+    holding TensorFlow's, PyTorch's and several models' objects: minutes for one ViT). The same
+    layers, the same variables deleted, the same buffers freed by the one collection at the end
+    (tests/training/test_quantization.py checks the quantized weights and the collections).
+    The patch is process-wide while the block runs: another thread's `gc.collect()` in that
+    time waits for the collection at the end.
+    """
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        gc.collect()
 
 
 def quantize(model, mode="int8"):
@@ -116,7 +140,7 @@ def quantize(model, mode="int8"):
             "precision 'F16_F16_F32' is not supported by dot_general on CPU\"). Use float32 or "
             f"'mixed_bfloat16', or another backend. Received: dtype policies {float16}"
         )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_collection():
         # Keras warns once per layer that has nothing to quantize (LayerNorm, Dropout, ...).
         warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method")
         model.quantize(mode)

@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from keras_vit.cli import main  # noqa: E402
+from keras_vit.runner.run_files import MARKER  # noqa: E402
 from keras_vit.saving import load_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -164,8 +165,8 @@ def test_two_processes_train_to_the_weights_of_one(config_file, one_process, tmp
     check_ok(results)
     assert not os.path.exists(elsewhere)
     assert "(2 processes, 2 devices)" in results[0][1] and "pretrain:" not in results[1][1]
-    assert sorted(os.listdir(out)) == [
-        "checkpoints", "log.csv", "logs", "metrics.json", "model.keras"
+    assert sorted(os.listdir(out)) == [  # the run marker (process 0's) and the run's files
+        MARKER, "checkpoints", "log.csv", "logs", "metrics.json", "model.keras"
     ]
     assert_same_weights(os.path.join(one_process, "model.keras"), os.path.join(out, "model.keras"))
     one, two = metrics(one_process), metrics(out)

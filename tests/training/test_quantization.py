@@ -121,3 +121,24 @@ def test_int8_parallel_scaling_and_differential_reload_quantized(options, count,
     loaded = load_model(path)
     assert quantization_modes(loaded) == modes
     np.testing.assert_array_equal(to_numpy(loaded(IMAGES[:2])), out)
+
+
+def test_quantize_collects_once_and_equals_keras_own(monkeypatch):
+    """keras_vit.quantize runs Keras' model.quantize with one garbage collection at the end
+    (not one per deleted float kernel, `training.quantization.one_collection`): the same int8
+    variables as Keras' own call, and gc.collect restored."""
+    import gc
+
+    ours, theirs = _model(seed=5), _model(seed=5)
+    calls = []
+    collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append(args) or collect(*args))
+    quantize(ours, "int8")
+    assert len(calls) == 1  # Keras' Layer.__delattr__ alone would collect once per kernel
+    theirs.quantize("int8")
+    assert len(calls) > 5
+    assert [v.path for v in ours.weights] == [v.path for v in theirs.weights]
+    for a, b in zip(ours.weights, theirs.weights):
+        assert a.dtype == b.dtype, a.path
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=a.path)
+    np.testing.assert_array_equal(to_numpy(ours(IMAGES[:2])), to_numpy(theirs(IMAGES[:2])))
