@@ -138,7 +138,7 @@ def test_quantize_collects_once_and_equals_keras_own(monkeypatch):
     theirs.quantize("int8")
     assert len(calls) > 5
     assert [v.path for v in ours.weights] == [v.path for v in theirs.weights]
-    for a, b in zip(ours.weights, theirs.weights):
+    for a, b in zip(ours.weights, theirs.weights, strict=True):
         assert a.dtype == b.dtype, a.path
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=a.path)
     np.testing.assert_array_equal(to_numpy(ours(IMAGES[:2])), to_numpy(theirs(IMAGES[:2])))
