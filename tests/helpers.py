@@ -23,6 +23,18 @@ import pytest
 backend_independent = pytest.mark.backend_independent
 
 
+# The tests' XLA flags (tests/conftest.py): XLA's backend (LLVM) optimisation off, which is most
+# of a tiny program's compile time and nothing of its results' meaning.
+XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
+
+
+def xla_flags(devices=None):
+    """XLA_FLAGS for a test's JAX subprocess: the tests' flags, and `devices` CPU devices."""
+    if devices is None:
+        return XLA_TEST_FLAGS
+    return f"--xla_force_host_platform_device_count={devices} {XLA_TEST_FLAGS}"
+
+
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
 

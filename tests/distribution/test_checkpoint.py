@@ -36,7 +36,7 @@ from keras_vit.distribution.checkpoint import (
     save_sharded,
 )
 from keras_vit.weights.state_dict import read_safetensors, write_safetensors
-from tests.helpers import backend_independent
+from tests.helpers import backend_independent, xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -423,7 +423,7 @@ def test_sharded_runs_resume_on_another_mesh():
     """Three short runs (two compiled meshes) and a few loads in one child process (slow: JAX's
     start-up and XLA compilation for 8 devices dominate)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}  # fmt: skip
+           "XLA_FLAGS": xla_flags(8)}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900
     )

@@ -19,6 +19,8 @@ import textwrap
 import keras
 import pytest
 
+from tests.helpers import xla_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent(
@@ -212,7 +214,7 @@ def test_sharded_training_loading_and_errors_on_8_devices():
     """~10 compiles of a tiny model and a few loads in one child process (slow: JAX's start-up
     and XLA compilation for 8 devices dominate)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}  # fmt: skip
+           "XLA_FLAGS": xla_flags(8)}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900
     )

@@ -25,6 +25,7 @@ pytest.importorskip("tensorflow")
 from keras_vit.cli import main  # noqa: E402
 from keras_vit.runner.run_files import MARKER  # noqa: E402
 from keras_vit.saving import load_model  # noqa: E402
+from tests.helpers import xla_flags  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAX_ONLY = pytest.mark.skipif(
@@ -65,8 +66,9 @@ def launch(commands, logs, timeout=LAUNCH_TIMEOUT):
     """
     env = {**os.environ, "PYTHONPATH": ROOT, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
     for name in ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
-                 "KERAS_DISTRIBUTION_PROCESS_ID", "TF_CONFIG", "XLA_FLAGS"):
+                 "KERAS_DISTRIBUTION_PROCESS_ID", "TF_CONFIG"):
         env.pop(name, None)
+    env["XLA_FLAGS"] = xla_flags()  # one CPU device each, the tests' compile options
     procs, files = [], []
     start = time.monotonic()
     try:

@@ -14,6 +14,7 @@ from keras_vit.training.distribution import (
     num_devices,
     without_distribution,
 )
+from tests.helpers import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -83,7 +84,7 @@ def test_jax_data_and_model_parallel_match_one_device():
         np.testing.assert_allclose(model, single, rtol=1e-4)
         print("OK", single, data, model)
         """,
-        {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(2)},
     )
     assert "OK" in out
 
@@ -182,7 +183,7 @@ def test_jax_masked_autoencoder_over_two_devices_matches_one_device():
     epoch and the trained weights of data-parallel, model-parallel and FSDP runs equal one
     device's."""
     env = {"PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # fmt: skip
+           "XLA_FLAGS": xla_flags(2)}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", MAE], env={**os.environ, **env}, capture_output=True, text=True,
         timeout=600,
