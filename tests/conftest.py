@@ -1,4 +1,5 @@
 import atexit
+import gc
 import os
 import shutil
 import tempfile
@@ -49,6 +50,16 @@ def _seed():
 
 def backend():
     return keras.backend.backend()
+
+
+def pytest_collection_finish(session):
+    """After collection (every framework and test module imported): one collection, then the
+    survivors moved out of the garbage collector's reach (`gc.freeze`). Modules, classes and
+    functions live to the end anyway; without this every full collection of a test worker
+    walks TensorFlow's, PyTorch's, JAX's and transformers' million objects again (seconds each:
+    Keras collects on every deleted variable, e.g. each kernel `model.quantize` replaces)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config, items):
