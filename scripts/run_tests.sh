@@ -4,9 +4,9 @@
 # KERAS_VIT_BACKENDS="jax torch" limits the backends.
 # KERAS_VIT_TEST_JOBS: how many pytest worker processes each backend's suite uses (default: the
 # CPUs this process may run on, at most 2). With more than one, the backends run one after
-# another, each spread over that many workers by pytest-xdist (`--dist loadgroup`:
-# tests/conftest.py puts each test file's tests in one group, so its module fixtures are built
-# once, and each docs example group in its own, and hands the groups out heaviest first), and
+# another, each spread over that many workers by pytest-xdist (`--dist loadfile`: each test
+# file's tests run in one worker, so its module fixtures are built once; tests/conftest.py hands
+# the files out heaviest first), and
 # each worker gets an equal share of the CPUs for its math libraries' threads (OMP_NUM_THREADS,
 # unless already set), so the workers do not oversubscribe the cores. Without pytest-xdist, one
 # process per backend.
@@ -38,7 +38,7 @@ esac
 parallel=()
 if [ "$jobs" -gt 1 ]; then
   if python -c "import xdist" 2>/dev/null; then
-    parallel=(-n "$jobs" --dist loadgroup --no-loadscope-reorder)
+    parallel=(-n "$jobs" --dist loadfile --no-loadscope-reorder)
     threads=$(( cpus / jobs )); [ "$threads" -ge 1 ] || threads=1
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
   else

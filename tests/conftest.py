@@ -64,8 +64,8 @@ def pytest_collection_finish(session):
 
 def pytest_collection_modifyitems(config, items):
     _run_backend_independent_once(items)
-    if config.getoption("dist", default="no") == "loadgroup":
-        _group_by_file_heaviest_first(items)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its order is the schedule's
+        _files_heaviest_first(items)
 
 
 def _run_backend_independent_once(items):
@@ -82,28 +82,22 @@ def _run_backend_independent_once(items):
             item.add_marker(skip)
 
 
-def _group_by_file_heaviest_first(items):
-    """Under `--dist loadgroup` (scripts/run_tests.sh): a test without an `xdist_group` mark
-    joins its file's group, so each file's tests run in one worker and its module fixtures are
-    built once (docs example groups have their own, tests/test_docs.py). Groups are handed out
-    heaviest first, so that no long group starts last while the other worker idles: the groups
-    with the most `slow` tests first, then the groups with the most tests (xdist's own order
-    otherwise, which run_tests.sh turns off with --no-loadscope-reorder to keep this one)."""
-    groups = {}
+def _files_heaviest_first(items):
+    """Under pytest-xdist's `--dist loadfile` (scripts/run_tests.sh) each test file runs in one
+    worker, so its module fixtures are built once; the files are handed out in the workers'
+    collection order (`--no-loadscope-reorder`), which this makes heaviest first, so that no long
+    file starts last while the other worker idles: the files with the most `slow` tests first,
+    then those with the most tests. (`--dist loadgroup` does not group: pytest-xdist 3.8 marks a
+    group in `item._nodeid`, which pytest 9 no longer reads.)"""
+    files = {}
     for item in items:
-        marks = list(item.iter_markers("xdist_group"))
-        if marks:
-            name = marks[0].args[0] if marks[0].args else marks[0].kwargs.get("name", "default")
-        else:
-            name = item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(name))
-        groups.setdefault(name, []).append(item)
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
     weight = {
         name: (sum(1 for i in members if i.get_closest_marker("slow")), len(members))
-        for name, members in groups.items()
+        for name, members in files.items()
     }
-    order = sorted(groups, key=lambda name: weight[name], reverse=True)
-    items[:] = [item for name in order for item in groups[name]]
+    order = sorted(files, key=lambda name: weight[name], reverse=True)
+    items[:] = [item for name in order for item in files[name]]
 
 
 def _fail_on_backend_use(item, phase, uses):

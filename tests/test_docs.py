@@ -1,8 +1,8 @@
 """Runs every ```python example of README.md and docs/*.md, and checks the docs' links and layout.
 
 A page's python blocks run in order in one namespace (a later block may use an earlier one's
-names), on the active Keras backend, as a reader runs them. They run as several tests so that
-the pages spread over the test workers: `example_groups` splits the blocks of all pages into
+names), on the active Keras backend, as a reader runs them. They run as several tests, each
+failing on its own: `example_groups` splits the blocks of all pages into
 groups that share nothing, each one test in its own folder. Two blocks of a page fall in the same
 group when the later uses a name the earlier one made (other than by an import: each block of a
 group runs after the import lines of the page's earlier blocks, which any block may use); two
@@ -193,9 +193,7 @@ def test_pages_skip_few_examples(page):
         pytest.param(
             g,
             id=group_id(g),
-            # its own group of test workers (scripts/run_tests.sh: --dist loadgroup)
-            marks=[pytest.mark.xdist_group(f"docs example {group_id(g)}")]
-            + ([pytest.mark.slow] if group_id(g) in SLOW_GROUPS else []),
+            marks=[pytest.mark.slow] if group_id(g) in SLOW_GROUPS else [],
         )
         for g in GROUPS
     ],
