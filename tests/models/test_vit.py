@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit.distribution.abstract import abstract
 from keras_vit.layers import TransformerBlock
 from tests.helpers import (
     block_params,
@@ -247,13 +248,23 @@ OFFICIAL_COUNTS = {
 }
 
 
-@pytest.mark.large
 @pytest.mark.parametrize("code", sorted(OFFICIAL_COUNTS))
 def test_full_size_parameter_counts(code):
-    keras.backend.clear_session()
-    model = keras_vit.ViT(code, num_classes=1000, image_size=224)
+    """The paper's models, built by the same code with variables of shapes and no values
+    (`keras_vit.distribution.abstract`: ViT-H/14's 632M parameters take no memory or time);
+    `test_abstract_model_has_the_built_models_variables` shows such a model has exactly the
+    variables of one built with values."""
+    model = abstract(lambda: keras_vit.ViT(code, num_classes=1000, image_size=224))
     assert model.count_params() == OFFICIAL_COUNTS[code]
-    keras.backend.clear_session()
+
+
+def test_abstract_model_has_the_built_models_variables():
+    build = lambda: keras_vit.ViT("Ti/16", num_classes=1000, image_size=224)  # noqa: E731
+    built, shaped = build(), abstract(build)
+    assert [(v.path, tuple(v.shape), v.dtype) for v in shaped.weights] == [
+        (v.path, tuple(v.shape), v.dtype) for v in built.weights
+    ]
+    assert built.count_params() == shaped.count_params() == OFFICIAL_COUNTS["Ti/16"]
 
 
 def test_remat_model_same_outputs_fits_and_roundtrips(tmp_path):
