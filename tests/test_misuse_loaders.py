@@ -362,7 +362,7 @@ def test_truncated_weights_in_keras_file_name_the_file(tmp_path):
 
 def test_quantized_init_model_said_to_be_quantized():
     source = keras_vit.ViT("mu/8", image_size=16, num_classes=3, **TINY)
-    source.quantize("int8")
+    keras_vit.quantize(source, "int8")
     target = keras_vit.ViT("mu/8", image_size=16, num_classes=5, **TINY)
     with pytest.raises(ValueError) as info:
         transfer_weights(source, target)

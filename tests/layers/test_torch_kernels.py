@@ -18,6 +18,7 @@ import pytest
 from keras_vit.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_vit.layers import attention as attention_module
 from keras_vit.layers.attention import portable_path
+from keras_vit.training.quantization import quantize
 from tests.helpers import to_numpy
 
 torch_only = pytest.mark.skipif(
@@ -249,7 +250,7 @@ def test_lora_layers_take_their_own_call(targets):
 def test_int8_quantized_layers_take_their_own_call():
     model = _model()
     _randomize(model)
-    model.quantize("int8")
+    quantize(model, "int8")
     x = _tokens()
     with portable_path(False):
         fast = to_numpy(model(x))
