@@ -63,7 +63,7 @@ def one_collection():
     layers, the same variables deleted, the same buffers freed by the one collection at the end
     (tests/training/test_quantization.py checks the quantized weights and the collections).
     The patch is process-wide while the block runs: another thread's `gc.collect()` in that
-    time waits for the collection at the end.
+    time returns at once, its work done by the collection at the end.
     """
     collect = gc.collect
     gc.collect = lambda generation=2: 0
