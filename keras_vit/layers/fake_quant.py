@@ -264,7 +264,6 @@ class QuantizationAwareDense(QuantizationAware, keras.layers.Dense):
         return self._finish(ops.matmul(x, self._fake_quant_kernel()))
 
 
-
 @keras.saving.register_keras_serializable(package="keras_vit")
 class QuantizationAwareEinsumDense(QuantizationAware, keras.layers.EinsumDense):
     """A `keras.layers.EinsumDense` with fake-quantized input and kernel (per output channel:
@@ -281,7 +280,6 @@ class QuantizationAwareEinsumDense(QuantizationAware, keras.layers.EinsumDense):
     def call(self, inputs, training=None):
         x = self._fake_quant_inputs(inputs, training)
         return self._finish(ops.einsum(self.equation, x, self._fake_quant_kernel()))
-
 
 
 _CLASSES = {

@@ -25,11 +25,12 @@ Reference:
     Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language Models", Sec. 4.
 """
 
-import gc
 import inspect
 
 import keras
 import numpy as np
+
+from keras_vit.training.quantization import one_collection
 
 # The targets and the settings' checks have one home, keras_vit.training.settings (no framework).
 from keras_vit.training.settings import (  # noqa: F401  (re-exported)
@@ -327,21 +328,13 @@ def _check_rank_fits(layers, rank):
             )
 
 
-def _delete_variable(layer, name):
-    """`del layer.<name>` for a variable, as Keras' `Layer.__delattr__` does it (untrack, then
-    delete) without its `gc.collect()` per variable (0.1-1 s each in a large process):
-    `merge_lora` collects once for all layers."""
-    layer._untrack_variable(getattr(layer, name))
-    super(keras.layers.Layer, layer).__delattr__(name)
-
-
 def _disable_lora(layer):
     """Folds `layer`'s LoRA into its kernel and removes the LoRA matrices (in place)."""
     store = {}
     layer.save_own_variables(store)  # Keras' merge: W + alpha / rank * A @ B (re-quantized)
     values = {key: keras.ops.convert_to_numpy(value) for key, value in store.items()}
     for name in LORA_VARIABLES:
-        _delete_variable(layer, name)
+        delattr(layer, name)  # Keras' own: untracks, deletes (under merge_lora's one_collection)
     layer.lora_enabled = False
     layer.lora_rank = None
     if hasattr(layer, "lora_alpha"):
@@ -388,9 +381,9 @@ def merge_lora(model):
     if not layers:
         return model
     _check_optimizer_not_built(model, "merge_lora")
-    for layer in layers:
-        _disable_lora(layer)
-    gc.collect()  # frees the LoRA matrices' buffers, as Keras' Layer.__delattr__ does
+    with one_collection():  # one, not Keras' one per deleted LoRA matrix
+        for layer in layers:
+            _disable_lora(layer)
     _reset_compiled(model)
     return model
 

@@ -58,10 +58,11 @@ def one_collection():
 
     Adapter for a Keras internal (keras 3.x `Layer.__delattr__`, every backend): deleting a
     variable attribute runs a full `gc.collect()`, and `model.quantize` deletes the float kernel
-    of every `Dense` / `EinsumDense`, one full collection each (0.3-20 s each in a process
-    holding TensorFlow's, PyTorch's and several models' objects: minutes for one ViT). The same
-    layers, the same variables deleted, the same buffers freed by the one collection at the end
-    (tests/training/test_quantization.py checks the quantized weights and the collections).
+    of every `Dense` / `EinsumDense` (and `merge_lora` each LoRA matrix), one full collection
+    each (0.3-20 s each in a process holding TensorFlow's, PyTorch's and several models'
+    objects: minutes for one ViT). The same layers, the same variables deleted, the same
+    buffers freed by the one collection at the end (tests/training/test_quantization.py checks
+    the quantized weights and the collections).
     The patch is process-wide while the block runs: another thread's `gc.collect()` in that
     time returns at once, its work done by the collection at the end.
     """
