@@ -119,7 +119,7 @@ def test_every_parallel_name_is_timms_architecture():
             norm={"rmsnorm": "RmsNorm", "layernorm": "LayerNorm"}[config.norm],
             block={("parallel_scaling", True): "DiffParallelScalingBlock",
                    ("parallel_scaling", False): "ParallelScalingBlock"}.get(
-                (config.block_type, differential), "Block"),  # fmt: skip
+                (config.block_kind, differential), "Block"),  # fmt: skip
             attention={"Block": "DiffAttention" if differential else "Attention"}.get(
                 kind, kind
             ),
