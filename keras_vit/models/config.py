@@ -46,7 +46,7 @@ from keras_vit.models.config_docs import args_section
 from keras_vit.models.preprocessing_config import PreprocessingConfig
 
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
-# Earlier versions' block arguments (issue 58): accepted wherever the fields are (with a
+# Earlier versions' block arguments: accepted wherever the fields are (with a
 # DeprecationWarning; silently in saved configs) and mapped onto `block_kind`, never stored.
 LEGACY_ARGUMENTS = ("block_type", "block_norm")
 # Overrides where None means "the variant table's value" (or the builder default) in

@@ -162,7 +162,7 @@ def check_map_head(config):
         )
 
 
-# Earlier versions' block arguments (issue 58), mapped onto `block_kind`: `block_type`
+# Earlier versions' block arguments, mapped onto `block_kind`: `block_type`
 # ("parallel_scaling" or not) and `block_norm` (the residual norm placement, "post" or not).
 BLOCK_TYPES = ("standard", "parallel_scaling")
 
