@@ -125,7 +125,7 @@ PLANS = {
     "ViT-22B shape (width 6144, 48 blocks, 48 heads, parallel-scaling, qk-norm)": (
         "G/14",
         dict(hidden_dim=6144, num_layers=48, num_heads=48, mlp_dim=24576, image_size=224,
-             qk_norm=True, block_type="parallel_scaling", include_top=False),
+             qk_norm=True, block_kind="parallel_scaling", include_top=False),
     ),
 }
 

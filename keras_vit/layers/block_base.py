@@ -49,8 +49,9 @@ from keras_vit.layers.swiglu import SwiGLU
 __all__ = ["EncoderBlock"]
 
 # The option tables of the blocks, declared once (models/config_checks.py imports them): the
-# MLP kinds (`mlp`) and the residual norm placements (`ViTConfig.block_norm`: pre-norm
-# `TransformerBlock`, residual post-norm `PostNormBlock`).
+# MLP kinds (`mlp`) and the residual norm placements (a block's `block_norm`, and earlier
+# versions' `ViTConfig` argument, now `block_kind`: pre-norm `TransformerBlock`, residual
+# post-norm `PostNormBlock`).
 MLPS = ("mlp", "swiglu")
 BLOCK_NORMS = ("pre", "post")
 

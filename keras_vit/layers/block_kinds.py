@@ -13,7 +13,7 @@ Each kind is its own registered layer class, which registers itself here with
 
 The first three share `keras_vit.layers.block_base.EncoderBlock` (arguments, attention core,
 MLP family); each class checks only the arguments it takes. These are the blocks a `ViTConfig`
-chooses (`keras_vit.models.blocks.block_kind`); a block a family's own model wires itself
+chooses by value (`ViTConfig.block_kind`); a block a family's own model wires itself
 (Gemma 4's `SandwichNormBlock`) is a layer, not a kind. `encoder_blocks()`: the classes a
 ViT's encoder is made of (what `read_config`, layer decay and the inspection tools look for).
 """
@@ -47,6 +47,24 @@ def register_block_kind(kind):
 def encoder_blocks():
     """The block classes of `BLOCK_KINDS`, a tuple (for `isinstance`)."""
     return tuple(BLOCK_KINDS.values())
+
+
+def kind_of(block):
+    """The `BLOCK_KINDS` key of a block (of its class, or of the nearest registered base).
+
+    Example:
+
+    >>> kind_of(block_class("parallel")(num_heads=2, mlp_dim=16))
+    'parallel'
+    """
+    for cls in type(block).__mro__:
+        for kind, registered in BLOCK_KINDS.items():
+            if registered is cls:
+                return kind
+    raise ValueError(
+        f"block must be an instance of a BLOCK_KINDS class {tuple(BLOCK_KINDS)}. "
+        f"Received: {type(block).__name__}"
+    )
 
 
 def block_class(kind):

@@ -11,32 +11,31 @@ from keras_vit.layers.transformer_block import TransformerBlock
 
 
 def block_kind(config):
-    """The `BLOCK_KINDS` key of `config`'s blocks: `block_type`, `num_parallel`, `block_norm`.
+    """The `BLOCK_KINDS` key of `config`'s blocks: its `block_kind` field (declared, defaulted
+    and validated once, in `ViTConfig`; kept for earlier callers of this function).
 
     Example:
 
     >>> from keras_vit.models.config import ViTConfig
-    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, num_parallel=2))
+    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, block_kind="parallel"))
+    'parallel'
+    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, num_parallel=3))
     'parallel'
     """
-    if config.block_type == "parallel_scaling":
-        return "parallel_scaling"
-    if config.num_parallel > 1:
-        return "parallel"
-    return config.block_norm  # "pre" or "post"
+    return config.block_kind
 
 
 def make_block(config, index, drop_path_rate, name, dtype):
-    """Block `index` of `config`: the class `block_kind(config)` names, with its options.
+    """Block `index` of `config`: the class `config.block_kind` names, with its options.
 
     Example:
 
     >>> from keras_vit.models.config import ViTConfig
-    >>> config = ViTConfig.from_variant("mu/8", image_size=32, block_type="parallel_scaling")
+    >>> config = ViTConfig.from_variant("mu/8", image_size=32, block_kind="parallel_scaling")
     >>> type(make_block(config, 0, 0.0, "encoderblock_0", None)).__name__
     'ParallelScalingBlock'
     """
-    kind = block_kind(config)
+    kind = config.block_kind
     cls = block_class(kind)
     options = dict(
         num_heads=config.num_heads,
@@ -101,6 +100,6 @@ def _block_options(config, cls):
     if refused:
         raise ValueError(
             f"A {cls.__name__} block takes no {', '.join(refused)}. Received: "
-            f"block_norm={config.block_norm!r}, num_parallel={config.num_parallel}"
+            f"block_kind={config.block_kind!r}"
         )
     return options

@@ -26,6 +26,7 @@ every field alike.
 import dataclasses
 import functools
 import math
+import warnings
 
 import keras
 
@@ -45,10 +46,16 @@ from keras_vit.models.config_docs import args_section
 from keras_vit.models.preprocessing_config import PreprocessingConfig
 
 GROUPS = ("size", "input", "head", "encoder", "hybrid", "name")
+# Earlier versions' block arguments: accepted wherever the fields are (with a
+# DeprecationWarning; silently in saved configs) and mapped onto `block_kind`, never stored.
+LEGACY_ARGUMENTS = ("block_type", "block_norm")
 # Overrides where None means "the variant table's value" (or the builder default) in
 # `ViTConfig.from_variant`; for every other field None is a value of its own.
 _NONE_KEEPS_DEFAULT = ("patch_size", "num_layers", "hidden_dim", "mlp_dim", "num_heads")
 _NONE_KEEPS_DEFAULT += ("image_size", "num_classes", "resnet_units", "name")
+# None: the block kind the other arguments imply ("parallel" for num_parallel > 1, as in
+# earlier versions; else "pre"), and 2 branches for block_kind="parallel" (else 1).
+_NONE_KEEPS_DEFAULT += ("block_kind", "num_parallel")
 
 
 def _field(group, default=dataclasses.MISSING):
@@ -114,7 +121,11 @@ class ViTConfig:
     # BEiT's relative position bias (a learned table per block, or one shared by all blocks).
     relative_position_bias: object = _field("encoder", None)
     relative_position_mlp_dim: object = _field("encoder", None)
-    # Parallel branches per block (timm's ParallelThingsBlock, the *_18x2_* models).
+    # The block kind, by value: a key of keras_vit.layers.BLOCK_KINDS ("pre", "post",
+    # "parallel", "parallel_scaling"); num_parallel is the "parallel" kind's branch count
+    # (timm's ParallelThingsBlock, the *_18x2_* models). Earlier versions' block_type /
+    # block_norm arguments map onto block_kind (`_legacy_init` below).
+    block_kind: str = _field("encoder", "pre")
     num_parallel: int = _field("encoder", 1)
     # EVA, EVA-02 and timm's rotary ViTs: SwiGLU MLPs, q/v-only biases,
     # EVA-CLIP's attention inner norm, 2-D rotary position embeddings.
@@ -127,12 +138,8 @@ class ViTConfig:
     rotary_grid_offset: float = _field("encoder", 0.0)
     # DINOv3: rotary_embedding="dinov3"'s coordinate normalisation.
     rotary_normalize_coords: str = _field("encoder", "separate")
-    # Residual post-norm blocks: x + norm(f(x)) (timm's ResPostBlock,
-    # ResPostRelPosBlock, EvaBlockPostNorm).
-    block_norm: str = _field("encoder", "pre")
-    # timm's ParallelScalingBlock / DiffParallelScalingBlock and differential attention:
-    # vit_*_xp_*, vit_pwee_*, vit_dwee_*, vit_dlittle_*, vit_dpwee_*.
-    block_type: str = _field("encoder", "standard")
+    # Differential attention (timm's DiffAttention / DiffParallelScalingBlock): vit_dwee_*,
+    # vit_dlittle_*, vit_dpwee_*.
     attention_type: str = _field("encoder", "standard")
     # Grouped-query attention (one count, or one per block) and LayerScale on the attention
     # branch only (Sapiens2).
@@ -183,11 +190,12 @@ class ViTConfig:
     def __post_init__(self):
         normalize = functools.partial(object.__setattr__, self)
         normalize("preprocessing", PreprocessingConfig.coerce(self.preprocessing))
+        checks.check_block_kind(self)
         checks.check_core(self, normalize)
         checks.check_relative_position_bias(self, normalize)
         checks.check_families(self, normalize)
-        checks.check_block_norm(self)
-        checks.check_block_type(self)
+        checks.check_post_norm(self)
+        checks.check_attention_type(self)
         checks.check_grouped_query(self, normalize)
         checks.check_norms(self)
         checks.check_map_head(self)
@@ -222,6 +230,19 @@ class ViTConfig:
         (height, width), (ph, pw) = self.image_size, self.patch_size
         return (height // (stride * ph), width // (stride * pw))
 
+    @property
+    def block_norm(self):
+        """Earlier versions' name, read-only: `"post"` for `block_kind="post"`, else `"pre"`.
+
+        Deprecated: read `block_kind`."""
+        return _deprecated_read(self, "block_norm")
+
+    @property
+    def block_type(self):
+        """Earlier versions' name, read-only: `"parallel_scaling"` for that `block_kind`, else
+        `"standard"`. Deprecated: read `block_kind`."""
+        return _deprecated_read(self, "block_type")
+
     @classmethod
     def field_names(cls, *groups):
         """Field names in declaration order, of the given groups (see the module docstring)."""
@@ -231,6 +252,12 @@ class ViTConfig:
         return tuple(
             f.name for f in dataclasses.fields(cls) if not groups or f.metadata["group"] in groups
         )
+
+    @classmethod
+    def argument_names(cls):
+        """What `ViTConfig(...)` and the builders accept: the fields, then earlier versions'
+        names that map onto one (`LEGACY_ARGUMENTS`: `block_type`, `block_norm`)."""
+        return cls.field_names() + LEGACY_ARGUMENTS
 
     def to_kwargs(self, *groups):
         """The fields as builder keyword arguments (all, or those of the given groups).
@@ -267,7 +294,7 @@ class ViTConfig:
         (6, 768, 'vit_b16')
         """
         table = variants.parse_variant(variant)
-        unknown = sorted(set(overrides) - set(cls.field_names()))
+        unknown = sorted(set(overrides) - set(cls.argument_names()))
         if unknown:
             raise TypeError(
                 f"Unknown ViT arguments {unknown}{nearest_keys(unknown, cls.field_names())}. "
@@ -283,7 +310,8 @@ class ViTConfig:
         return cls(**{"name": variants.model_name(variant), **table, **overrides})
 
     def to_dict(self):
-        """The fields as a JSON-ready dict (pairs as lists, a `backbone` serialized by Keras).
+        """The fields as a JSON-ready dict (pairs as lists, a `backbone` serialized by Keras);
+        `num_parallel` only with `block_kind="parallel"`, the one kind it applies to.
 
         Example:
 
@@ -298,13 +326,27 @@ class ViTConfig:
         if self.backbone is not None:
             fields["backbone"] = keras.saving.serialize_keras_object(self.backbone)
         fields["preprocessing"] = self.preprocessing.to_dict()
+        if self.block_kind != "parallel":
+            del fields["num_parallel"]
         return fields
 
     @classmethod
     def from_dict(cls, fields):
-        """The config `to_dict` wrote (a serialized `backbone` is rebuilt, without weights)."""
+        """The config `to_dict` wrote (a serialized `backbone` is rebuilt, without weights).
+
+        Dicts of earlier versions (saved `.keras` files: `block_type`, `block_norm` and
+        `num_parallel` instead of `block_kind`) are read as the same block kind, silently.
+
+        Example:
+
+        >>> old = ViTConfig.from_variant("mu/8", image_size=32).to_dict()
+        >>> del old["block_kind"]
+        >>> old.update(block_type="standard", block_norm="post", num_parallel=1)
+        >>> ViTConfig.from_dict(old).block_kind
+        'post'
+        """
         fields = dict(fields)
-        unknown = sorted(set(fields) - set(cls.field_names()), key=str)
+        unknown = sorted(set(fields) - set(cls.argument_names()), key=str)
         if unknown:
             raise TypeError(
                 unknown_keys_message(unknown, cls.field_names(), "The ViTConfig dict")
@@ -312,6 +354,8 @@ class ViTConfig:
             )
         if isinstance(fields.get("backbone"), dict):
             fields["backbone"] = keras.saving.deserialize_keras_object(fields["backbone"])
+        legacy = {name: fields.pop(name) for name in LEGACY_ARGUMENTS if name in fields}
+        fields.update(checks.block_kind_arguments(fields, **legacy))  # no warning: a file
         return cls(**fields)
 
     @classmethod
@@ -391,6 +435,40 @@ def override_defaults(*groups):
         for field in dataclasses.fields(ViTConfig)
         if field.name in ViTConfig.field_names(*groups)
     }
+
+
+_fields_init = ViTConfig.__init__
+
+
+@functools.wraps(_fields_init)
+def _legacy_init(self, *, block_type=None, block_norm=None, **fields):
+    """The dataclass `__init__`, after `block_kind` / `num_parallel` are decided from the
+    arguments (`checks.block_kind_arguments`: None or absent means "implied"; earlier
+    versions' `block_type` / `block_norm` map onto `block_kind`, with a DeprecationWarning)."""
+    if block_type is not None or block_norm is not None:
+        given = {"block_type": block_type, "block_norm": block_norm}
+        shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
+        warnings.warn(
+            f"ViT's block_type and block_norm are deprecated: pass block_kind, one of "
+            f"keras_vit.layers.BLOCK_KINDS. Received: {shown}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    fields.update(checks.block_kind_arguments(fields, block_type, block_norm))
+    _fields_init(self, **fields)
+
+
+ViTConfig.__init__ = _legacy_init
+
+
+def _deprecated_read(config, name):
+    warnings.warn(
+        f"ViTConfig.{name} is deprecated: read block_kind. Received: block_kind="
+        f"{config.block_kind!r}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return checks.legacy_names(config.block_kind)[name]
 
 
 ViTConfig.__doc__ = ViTConfig.__doc__.replace(

@@ -14,9 +14,11 @@ from keras_vit.layers._checks import (
     check_positive_int,
     check_positive_int_pair,
     check_rate,
+    is_int,
 )
 from keras_vit.layers.activations import check_activation
 from keras_vit.layers.block_base import BLOCK_NORMS, MLPS  # declared once, by the blocks
+from keras_vit.layers.block_kinds import BLOCK_KINDS  # complete: keras_vit.layers is imported
 from keras_vit.layers.differential_attention import ATTENTION_TYPES  # declared once, there
 from keras_vit.layers.norms import check_norm
 from keras_vit.layers.rotary import NORMALIZE_COORDS
@@ -160,63 +162,135 @@ def check_map_head(config):
         )
 
 
-def check_block_norm(config):
-    """Residual post-norm blocks (`block_norm="post"`) and what they exclude."""
-    if config.block_norm not in BLOCK_NORMS:
-        raise ValueError(
-            f"block_norm must be one of {BLOCK_NORMS}. Received: block_norm={config.block_norm!r}"
-        )
-    if config.block_norm == "pre":
-        return
-    problems = []
-    if config.layer_scale_init_value is not None:
-        problems.append(f"layer_scale_init_value={config.layer_scale_init_value!r}")
-    if config.num_parallel > 1:
-        problems.append(f"num_parallel={config.num_parallel}")
-    if problems:
-        raise ValueError(
-            "block_norm='post' (residual post-norm: x + norm(f(x))) takes no LayerScale or "
-            f"parallel branches. Received: {', '.join(problems)}"
-        )
-
-
+# Earlier versions' block arguments, mapped onto `block_kind`: `block_type`
+# ("parallel_scaling" or not) and `block_norm` (the residual norm placement, "post" or not).
 BLOCK_TYPES = ("standard", "parallel_scaling")
 
 
-def check_block_type(config):
-    """timm's ParallelScalingBlock (`block_type`), differential attention (`attention_type`)."""
-    for name, allowed in (("block_type", BLOCK_TYPES), ("attention_type", ATTENTION_TYPES)):
-        if getattr(config, name) not in allowed:
+def legacy_names(kind):
+    """Earlier versions' `block_type` / `block_norm` of the block kind `kind`.
+
+    >>> legacy_names("post")
+    {'block_type': 'standard', 'block_norm': 'post'}
+    """
+    return {
+        "block_type": "parallel_scaling" if kind == "parallel_scaling" else "standard",
+        "block_norm": "post" if kind == "post" else "pre",
+    }
+
+
+def block_kind_arguments(arguments, block_type=None, block_norm=None):
+    """`{"block_kind": ..., "num_parallel": ...}` of `ViTConfig`'s arguments, where None (or
+    absent) means "implied": the kind earlier versions' `block_type` / `block_norm` name, else
+    `"parallel"` for `num_parallel > 1` (as in earlier versions), else `"pre"`; 2 branches for
+    `"parallel"`, else 1. Contradictions are ValueErrors; `check_block_kind` checks the rest.
+
+    >>> block_kind_arguments({"num_parallel": 3})
+    {'block_kind': 'parallel', 'num_parallel': 3}
+    >>> block_kind_arguments({}, block_norm="post")
+    {'block_kind': 'post', 'num_parallel': 1}
+    """
+    kind = _legacy_kind(arguments.get("block_kind"), block_type, block_norm)
+    count = arguments.get("num_parallel")
+    if kind is None:
+        kind = "parallel" if is_int(count) and count > 1 else "pre"
+    if count is None:
+        count = 2 if kind == "parallel" else 1
+    return {"block_kind": kind, "num_parallel": count}
+
+
+def _legacy_kind(kind, block_type, block_norm):
+    """`kind`, or the kind `block_type` / `block_norm` name (None: neither names one)."""
+    given = {
+        name: value
+        for name, value in (("block_type", block_type), ("block_norm", block_norm))
+        if value is not None
+    }
+    for name, allowed in (("block_type", BLOCK_TYPES), ("block_norm", BLOCK_NORMS)):
+        if name in given and given[name] not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}. Received: {name}={given[name]!r}")
+    shown = ", ".join(f"{name}={value!r}" for name, value in given.items())
+    if kind is None:
+        named = [value for value in given.values() if value in ("post", "parallel_scaling")]
+        if len(named) > 1:
             raise ValueError(
-                f"{name} must be one of {allowed}. Received: {name}={getattr(config, name)!r}"
+                "block_type='parallel_scaling' and block_norm='post' name two block kinds: pass "
+                f"one block_kind, a key of keras_vit.layers.BLOCK_KINDS. Received: {shown}"
             )
+        return named[0] if named else None
+    if kind in BLOCK_KINDS:
+        wrong = [f"{name}={value!r}" for name, value in given.items()
+                 if legacy_names(kind)[name] != value]  # fmt: skip
+        if wrong:
+            raise ValueError(
+                f"block_kind={kind!r} contradicts {', '.join(wrong)} (earlier versions' names of "
+                f"the block kind): pass block_kind alone. Received: block_kind={kind!r}, {shown}"
+            )
+    return kind
+
+
+def check_block_kind(config):
+    """The block kind, by value (`block_kind`, a key of `BLOCK_KINDS`), and its one option:
+    `num_parallel`, the branches of `"parallel"` (a count that cannot apply is refused)."""
+    if config.block_kind not in BLOCK_KINDS:
+        raise ValueError(
+            f"block_kind must be one of {tuple(BLOCK_KINDS)}. "
+            f"Received: block_kind={config.block_kind!r}"
+        )
+    check_positive_int(config.num_parallel, "num_parallel")
+    if config.num_parallel != 1 and config.block_kind != "parallel":
+        raise ValueError(
+            f"block_kind={config.block_kind!r} takes no parallel branches: num_parallel is the "
+            "branch count of block_kind='parallel'. Received: "
+            f"block_kind={config.block_kind!r}, num_parallel={config.num_parallel!r}"
+        )
+
+
+def check_post_norm(config):
+    """Residual post-norm blocks (`block_kind="post"`) have no LayerScale."""
+    if config.block_kind == "post" and config.layer_scale_init_value is not None:
+        raise ValueError(
+            "block_kind='post' (residual post-norm: x + norm(f(x))) takes no LayerScale. "
+            f"Received: layer_scale_init_value={config.layer_scale_init_value!r}"
+        )
+
+
+def check_attention_type(config):
+    """timm's ParallelScalingBlock (`block_kind="parallel_scaling"`) and differential
+    attention (`attention_type`): what they exclude."""
+    if config.attention_type not in ATTENTION_TYPES:
+        raise ValueError(
+            f"attention_type must be one of {ATTENTION_TYPES}. "
+            f"Received: attention_type={config.attention_type!r}"
+        )
     if config.attention_type == "differential" and config.hidden_dim % (2 * config.num_heads):
         raise ValueError(
             "attention_type='differential' needs 2 * num_heads to divide hidden_dim. "
             f"Received: hidden_dim={config.hidden_dim}, num_heads={config.num_heads}"
         )
-    parallel = config.block_type == "parallel_scaling"
-    if config.block_type == config.attention_type == "standard":
+    parallel = config.block_kind == "parallel_scaling"
+    if not parallel and config.attention_type == "standard":
         return
     problems = [
         f"{name}={getattr(config, name)!r}"
         for name, default in (
-            ("num_parallel", 1),
             ("rotary_embedding", None),
             ("relative_position_bias", None),
             ("key_bias", True),
             ("attention_inner_norm", False),
             ("mlp_inner_norm", False),
-            *((("mlp", "mlp"), ("block_norm", "pre"), ("remat", False)) if parallel else ()),
+            *((("mlp", "mlp"), ("remat", False)) if parallel else ()),
         )
         if getattr(config, name) != default
     ]
+    if config.block_kind == "parallel":  # differential attention: one branch
+        problems.insert(0, "block_kind='parallel'")
     if problems:
-        kind = "block_type='parallel_scaling'" if parallel else "attention_type='differential'"
+        kind = "block_kind='parallel_scaling'" if parallel else "attention_type='differential'"
         raise ValueError(
             f"{kind} (timm's ParallelScalingBlock / DiffAttention) takes no parallel branches, "
             "rotary embedding, relative position bias, q/v-only biases or attention / MLP inner "
-            f"norms{' and no SwiGLU, post-norm or remat' if parallel else ''}. "
+            f"norms{' and no SwiGLU or remat' if parallel else ''}. "
             f"Received: {', '.join(problems)}"
         )
 
@@ -241,23 +315,23 @@ def check_grouped_query(config, normalize):
                 f"num_heads={config.num_heads}, num_key_value_heads={heads!r}"
             )
     grouped = any(count not in (None, config.num_heads) for count in per_block)
-    standard = config.block_type == config.attention_type == "standard"
-    if grouped and not (standard and config.num_parallel == 1 and
-                        config.rotary_embedding != "mixed"):  # fmt: skip
+    # The one-branch blocks (pre- or post-norm) with standard attention.
+    standard = config.block_kind in ("pre", "post") and config.attention_type == "standard"
+    if grouped and not (standard and config.rotary_embedding != "mixed"):
         raise ValueError(
-            "num_key_value_heads (grouped-query attention) needs the standard block and "
-            "attention, one branch and no mixed RoPE. Received: "
-            f"block_type={config.block_type!r}, attention_type={config.attention_type!r}, "
-            f"num_parallel={config.num_parallel}, rotary_embedding={config.rotary_embedding!r}"
+            "num_key_value_heads (grouped-query attention) needs a one-branch block "
+            "(block_kind 'pre' or 'post'), standard attention and no mixed RoPE. Received: "
+            f"block_kind={config.block_kind!r}, attention_type={config.attention_type!r}, "
+            f"rotary_embedding={config.rotary_embedding!r}"
         )
     if config.attention_only_layer_scale and (
-        config.layer_scale_init_value is None or config.num_parallel > 1 or not standard
+        config.layer_scale_init_value is None or not standard
     ):
         raise ValueError(
-            "attention_only_layer_scale needs layer_scale_init_value, one branch and the "
-            "standard block. Received: "
+            "attention_only_layer_scale needs layer_scale_init_value, a one-branch block and "
+            "standard attention. Received: "
             f"layer_scale_init_value={config.layer_scale_init_value!r}, "
-            f"num_parallel={config.num_parallel}, block_type={config.block_type!r}"
+            f"block_kind={config.block_kind!r}, attention_type={config.attention_type!r}"
         )
 
 
@@ -457,10 +531,10 @@ def check_core(config, normalize):
         check_non_negative_int(config.num_register_tokens, "num_register_tokens"),
     )
     check_activation(config.activation)
-    check_positive_int(config.num_parallel, "num_parallel")
-    if config.num_parallel > 1 and config.relative_position_bias in ("block", "mlp"):
+    parallel = config.block_kind == "parallel"
+    if parallel and config.relative_position_bias in ("block", "mlp"):
         raise ValueError(
-            "num_parallel > 1 takes no per-block relative position bias (timm has none). "
+            "block_kind='parallel' takes no per-block relative position bias (timm has none). "
             f"Received: num_parallel={config.num_parallel}, "
             f"relative_position_bias={config.relative_position_bias!r}"
         )
@@ -470,9 +544,9 @@ def check_core(config, normalize):
                               ("attention_inner_norm", False))
         if getattr(config, name) != default
     ]  # fmt: skip
-    if config.num_parallel > 1 and inner:
+    if parallel and inner:
         raise ValueError(
-            "num_parallel > 1 (timm's ParallelThingsBlock, a ParallelBlock) needs mlp='mlp' "
+            "block_kind='parallel' (timm's ParallelThingsBlock, a ParallelBlock) needs mlp='mlp' "
             f"and no MLP or attention inner norm. Received: num_parallel={config.num_parallel}, "
             f"{', '.join(inner)}"
         )

@@ -81,8 +81,21 @@ relative_position_bias: None, `"block"`, `"shared"`, `"mlp"` or `"mlp_shared"`. 
     BEiT and relpos ViTs have none either). Defaults to None.
 relative_position_mlp_dim: optional int. Hidden width of the `"mlp"` biases; None means timm's
     128 with them. Defaults to None.
-num_parallel: int. Parallel attention and MLP branches in every block (timm's
-    `ParallelThingsBlock`, `*_18x2_*`; `keras_vit.layers.ParallelBlock`). Defaults to 1.
+block_kind: str. The kind of every transformer block, by value: a key of
+    `keras_vit.layers.BLOCK_KINDS`: `"pre"` (`TransformerBlock`, `x + f(LN(x))`, the ViT's),
+    `"post"` (`PostNormBlock`, residual post-norm `x + LN(f(x))`: timm's `ResPostBlock` /
+    `ResPostRelPosBlock` / `EvaBlockPostNorm`, EVA-02 enormous; no LayerScale),
+    `"parallel"` (`ParallelBlock`: `num_parallel` parallel attention and MLP branches, timm's
+    `ParallelThingsBlock`, `*_18x2_*`; no relative position bias, SwiGLU, inner norms or
+    differential attention) or `"parallel_scaling"` (`ParallelScalingBlock`: timm's
+    `ParallelScalingBlock`, ViT-22B's parallel attention and MLP from one norm and one fused
+    input projection, `*_xp_*`, `vit_pwee_*`; with differential attention its fused output
+    projection, timm's `DiffParallelScalingBlock`; no RoPE, relative position bias, q/v-only
+    biases, inner norms, SwiGLU or remat). Earlier versions' `block_norm="post"` and
+    `block_type="parallel_scaling"` still work (deprecated) and mean `"post"` and
+    `"parallel_scaling"`. Defaults to `"pre"`, or `"parallel"` when `num_parallel > 1`.
+num_parallel: int. The branch count of `block_kind="parallel"` (refused above 1 with any other
+    kind). Defaults to 2 with `"parallel"`, else 1.
 mlp: `"mlp"` (dense, activation, dense) or `"swiglu"` (gated SiLU MLP of hidden width
     `mlp_dim`, `keras_vit.layers.SwiGLU`: EVA-02). Defaults to `"mlp"`.
 mlp_inner_norm: bool. A norm on the MLP's hidden activations before its output projection:
@@ -106,15 +119,6 @@ rotary_temperature, rotary_reference_grid, rotary_grid_offset, rotary_normalize_
     positions (`rope_grid_offset`), and with `"dinov3"` whether the patch centres are divided
     by each axis's size (`"separate"`) or by the `"min"` / `"max"` of both (DINOv3's
     `normalize_coords`). Default to 10000, None, 0, `"separate"`.
-block_norm: `"pre"` (`x + f(LN(x))`, the ViT's) or `"post"` (residual post-norm:
-    `x + LN(f(x))`, timm's `ResPostBlock` / `ResPostRelPosBlock` / `EvaBlockPostNorm`, EVA-02
-    enormous; no LayerScale or parallel branches with it). Defaults to `"pre"`.
-block_type: `"standard"` or `"parallel_scaling"` (`keras_vit.layers.ParallelScalingBlock`:
-    timm's `ParallelScalingBlock`, ViT-22B's parallel attention and MLP with one fused input
-    projection, `*_xp_*`, `vit_pwee_*`; with differential attention its fused output
-    projection, timm's `DiffParallelScalingBlock`). No parallel branches, RoPE, relative
-    position bias, q/v-only biases, inner norms, SwiGLU, post-norm or remat with it. Defaults
-    to `"standard"`.
 attention_type: `"standard"` or `"differential"` (`keras_vit.layers.DifferentialAttention`:
     timm's `DiffAttention`, `lambda_init` from each block's index; `vit_dwee_*`,
     `vit_dlittle_*`; 2 * `num_heads` must divide `hidden_dim`). Defaults to `"standard"`.

@@ -12,6 +12,7 @@ import keras
 
 from keras_vit.layers import EncoderBlock, MAPHead, PatchEncoder, StdConv2D, TokenPooling
 from keras_vit.layers._quantization import quantized_sublayers
+from keras_vit.layers.block_kinds import kind_of
 from keras_vit.models import encoder as builder
 from keras_vit.models import variants
 from keras_vit.models.config import ViTConfig
@@ -163,8 +164,8 @@ def read_config(model):
         activation=first.activation,
         key_bias=first.key_bias,
         **_relative_position(first, layers.get(builder.RELATIVE_POSITION_BIAS)),
+        block_kind=kind_of(first),
         num_parallel=first.num_parallel,
-        block_norm=first.block_norm,
         name=model.name,
         **({"num_classes": head.units} if head is not None else {}),
         **stem,

@@ -406,7 +406,7 @@ def build_mae_model(variant="B/16", *, image_size=224, num_channels=3, name=None
         "decoder_mlp_dim", "norm_pix_loss", "fixed_position_embedding", "seed",
     )  # fmt: skip
     options = {key: kwargs.pop(key) for key in own if key in kwargs}
-    unknown = sorted(set(kwargs) - set(ViTConfig.field_names()))
+    unknown = sorted(set(kwargs) - set(ViTConfig.argument_names()))
     if unknown:  # a misspelt MAE argument: suggest among both lists
         valid = [*own, *ViTConfig.field_names()]
         raise TypeError(

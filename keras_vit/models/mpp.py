@@ -41,7 +41,7 @@ from keras_vit.layers.patch_targets import (
 )
 from keras_vit.models import variants
 from keras_vit.models._patch_loss import weighted_patches, with_layer_losses
-from keras_vit.models.config import ViTConfig
+from keras_vit.models.config import LEGACY_ARGUMENTS, ViTConfig
 from keras_vit.models.encoder import (
     BLOCK_NAME,
     FINAL_NORM,
@@ -101,7 +101,7 @@ def _encoder_config(variant, image_size, num_channels, encoder_kwargs, name):
             "Masked patch prediction predicts every patch; patch dropout would remove some. "
             f"Received: patch_dropout_rate={encoder_kwargs['patch_dropout_rate']!r}"
         )
-    unknown = sorted(set(encoder_kwargs) - set(ENCODER_KEYS))
+    unknown = sorted(set(encoder_kwargs) - {*ENCODER_KEYS, *LEGACY_ARGUMENTS})
     if unknown:
         raise ValueError(f"Unknown encoder arguments {unknown}. Expected some of {ENCODER_KEYS}.")
     return ViTConfig.from_variant(

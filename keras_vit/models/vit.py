@@ -35,7 +35,7 @@ _OPTIONS = override_defaults(*(group for group in GROUPS if group != "hybrid"))
 
 def ViT(variant="B/16", *, weights=None, **options):
     # The docstring and the signature are generated below, from ViTConfig's fields and docs.
-    unknown = sorted(set(options) - set(ViTConfig.field_names()))
+    unknown = sorted(set(options) - set(ViTConfig.argument_names()))
     if unknown:
         valid = [*ViTConfig.field_names(), "variant", "weights"]
         raise TypeError(

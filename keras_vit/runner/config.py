@@ -42,7 +42,7 @@ def vit_kwargs(config):
     from keras_vit.models.config import ViTConfig
 
     kwargs = dict(config["model_overrides"] or {})
-    kwargs.update({key: config[key] for key in ViTConfig.field_names() if key in config})
+    kwargs.update({key: config[key] for key in ViTConfig.argument_names() if key in config})
     return kwargs
 
 

@@ -231,7 +231,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
     On `query` / `key` / `value`, whose kernels are `(D, heads, D / heads)`, Keras'
     factorisation gives each head its own rank-`rank` update (A `(D, heads, rank)`, B
     `(rank, D / heads)`); on `attention_output`, `mlp_dense_1`, `mlp_dense_2` it is the usual
-    rank-`rank` LoRA. A parallel block (`num_parallel` > 1) gets adapters on the target of
+    rank-`rank` LoRA. A parallel block (`block_kind="parallel"`) gets adapters on the target of
     every branch. On PyTorch the blocks run the Keras layers (not the fused kernels) while
     LoRA is on.
 
@@ -241,7 +241,7 @@ def enable_lora(model, rank, *, targets=DEFAULT_TARGETS, alpha=None):
         targets: sequence of str from `("query", "key", "value", "attention_output",
             "mlp_dense_1", "mlp_dense_2")`, and for SwiGLU blocks (`mlp="swiglu"`)
             `("mlp_gate", "mlp_up", "mlp_down")` instead of the `mlp_dense_*`; the
-            `ParallelScalingBlock`s of `block_type="parallel_scaling"` have `"in_proj"` (the
+            `ParallelScalingBlock`s of `block_kind="parallel_scaling"` have `"in_proj"` (the
             fused MLP-hidden + q/k/v projection) and `"attention_out"` / `"mlp_out"`, or
             `"out_proj"` with differential attention, instead of all of these.
             Defaults to `("query", "value")` (refused on parallel-scaling blocks, which have

@@ -9,7 +9,7 @@ import numbers
 LORA_TARGETS = ("query", "key", "value", "attention_output", "mlp_dense_1", "mlp_dense_2")
 # The projections of a SwiGLU MLP (`mlp="swiglu"`: EVA-02), which has no mlp_dense_1 / _2.
 SWIGLU_TARGETS = ("mlp_gate", "mlp_up", "mlp_down")
-# The Dense layers of a `ParallelScalingBlock` (`block_type="parallel_scaling"`: timm's
+# The Dense layers of a `ParallelScalingBlock` (`block_kind="parallel_scaling"`: timm's
 # ParallelScalingBlock): the fused input projection (MLP hidden, q, k, v), then the attention
 # and MLP output projections, or one fused output projection (`fused_output`: timm's
 # DiffParallelScalingBlock). Such a block has none of `LORA_TARGETS`.

@@ -24,7 +24,7 @@ def unwritten_options(written):
 
     Example:
 
-    >>> "block_type" in unwritten_options({"num_layers", "hidden_dim"})
+    >>> "block_kind" in unwritten_options({"num_layers", "hidden_dim"})
     True
     """
     return tuple(f.name for f in dataclasses.fields(ViTConfig) if f.name not in set(written))

@@ -34,7 +34,7 @@ CASES = {
         "patch_encoder/position_embeddings": (None, None, "model"),
         "head/kernel": ("batch", "model"),  # an unclaimed projection: its 4 outputs split
     }),
-    "post": (dict(block_norm="post"), {
+    "post": (dict(block_kind="post"), {
         "encoderblock_0/mlp_dense_2/kernel": ("model", "batch"),
     }),
     "parallel": (dict(num_parallel=2, layer_scale_init_value=0.1), {
@@ -42,13 +42,13 @@ CASES = {
         "encoderblock_0/mlp_dense_1_1/kernel": ("batch", "model"),
         "encoderblock_0/mlp_dense_2_1/kernel": ("model", "batch"),
     }),
-    "parallel_scaling": (dict(block_type="parallel_scaling"), {
+    "parallel_scaling": (dict(block_kind="parallel_scaling"), {
         "encoderblock_0/in_proj/kernel": ("batch", "model"),
         "encoderblock_0/attention_out/kernel": ("model", "batch"),
         "encoderblock_0/mlp_out/kernel": ("model", "batch"),
     }),
     "parallel_scaling_differential": (
-        dict(block_type="parallel_scaling", attention_type="differential"),
+        dict(block_kind="parallel_scaling", attention_type="differential"),
         {"encoderblock_0/in_proj/kernel": ("batch", "model")},
     ),
     "differential": (dict(attention_type="differential"), {

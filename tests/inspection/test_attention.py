@@ -107,7 +107,7 @@ def test_parallel_scaling_and_differential_attention_maps(attention_type):
     from tests.helpers import to_numpy
 
     model = keras_vit.ViT("mu/8", image_size=16, num_classes=3, num_layers=1,
-                          block_type="parallel_scaling", attention_type=attention_type)  # fmt: skip
+                          block_kind="parallel_scaling", attention_type=attention_type)  # fmt: skip
     images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
     maps = vi.attention_maps(model, images)
     assert maps.shape == (2, 1, 2, 5, 5)  # class token + 2 x 2 patches

@@ -297,7 +297,7 @@ def test_committed_plain_functional_files_load_as_the_model_class(name):
         (dict(relative_position_bias="table"), "relative_position_bias must be one of"),
         (dict(relative_position_mlp_dim=8), "relative_position_mlp_dim needs"),
         (dict(num_parallel=0), "num_parallel"),
-        (dict(num_parallel=2, relative_position_bias="mlp"), "num_parallel > 1 takes no"),
+        (dict(num_parallel=2, relative_position_bias="mlp"), "block_kind='parallel' takes no"),
         (dict(relative_position_bias="block", pooling="gap"), "class_token=False"),
         (dict(relative_position_bias="shared", num_register_tokens=1), "num_register_tokens=1"),
         (dict(relative_position_bias="block", dynamic_image_size=True), "dynamic_image_size"),

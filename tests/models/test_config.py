@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import warnings
 
 import keras
 import numpy as np
@@ -11,7 +12,7 @@ import keras_vit
 from keras_vit.models import legacy, mpp, vit
 from keras_vit.models.config import HYBRID_KWARGS, ViTConfig
 from keras_vit.models.encoder import VisionTransformer, build_model
-from tests.helpers import randomize_weights, to_numpy
+from tests.helpers import backend_independent, randomize_weights, to_numpy
 
 TINY = dict(image_size=32, num_classes=5)
 TINY_STEM = dict(resnet_units=(1, 1), resnet_width=8, resnet_groups=4)
@@ -96,7 +97,7 @@ def test_hybrid_config():
         (dict(pooling="map", map_num_heads=3), "map_num_heads must divide hidden_dim"),
         (dict(final_norm=0), "final_norm must be a bool"),
         (dict(block_norm="mid"), r"block_norm must be one of \('pre', 'post'\)\. .*'mid'"),
-        (dict(block_norm="post", layer_scale_init_value=0.1), "layer_scale_init_value=0.1"),
+        (dict(block_kind="post", layer_scale_init_value=0.1), "layer_scale_init_value=0.1"),
     ],
 )
 def test_validation_errors_name_expected_and_received(kwargs, match):
@@ -133,12 +134,12 @@ def test_to_kwargs_and_field_groups():
     # parallel branches;
     # NaFlex's 4 position-table resize options; the 7 of EVA / EVA-02: mlp, mlp_inner_norm,
     # attention_inner_norm, rotary_embedding and its 3 settings; the 2 of AIMv2: norm,
-    # patch_norm; DINOv3's rotary_normalize_coords; block_norm: residual post-norm blocks;
-    # Perception Encoder's final_norm; block_type and attention_type: timm's
-    # ParallelScalingBlock and differential attention; Sapiens2's num_key_value_heads and
-    # attention_only_layer_scale).
+    # patch_norm; DINOv3's rotary_normalize_coords; Perception Encoder's final_norm;
+    # attention_type: differential attention; Sapiens2's num_key_value_heads and
+    # attention_only_layer_scale; block_kind, which replaced block_norm and block_type in
+    # issue 58).
     assert set(mpp.ENCODER_KEYS) == set(ViTConfig.field_names("size", "encoder"))
-    assert len(mpp.ENCODER_KEYS) == 45  # + patch_dropout_rate (issue 44)
+    assert len(mpp.ENCODER_KEYS) == 44  # + patch_dropout_rate (issue 44), - 1 (issue 58)
     with pytest.raises(ValueError, match="Unknown field groups"):
         ViTConfig.field_names("sizes")
 
@@ -152,6 +153,7 @@ def test_vit_signature_is_the_config():
     for name in params:
         # None in ViT's signature means "the variant table's value" (sizes) or the field default.
         keeps = name in ViTConfig.field_names("size") + ("image_size", "num_classes", "name")
+        keeps = keeps or name in ("block_kind", "num_parallel")  # None: implied (issue 58)
         assert signature[name].default == (None if keeps else fields[name]), name
 
 
@@ -209,7 +211,7 @@ def _same_architecture(a, b):
         # Without a head the class count is not in the model: the default comes back.
         dict(include_top=False, pooling=None, class_token=False, num_classes=1000),
         dict(patch_size=1, **TINY_STEM),
-        dict(block_norm="post", pooling="gap", class_token=False, fc_norm=True),
+        dict(block_kind="post", pooling="gap", class_token=False, fc_norm=True),
     ],
     ids=["default", "gap_head", "options", "tokens", "resnet_stem", "post_norm"],
 )
@@ -276,10 +278,137 @@ def test_std_conv_is_one_registered_class_everywhere():
 def test_block_type_and_attention_type_checks():
     tiny = dict(patch_size=8, num_layers=1, hidden_dim=16, mlp_dim=32, num_heads=2)
     with pytest.raises(ValueError, match="block_type must be one of"):
-        ViTConfig(**tiny, block_type="parallel")
+        ViTConfig(**tiny, block_type="parallel")  # earlier versions' name, still checked
     with pytest.raises(ValueError, match="takes no parallel branches.*num_parallel=2"):
         ViTConfig(**tiny, block_type="parallel_scaling", num_parallel=2)
+    with pytest.raises(ValueError, match="takes no parallel branches.*num_parallel=2"):
+        ViTConfig(**tiny, block_kind="parallel_scaling", num_parallel=2)
     with pytest.raises(ValueError, match="2 \\* num_heads to divide hidden_dim"):
         ViTConfig(**{**tiny, "hidden_dim": 6}, attention_type="differential")
     with pytest.raises(ValueError, match="attention_type='differential'.*rotary_embedding"):
         ViTConfig(**tiny, attention_type="differential", rotary_embedding="eva02")
+
+
+# Issue 58: the block kind is one field, `block_kind`, chosen by value from BLOCK_KINDS;
+# earlier versions' block_type / block_norm (and num_parallel > 1 alone) map onto it.
+MU = dict(image_size=32, num_layers=1)
+
+
+@pytest.mark.parametrize("kind", sorted(keras_vit.layers.BLOCK_KINDS))
+def test_block_kind_chooses_the_block_class_by_value(kind):
+    model = keras_vit.ViT("mu/8", block_kind=kind, **MU)
+    assert type(model.blocks[0]) is keras_vit.layers.BLOCK_KINDS[kind]
+    config = model.config
+    assert config.block_kind == kind and config.num_parallel == (2 if kind == "parallel" else 1)
+    written = config.to_dict()  # what get_config (and a .keras file) carries
+    assert written["block_kind"] == kind and ("num_parallel" in written) == (kind == "parallel")
+    assert not {"block_type", "block_norm"} & set(written)
+    assert ViTConfig.from_dict(written) == config == VisionTransformer.from_config(
+        model.get_config()
+    ).config
+
+
+LEGACY = [
+    (dict(block_norm="post"), dict(block_kind="post")),
+    (dict(block_type="parallel_scaling"), dict(block_kind="parallel_scaling")),
+    (dict(num_parallel=3), dict(block_kind="parallel", num_parallel=3)),
+    (dict(block_norm="pre", block_type="standard", num_parallel=1), dict(block_kind="pre")),
+    (dict(block_norm="pre", num_parallel=2), dict(block_kind="parallel")),
+]
+
+
+@pytest.mark.parametrize("old, new", LEGACY, ids=["post", "scaling", "parallel", "pre", "both"])
+def test_old_keywords_build_the_same_model(old, new):
+    """ViT(block_norm=..., block_type=..., num_parallel=...) still works (block_type and
+    block_norm with a DeprecationWarning): the same config, layers and outputs as block_kind."""
+    warns = {"block_type", "block_norm"} & set(old)
+    with pytest.warns(DeprecationWarning, match="block_kind") if warns else _no_warning():
+        model = keras_vit.ViT("mu/8", **MU, **old)
+    expected = keras_vit.ViT("mu/8", **MU, **new)
+    assert model.config == expected.config
+    _same_architecture(model, expected)
+    randomize_weights(expected)
+    model.set_weights(expected.get_weights())
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    np.testing.assert_array_equal(to_numpy(model(x)), to_numpy(expected(x)))
+
+
+def _no_warning():
+    import contextlib
+
+    @contextlib.contextmanager
+    def strict():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            yield
+
+    return strict()
+
+
+@backend_independent  # configs only: no layer, variable or op is made
+def test_old_config_dicts_read_as_the_same_kind():
+    """The config dicts earlier versions wrote (in every .keras file: block_type, block_norm,
+    num_parallel, no block_kind) read as the same kind, without a warning; the deprecated
+    attributes still read."""
+    base = ViTConfig.from_variant("mu/8", **MU).to_dict()
+    del base["block_kind"]
+    for old, kind, count in (
+        (dict(block_type="standard", block_norm="pre", num_parallel=1), "pre", 1),
+        (dict(block_type="standard", block_norm="post", num_parallel=1), "post", 1),
+        (dict(block_type="standard", block_norm="pre", num_parallel=3), "parallel", 3),
+        (dict(block_type="parallel_scaling", block_norm="pre", num_parallel=1),
+         "parallel_scaling", 1),
+        (dict(num_parallel=2), "parallel", 2),  # before block_norm / block_type existed
+    ):  # fmt: skip
+        with _no_warning():
+            config = ViTConfig.from_dict({**base, **old})
+        assert (config.block_kind, config.num_parallel) == (kind, count)
+        assert ViTConfig.from_dict(config.to_dict()) == config
+        with pytest.warns(DeprecationWarning, match="read block_kind"):
+            assert config.block_norm == ("post" if kind == "post" else "pre")
+        with pytest.warns(DeprecationWarning, match="read block_kind"):
+            assert config.block_type == old.get("block_type", "standard")
+
+
+@backend_independent  # argument checks that refuse before any model is made
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(block_kind="sandwich"),
+         r"block_kind must be one of \(.*'parallel'.*'parallel_scaling'.*'post'.*'pre'.*\)\. "
+         r"Received: block_kind='sandwich'"),
+        (dict(block_kind="post", num_parallel=2),
+         r"block_kind='post' takes no parallel branches.*num_parallel=2"),
+        (dict(block_kind="pre", num_parallel=3), r"block_kind='pre' takes no parallel branch"),
+        (dict(block_kind="parallel", num_parallel=0), "num_parallel must be a positive integer"),
+        (dict(block_kind="post", block_type="parallel_scaling"),
+         r"block_kind='post' contradicts block_type='parallel_scaling'"),
+        (dict(block_kind="parallel_scaling", block_norm="post"),
+         r"block_kind='parallel_scaling' contradicts block_norm='post'"),
+        (dict(block_kind="pre", block_norm="post"), r"block_kind='pre' contradicts block_norm"),
+        (dict(block_type="parallel_scaling", block_norm="post"), "name two block kinds"),
+        (dict(block_norm="post", num_parallel=2), r"block_kind='post' takes no parallel"),
+        (dict(block_kind="parallel", attention_type="differential"), "block_kind='parallel'"),
+        (dict(block_kind="parallel", mlp="swiglu"), r"block_kind='parallel' .*needs mlp='mlp'"),
+    ],
+)  # fmt: skip
+def test_block_kind_refusals(kwargs, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(ValueError, match=match):
+            ViTConfig.from_variant("mu/8", **MU, **kwargs)
+
+
+def test_a_new_parallel_file_round_trips(tmp_path):
+    """A .keras file written now carries block_kind (and num_parallel, which applies) and
+    loads with the same outputs."""
+    model = keras_vit.ViT("mu/8", block_kind="parallel", num_parallel=3, **MU)
+    randomize_weights(model)
+    config = model.get_config()["config"]
+    assert (config["block_kind"], config["num_parallel"]) == ("parallel", 3)
+    path = str(tmp_path / "parallel.keras")
+    model.save(path)
+    loaded = keras_vit.load_model(path)
+    assert loaded.config == model.config and type(loaded.blocks[0]).__name__ == "ParallelBlock"
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)), atol=1e-6)

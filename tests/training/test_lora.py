@@ -265,7 +265,7 @@ def test_merge_lora_gives_plain_model_with_same_outputs(base_weights):
 def test_parallel_scaling_block_targets(attention_type):
     """A ParallelScalingBlock's Dense layers: in_proj, attention_out / mlp_out or out_proj."""
     model = ViT("mu/8", image_size=16, num_classes=3, num_layers=1,
-                block_type="parallel_scaling", attention_type=attention_type)  # fmt: skip
+                block_kind="parallel_scaling", attention_type=attention_type)  # fmt: skip
     randomize_weights(model, seed=4)
     before = to_numpy(model(IMAGES))
     with pytest.raises(ValueError, match="has no LoRA target 'query'; its targets are"):

@@ -103,7 +103,7 @@ def test_quantize_errors_name_expected_and_received():
 @pytest.mark.parametrize(
     "options,count",
     [
-        (dict(block_type="parallel_scaling", attention_type="differential"), 2),  # in, out_proj
+        (dict(block_kind="parallel_scaling", attention_type="differential"), 2),  # in, out_proj
         # DifferentialAttention's q, k, v, out and the MLP's 2: about 10 s on a loaded CPU
         pytest.param(dict(attention_type="differential"), 6, marks=pytest.mark.slow),
     ],

@@ -85,7 +85,7 @@ def _eva02_enormous(g):
         "hidden_dim": 1792,
         "num_layers": 64,
         "num_heads": 16,
-        "block_norm": "post",
+        "block_kind": "post",
         "_qkv_fused": True,
         "_mlp_ratio": 15360 / 1792,
     }

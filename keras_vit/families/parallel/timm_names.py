@@ -23,7 +23,7 @@ __all__ = ["DEFAULT_CLASSES", "FAMILY_SPECS"]
 def _xp(g):
     return {
         **sizes(g["size"], g["patch"]),
-        "block_type": "parallel_scaling",
+        "block_kind": "parallel_scaling",
         "norm": "rmsnorm",  # timm's RmsNorm, epsilon 1e-6
         "qk_norm": True,
         "pre_norm": True,
@@ -48,7 +48,7 @@ def _sbb(g):
         "_mlp_ratio": {"wee": 5.0, "little": 5.6}[g["size"]],  # timm: int(hidden * ratio)
     }
     if "p" in kind:  # vit_pwee / vit_dpwee: 16 blocks
-        args.update(block_type="parallel_scaling", num_layers=16)
+        args.update(block_kind="parallel_scaling", num_layers=16)
     if "d" in kind:
         args["attention_type"] = "differential"
     return args

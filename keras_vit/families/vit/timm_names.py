@@ -72,7 +72,7 @@ def _rpn(g):
     """`vit_base_patch16_rpn_224`: timm's ResPostBlock (residual post-norm, no LayerScale)."""
     return {
         **_sizes("base", 16),
-        "block_norm": "post",
+        "block_kind": "post",
         "class_token": False,
         "pooling": "gap",
         "fc_norm": True,
@@ -96,6 +96,7 @@ def _parallel(g):
     return {
         **_sizes(g["size"], g["patch"]),
         "num_layers": 18,
+        "block_kind": "parallel",
         "num_parallel": 2,
         "layer_scale_init_value": 1e-5,
     }
@@ -201,7 +202,7 @@ def _relpos(g):
         "fc_norm": not (g["shared"] or g["plus"] or g["cls"] == "_cls" or post),
     }
     if post:
-        args["block_norm"] = "post"
+        args["block_kind"] = "post"
     if not g["plus"]:
         args["_qkv_bias"] = False
     if g["shared"]:

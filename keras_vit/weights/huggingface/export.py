@@ -70,14 +70,15 @@ _PLAIN = (
     ("backbone", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
     ("resnet_units", None, "it has no CNN stem (the hybrid ViTHybrid is not read by keras_vit)"),
     ("stem", None, "it has no CNN stem"),
-    ("block_norm", "pre", "its blocks are pre-norm"),
+    ("block_kind", "pre", "its blocks are pre-norm, one attention and one MLP branch "
+     "(keras_vit.layers.TransformerBlock)"),
     ("key_bias", True, "its query, key and value all have biases"),
     ("mlp", "mlp", "its MLP is dense-GELU-dense"),
     ("mlp_inner_norm", False, "its MLP has no inner norm"),
     ("attention_inner_norm", False, "its attention has no inner norm"),
     ("rotary_embedding", None, "it has no rotary position embeddings"),
     ("relative_position_bias", None, "it has no relative position bias"),
-    ("num_parallel", 1, "its blocks have one attention and one MLP branch"),
+    ("num_parallel", 1, "its blocks have one attention and one MLP branch"),  # (block_kind)
     ("num_key_value_heads", None, "its attention has as many key / value heads as queries"),
     ("attention_only_layer_scale", False, "it has no LayerScale"),
     ("naflex", False, "it takes images, not NaFlex patch batches"),

@@ -77,9 +77,10 @@ def _parallel_block(i, config, qkv_bias):
 
 
 def _block(i, config, qkv_bias):
-    if getattr(config, "num_parallel", 1) > 1:
+    kind = getattr(config, "block_kind", "pre")
+    if kind == "parallel":
         return _parallel_block(i, config, qkv_bias)
-    if getattr(config, "block_type", "standard") == "parallel_scaling":
+    if kind == "parallel_scaling":
         return parallel_scaling_table(i, config, qkv_bias)
     key, path = f"blocks.{i}", block(i)
     attention = f"{path}/attention"
@@ -255,7 +256,7 @@ def fills(config, spec):
     fills = {}
     if not any(layout.own_qkv_fills for layout in layouts):
         fills = {} if spec.qkv_bias else L.zero_qkv_biases(config.num_layers)
-        if config.block_type == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
+        if config.block_kind == "parallel_scaling":  # in_proj/bias: see timm_parallel.py
             fills = {}
     for layout in layouts:  # before the patch bias and projections, as before
         if layout.own_qkv_fills and layout.fills:

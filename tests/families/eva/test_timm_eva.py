@@ -204,13 +204,13 @@ def test_every_eva_name_we_read_is_timms_architecture():
             num_register_tokens=model.num_prefix_tokens - int(model.cls_token is not None),
             rotary=model.rope is not None,
             position_embedding=model.pos_embed is not None,
-            block_norm="post" if type(block).__name__ == "EvaBlockPostNorm" else "pre",
+            block_kind="post" if type(block).__name__ == "EvaBlockPostNorm" else "pre",
         )
         ours.update(
             num_register_tokens=config.num_register_tokens,
             rotary=config.rotary_embedding is not None,
             position_embedding=config.position_embedding == "learned",
-            block_norm=config.block_norm,
+            block_kind=config.block_kind,
         )
         assert ours == got, f"{name}: ours {ours}, timm's {got}"
         table = T.timm_name_table(config, spec=spec)

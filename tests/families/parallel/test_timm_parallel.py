@@ -78,7 +78,8 @@ def test_export_timm_refuses_parallel_scaling_blocks():
     from keras_vit.weights.timm.reader import timm_config
 
     for name in ("vit_base_patch16_xp_224", "vit_dwee_patch16_reg1_gap_256"):
-        with pytest.raises(ValueError, match="export_timm cannot write (block|attention)_type"):
+        refused = "export_timm cannot write (block_kind|attention_type)"
+        with pytest.raises(ValueError, match=refused):
             check_timm_expressible(timm_config(name, num_layers=1))
 
 
@@ -119,7 +120,7 @@ def test_every_parallel_name_is_timms_architecture():
             norm={"rmsnorm": "RmsNorm", "layernorm": "LayerNorm"}[config.norm],
             block={("parallel_scaling", True): "DiffParallelScalingBlock",
                    ("parallel_scaling", False): "ParallelScalingBlock"}.get(
-                (config.block_type, differential), "Block"),  # fmt: skip
+                (config.block_kind, differential), "Block"),  # fmt: skip
             attention={"Block": "DiffAttention" if differential else "Attention"}.get(
                 kind, kind
             ),

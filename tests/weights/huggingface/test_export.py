@@ -138,13 +138,14 @@ REFUSED = {
     "no_class_token": (dict(pooling="gap", include_top=False), "class_token=False"),
     # Options transformers' ViT has no form for (were written as a plain ViT, or a KeyError).
     "rotary": (dict(rotary_embedding="eva02"), "rotary_embedding='eva02'"),
-    "post_norm": (dict(block_norm="post"), "block_norm='post'"),
+    "post_norm": (dict(block_kind="post"), "block_kind='post'"),
     "key_bias": (dict(key_bias=False), "key_bias=False"),
     "swiglu": (dict(mlp="swiglu"), "mlp='swiglu'"),
-    "parallel": (dict(num_parallel=2), "num_parallel=2"),
+    "parallel": (dict(num_parallel=2), "block_kind='parallel'"),  # num_parallel > 1 alone
     "naflex": (dict(naflex=True), "naflex=True"),
     # Refused by the allow-list, not a table entry (were a raw KeyError: the deny-list drifted).
-    "parallel_scaling": (dict(block_type="parallel_scaling"), "block_type='parallel_scaling'"),
+    "parallel_scaling": (dict(block_kind="parallel_scaling"),
+                         "block_kind='parallel_scaling'"),
     "differential": (dict(attention_type="differential"), "attention_type='differential'"),
     "position_resize": (dict(position_embedding_antialias=False, dynamic_image_size=True),
                         "dynamic_image_size=True"),
@@ -170,7 +171,7 @@ def test_every_option_is_written_or_refused():
 
     known = set(E._WRITTEN) | {field for field, _, _ in E._PLAIN}
     assert known <= {f.name for f in dataclasses.fields(ViTConfig)}  # no stale names
-    assert "block_type" in unwritten_options(known)
+    assert "attention_type" in unwritten_options(known)
     config = ViTConfig.from_variant("mu/8", image_size=32)
     E.check_huggingface_expressible(config)
     with pytest.raises(ValueError, match="attention_type='differential'.*no form for it"):

@@ -220,8 +220,10 @@ REFUSED = {
     "swiglu": (lambda: ViT("mu/8", image_size=32, mlp="swiglu"), "mlp='swiglu'"),
     "rotary": (lambda: ViT("mu/8", image_size=32, rotary_embedding="eva02"),
                "rotary_embedding='eva02'"),
-    "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "num_parallel=2"),
-    "post_norm": (lambda: ViT("mu/8", image_size=32, block_norm="post"), "block_norm='post'"),
+    "num_parallel": (lambda: ViT("mu/8", image_size=32, num_parallel=2), "block_kind='parallel'"),
+    "post_norm": (lambda: ViT("mu/8", image_size=32, block_kind="post"), "block_kind='post'"),
+    "parallel_scaling": (lambda: ViT("mu/8", image_size=32, block_kind="parallel_scaling"),
+                         "block_kind='parallel_scaling'"),
     "token_gap": (lambda: ViT("mu/8", image_size=32, pooling="token_gap"), "pooling='token_gap'"),
     "sincos_dynamic": (
         lambda: ViT("mu/8", image_size=32, position_embedding="sincos2d",

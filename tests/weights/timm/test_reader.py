@@ -296,7 +296,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             continue
         if spec.extras.get("layout") == "eva":
             continue  # timm's Eva models: tests/families/eva/test_timm_eva.py
-        if spec.arguments.get("block_type") == "parallel_scaling":
+        if spec.arguments.get("block_kind") == "parallel_scaling":
             continue  # (Diff)ParallelScalingBlock: tests/families/parallel/test_timm_parallel.py
         if spec.family.name in ("resnet_d", "mci"):
             continue  # BatchNorm stems: tests/families/stems/test_timm_stems.py
@@ -325,7 +325,8 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             pre_norm=not isinstance(model.norm_pre, identity),
             distillation_token=getattr(model, "dist_token", None) is not None,
             layer_scale=hasattr(block, "ls1") and not isinstance(block.ls1, identity),
-            block_norm="post" if type(block).__name__ == "ResPostBlock" else "pre",
+            block_kind="post" if type(block).__name__ == "ResPostBlock"
+            else "parallel" if num_parallel > 1 else "pre",
             qk_norm=not isinstance(block.attn.q_norm, identity),
             layer_norm_epsilon=block.norm1.eps,
             activation=_activation(block),
@@ -346,7 +347,7 @@ def test_every_timm_name_we_parse_is_timms_architecture():
             pre_norm=args.get("pre_norm", False),
             distillation_token=args.get("distillation_token", False),
             layer_scale=args.get("layer_scale_init_value") is not None,
-            block_norm=args.get("block_norm", "pre"),
+            block_kind=args.get("block_kind", "pre"),
             qk_norm=args.get("qk_norm", False),
             layer_norm_epsilon=args.get("layer_norm_epsilon", 1e-6),
             activation=("silu", False) if args.get("mlp") == "swiglu"
@@ -424,7 +425,7 @@ def test_every_relpos_name_is_timms_architecture():
                 config.fc_norm, config.relative_position_mlp_dim,
                 config.relative_position_bias == "mlp_shared", "cr",
                 (config.hidden_dim,) if config.layer_scale_init_value is not None else None,
-                config.block_norm,
+                config.block_kind,
                 list(config.image_size), spec.num_classes, config.layer_norm_epsilon)  # fmt: skip
         assert got == ours, f"{name}: timm's {got}, ours {ours}"
         table = T.timm_name_table(config, qkv_bias=spec.qkv_bias, patch_bias=spec.patch_bias)
