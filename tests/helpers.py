@@ -13,6 +13,8 @@ import keras
 import numpy as np
 import pytest
 
+from tests.xla_test_flags import with_test_flags
+
 # CI runs the suite once per backend. A test whose code cannot differ by backend (it runs no
 # Keras: argument parsing, name tables, docs text, a subprocess that never imports Keras or names
 # its own backend) is marked so; each use says why. It runs in one backend's run only (the run of
@@ -23,16 +25,13 @@ import pytest
 backend_independent = pytest.mark.backend_independent
 
 
-# The tests' XLA flags (tests/conftest.py): XLA's backend (LLVM) optimisation off, which is most
-# of a tiny program's compile time and nothing of its results' meaning.
-XLA_TEST_FLAGS = "--xla_backend_optimization_level=0"
-
-
 def xla_flags(devices=None):
-    """XLA_FLAGS for a test's JAX subprocess: the tests' flags, and `devices` CPU devices."""
+    """XLA_FLAGS for a test's JAX subprocess: the tests' flags (tests/xla_test_flags.py), and
+    `devices` CPU devices."""
+    flags = with_test_flags()
     if devices is None:
-        return XLA_TEST_FLAGS
-    return f"--xla_force_host_platform_device_count={devices} {XLA_TEST_FLAGS}"
+        return flags
+    return f"--xla_force_host_platform_device_count={devices} {flags}"
 
 
 def to_numpy(x):
