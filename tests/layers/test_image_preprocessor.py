@@ -244,7 +244,9 @@ def test_written_preprocessor_config_gives_the_same_inputs(
 
 
 def test_preprocessor_runs_on_unknown_sizes_in_a_compiled_function():
-    """The resize sizes come from the input's shape at run time (jit / tf.function / torch)."""
+    """The resize sizes come from the input's shape at run time (jit / tf.function / torch):
+    a compiled model with unknown sizes gives the compiled model of the known size's result, and
+    the eager layer's."""
     # A square size, and a non-square one (timm's ResizeKeepRatio: the dynamic ratio as the
     # static one, the smaller of the two).
     for size in (8, (8, 12)):
@@ -253,8 +255,25 @@ def test_preprocessor_runs_on_unknown_sizes_in_a_compiled_function():
         model = keras.Model(inputs, layer(inputs))
         for shape in ((12, 20), (30, 9)):
             image = photo(*shape)[None]
+            known = keras.Input((*shape, 3), dtype="uint8")
             np.testing.assert_allclose(
-                model.predict(image, verbose=0), keras.ops.convert_to_numpy(layer(image)),
+                model.predict(image, verbose=0),
+                keras.Model(known, layer(known)).predict(image, verbose=0), atol=1e-5,
+            )  # fmt: skip
+            # Against eager execution: a uint8 image is rounded after each resize pass (PIL).
+            # On JAX the tests' XLA flags (tests/xla_test_flags.py) let a fused dot round its
+            # last bit unlike eager's standalone dot, so that an exact x.5 can round to either
+            # neighbour there: on JAX against eager on float pixels (no rounding step), and
+            # TensorFlow's graph and PyTorch run eager's kernels, also on uint8.
+            if keras.backend.backend() != "jax":
+                np.testing.assert_allclose(
+                    model.predict(image, verbose=0), keras.ops.convert_to_numpy(layer(image)),
+                    atol=1e-5,
+                )  # fmt: skip
+            pixels = keras.ops.cast(image, "float32")
+            float_model = keras.Model(floats := keras.Input((None, None, 3)), layer(floats))
+            np.testing.assert_allclose(
+                float_model.predict(pixels, verbose=0), keras.ops.convert_to_numpy(layer(pixels)),
                 atol=1e-5,
             )  # fmt: skip
 
