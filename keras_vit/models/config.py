@@ -34,6 +34,7 @@ from keras_vit.models import config_checks as checks
 from keras_vit.models import config_stem_checks as stem_checks
 from keras_vit.models import merger, variants
 from keras_vit.models.arguments import nearest_keys, unknown_keys_message
+from keras_vit.models.block_kind_arguments import block_kind_arguments, legacy_names
 from keras_vit.models.config_checks import (  # noqa: F401  (the option tables, here too)
     MLPS,
     NAFLEX_RESIZE,
@@ -355,7 +356,7 @@ class ViTConfig:
         if isinstance(fields.get("backbone"), dict):
             fields["backbone"] = keras.saving.deserialize_keras_object(fields["backbone"])
         legacy = {name: fields.pop(name) for name in LEGACY_ARGUMENTS if name in fields}
-        fields.update(checks.block_kind_arguments(fields, **legacy))  # no warning: a file
+        fields.update(block_kind_arguments(fields, **legacy))  # no warning: a file
         return cls(**fields)
 
     @classmethod
@@ -443,7 +444,7 @@ _fields_init = ViTConfig.__init__
 @functools.wraps(_fields_init)
 def _legacy_init(self, *, block_type=None, block_norm=None, **fields):
     """The dataclass `__init__`, after `block_kind` / `num_parallel` are decided from the
-    arguments (`checks.block_kind_arguments`: None or absent means "implied"; earlier
+    arguments (`models.block_kind_arguments`: None or absent means "implied"; earlier
     versions' `block_type` / `block_norm` map onto `block_kind`, with a DeprecationWarning)."""
     if block_type is not None or block_norm is not None:
         given = {"block_type": block_type, "block_norm": block_norm}
@@ -454,7 +455,7 @@ def _legacy_init(self, *, block_type=None, block_norm=None, **fields):
             DeprecationWarning,
             stacklevel=2,
         )
-    fields.update(checks.block_kind_arguments(fields, block_type, block_norm))
+    fields.update(block_kind_arguments(fields, block_type, block_norm))
     _fields_init(self, **fields)
 
 
@@ -468,7 +469,7 @@ def _deprecated_read(config, name):
         DeprecationWarning,
         stacklevel=3,
     )
-    return checks.legacy_names(config.block_kind)[name]
+    return legacy_names(config.block_kind)[name]
 
 
 ViTConfig.__doc__ = ViTConfig.__doc__.replace(
