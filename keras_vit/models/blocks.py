@@ -10,21 +10,6 @@ from keras_vit.layers.block_kinds import block_class
 from keras_vit.layers.transformer_block import TransformerBlock
 
 
-def block_kind(config):
-    """The `BLOCK_KINDS` key of `config`'s blocks: its `block_kind` field (declared, defaulted
-    and validated once, in `ViTConfig`; kept for earlier callers of this function).
-
-    Example:
-
-    >>> from keras_vit.models.config import ViTConfig
-    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, block_kind="parallel"))
-    'parallel'
-    >>> block_kind(ViTConfig.from_variant("mu/8", image_size=32, num_parallel=3))
-    'parallel'
-    """
-    return config.block_kind
-
-
 def make_block(config, index, drop_path_rate, name, dtype):
     """Block `index` of `config`: the class `config.block_kind` names, with its options.
 

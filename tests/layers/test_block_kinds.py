@@ -22,7 +22,7 @@ from keras_vit.layers import (
 )
 from keras_vit.layers.attention import portable_path
 from keras_vit.layers.block_kinds import encoder_blocks, register_block_kind
-from keras_vit.models.blocks import block_kind, make_block
+from keras_vit.models.blocks import make_block
 from keras_vit.models.config import ViTConfig
 from tests.helpers import roundtrip_layer, to_numpy
 from tests.layers.test_torch_kernels import (
@@ -66,7 +66,7 @@ def test_registry_by_value():
 )
 def test_make_block_picks_the_class_of_the_kind(options, kind):
     config = ViTConfig.from_variant("mu/8", image_size=16, **options)
-    assert block_kind(config) == kind
+    assert config.block_kind == kind
     block = make_block(config, 0, 0.0, "encoderblock_0", None)
     assert type(block) is BLOCK_KINDS[kind]
 
