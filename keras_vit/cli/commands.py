@@ -349,8 +349,13 @@ def export_format(args):
 
 
 def run_export(args):
-    if not os.path.isfile(args.model):
-        raise FileNotFoundError(f"Model file not found: {args.model!r}. Expected a .keras file.")
+    from keras_vit.distribution.checkpoint_files import is_sharded_checkpoint
+
+    if not (os.path.isfile(args.model) or is_sharded_checkpoint(args.model)):
+        raise FileNotFoundError(
+            f"Model file not found: {args.model!r}. Expected a .keras file or a sharded run's "
+            "checkpoint folder (model.sharded, holding sharded.json)."
+        )
     fmt = export_format(args)
     for dest, formats in F.FORMAT_FLAGS:
         flag = F.flag_name(dest)

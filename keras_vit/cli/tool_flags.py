@@ -112,7 +112,12 @@ FORMAT_FLAGS = (
 
 
 def export_flags(parser):
-    parser.add_argument("model", metavar="MODEL.keras", help="a model saved with model.save()")
+    parser.add_argument(
+        "model",
+        metavar="MODEL.keras",
+        help="a model saved with model.save(), or a sharded run's model.sharded folder (read "
+        "onto one device, one tensor at a time)",
+    )
     parser.add_argument(
         "out",
         metavar="OUT",

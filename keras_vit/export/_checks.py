@@ -9,6 +9,7 @@ import os
 import keras
 
 import keras_vit.saving as saving
+from keras_vit.distribution import checkpoint_files
 from keras_vit.layers._checks import check_bool
 from keras_vit.models.config import ViTConfig, check_not_pretraining_model
 
@@ -51,15 +52,41 @@ def check_model_argument(model):
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise ValueError(
-            "model must be a keras.Model or a path to a .keras file. "
-            f"Received: {type(model).__name__}"
+            "model must be a keras.Model, a path to a .keras file or a sharded checkpoint "
+            f"folder (a sharded run's model.sharded). Received: {type(model).__name__}"
         )
+    if checkpoint_files.is_sharded_checkpoint(model):
+        return check_sharded_checkpoint(model)
     path = saving.check_model_file(model)
     config = saving.archive_config(path)
     check_not_pretraining_model(
         path, "Exporting (keras_vit.export)", class_name=config.get("class_name")
     )
     return path
+
+
+def check_sharded_checkpoint(folder):
+    """Returns a sharded checkpoint folder's path (`keras_vit.distribution.save_sharded`: a
+    sharded run's `model.sharded`) after checking its index, that it holds the model's config
+    and that the model is no pre-training model. Exporting it loads it onto one device, one
+    tensor at a time (`keras_vit.load_model`), in whichever process traces the model.
+
+    Raises:
+        ValueError: a damaged or incomplete checkpoint, one without a model config, or a
+            pre-training model's.
+    """
+    folder = os.fspath(folder)
+    config = checkpoint_files.read_manifest(folder).get("model")
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"The sharded checkpoint {folder!r} holds weights without a model config, so there "
+            "is no model to export: build the model, read the weights with "
+            "keras_vit.distribution.checkpoint.load_sharded(model, folder) and export the model."
+        )
+    check_not_pretraining_model(
+        folder, "Exporting (keras_vit.export)", class_name=config.get("class_name")
+    )
+    return folder
 
 
 load_model = saving.load_model

@@ -321,7 +321,8 @@ def export_litert(
 
     Args:
         model: a `keras.Model` with one image input of fixed size (or a NaFlex
-            model) and one output, or the path of a `.keras` file of one.
+            model) and one output, or the path of a `.keras` file of one or of a
+            sharded checkpoint folder of one (a sharded run's `model.sharded`).
         path: str or path. The `.tflite` file to write.
         quantize: None (float32), `"float16"` (float16 weights),
             `"dynamic_int8"` (dynamic-range: int8 weights) or `"int8"` (full

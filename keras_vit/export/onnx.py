@@ -137,7 +137,8 @@ def export_onnx(
 
     Args:
         model: a `keras.Model` with one image input of fixed size or a NaFlex
-            model, or a path to a `.keras` file of one.
+            model, or a path to a `.keras` file of one or to a sharded checkpoint folder
+            of one (a sharded run's `model.sharded`).
         path: str or path. The `.onnx` file to write.
         overwrite: bool. Replace an existing file. Defaults to False.
         method: `"auto"` or `"subprocess"` (see `export_saved_model`).

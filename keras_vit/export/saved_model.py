@@ -380,7 +380,8 @@ def export_saved_model(
     Args:
         model: a `keras.Model` classifier (built with `include_top=True`, with a
             fixed image size or `dynamic_image_size=True`), or a path to a `.keras`
-            file of one.
+            file of one, or to a sharded checkpoint folder of one (a sharded run's
+            `model.sharded`: read onto one device, one tensor at a time).
         export_dir: str or path. The model folder; with `version`, the SavedModel
             goes to `export_dir/version` (TF Serving's `MODEL_DIR/VERSION`
             layout), else to `export_dir` itself.

@@ -5,7 +5,8 @@ round trip of a model and its optimizer (and of bfloat16 weights), `keras_vit.lo
 the folder (a LoRA model's: the merged model), and the refusals (an existing folder, a user's
 folder where it would be staged, a model that does not fit, a damaged, incomplete or
 contradicting checkpoint: each field of the index and each block), each before anything is
-written or assigned; `--overwrite` removes only a sharded checkpoint's own files.
+written or assigned; `--overwrite` removes only a sharded checkpoint's own files; `keras-vit
+export` and `convert --to timm` of the folder.
 
 On 8 virtual CPU devices (JAX, one child process): a `pretrain` run on a (2, 4) `fsdp_tp` mesh
 interrupted by Ctrl-C after its first epoch's backup (written sharded) resumes on a (4, 2) mesh
@@ -162,6 +163,46 @@ def test_refusals_come_before_anything_changes(trained, tmp_path):
         np.testing.assert_array_equal(a, keras.ops.convert_to_numpy(b))
     with pytest.raises(FileNotFoundError, match="has no sharded.json"):
         load_sharded(deeper, tmp_path)
+
+
+
+def test_export_reads_a_sharded_folder_and_refuses_what_it_cannot_export(trained, tmp_path, capsys):
+    """`keras-vit export model.sharded OUT` (a sharded run's final model, `export_saved_model`
+    underneath): the folder is read onto one device where the model is traced (this process on
+    TensorFlow, the TensorFlow subprocess on JAX and PyTorch) and the SavedModel computes the
+    saved model's logits; `keras-vit convert model.sharded OUT --to timm` writes its state
+    dict. Refused before anything is written: a folder that is no checkpoint,
+    a checkpoint without a model config, a masked autoencoder's (no image-to-logits graph)."""
+    from keras_vit.cli.app import main
+    from keras_vit.export import export_saved_model
+
+    tf = pytest.importorskip("tensorflow", reason="SavedModel export needs TensorFlow")
+    model, folder = trained
+    out = tmp_path / "serving"
+    assert main(["export", str(folder), str(out)]) == 0
+    images = np.random.default_rng(1).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    served = tf.saved_model.load(str(out)).signatures["serving_default"](images=tf.constant(images))
+    expected = keras.ops.convert_to_numpy(model(images, training=False))
+    np.testing.assert_allclose(served["logits"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    timm_file = tmp_path / "timm.safetensors"  # `convert --to timm` of the folder
+    assert main(["convert", str(folder), str(timm_file), "--to", "timm"]) == 0
+    head = keras.ops.convert_to_numpy(model.get_layer("head").kernel)
+    np.testing.assert_array_equal(read_safetensors(timm_file)["head.weight"], head.T)
+
+    capsys.readouterr()
+    assert main(["export", str(tmp_path), str(tmp_path / "a")]) != 0
+    assert "or a sharded run's checkpoint folder (model.sharded" in capsys.readouterr().err
+    bare = _tampered(folder, tmp_path / "bare", manifest=lambda m: m.update(model=None))
+    with pytest.raises(ValueError, match="holds weights without a model config"):
+        export_saved_model(str(bare), tmp_path / "b")
+
+    def autoencoder(manifest):
+        manifest["model"]["class_name"] = "MaskedAutoencoder"
+
+    mae = _tampered(folder, tmp_path / "mae", manifest=autoencoder)
+    with pytest.raises(ValueError, match="Received: a MaskedAutoencoder"):
+        export_saved_model(str(mae), tmp_path / "c")
+    assert not any((tmp_path / name).exists() for name in "abc")
 
 
 PART = "process-00000-of-00001.safetensors"
