@@ -36,9 +36,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TINY = dict(num_layers=1, hidden_dim=48, mlp_dim=96)
 
 
-def documented_commands():
+def documented_commands(sharded=False):
     """`(page, command)` of every `keras-vit finetune ... --init ...` line of the pages' shell
-    blocks (`tests.test_docs.command_lines`: continuations joined, comments dropped)."""
+    blocks (`tests.test_docs.command_lines`: continuations joined, comments dropped); with
+    `sharded`, the lines of sharded runs (`--distribution`) only, else the others."""
     from tests.test_docs import command_lines
 
     found = []
@@ -49,11 +50,11 @@ def documented_commands():
         # data-parallel bf16 run) is not for a test machine; its file is read in
         # tests/cli/test_cli.py::test_every_experiment_file_reads_with_known_keys.
         # A sharded run (`--distribution fsdp|tensor_parallel|fsdp_tp --mesh AxB`) needs JAX on
-        # several devices, not this test's one PyTorch process: left out here (the strategies'
-        # runs are tests/distribution's).
+        # several devices, not this test's one PyTorch process: those lines run in
+        # test_every_documented_sharded_init_command_runs.
         found += [(page, line) for line in lines if line.startswith("keras-vit finetune")
                   and "--init" in line and "--config" not in line
-                  and "--distribution" not in line]  # fmt: skip
+                  and ("--distribution" in line) == sharded]  # fmt: skip
     return found
 
 
@@ -85,8 +86,8 @@ def _shrunk(command, out_root):
     return ["finetune", *shrunk, *run, "--validation-fraction", "0", "--verbose", "0"]
 
 
-def _timm_repo(tmp_path, arch, tag):
-    model = keras_vit.from_timm(arch, num_classes=0, **TINY)
+def _timm_repo(tmp_path, arch, tag, **tiny):
+    model = keras_vit.from_timm(arch, num_classes=0, **(tiny or TINY))
     randomize_weights(model, seed=1)
     path = tmp_path / f"{arch}.safetensors"
     keras_vit.export_timm(model, str(path), config_json=str(tmp_path / f"{arch}.json"))
@@ -175,3 +176,54 @@ def test_every_documented_init_command_runs(tmp_path):
         model = metrics["model"]
         assert metrics["config"]["model"] is None and metrics["config"]["model_overrides"] == {}
         assert model["name"] != "vit_b16", model  # the checkpoint's name, not a fallback's
+
+
+@pytest.mark.slow  # a sharded one-step run on 8 virtual devices in a fresh JAX process
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the command names KERAS_BACKEND=jax")
+def test_every_documented_sharded_init_command_runs(tmp_path):
+    """docs/training.md's `KERAS_BACKEND=jax keras-vit finetune --init <timm name> --distribution
+    fsdp_tp --mesh 4x2` runs as written (shrunk as above) on 8 virtual CPU devices, the name
+    served by the loopback Hub: the model comes from the checkpoint and is saved sharded
+    (`model.sharded`, its tensor-parallel kernels in several blocks), and loads back."""
+    from safetensors import safe_open
+
+    from keras_vit.distribution.checkpoint import read_manifest
+    from tests.helpers import xla_flags
+
+    commands = documented_commands(sharded=True)
+    assert any("--distribution fsdp_tp --mesh 4x2" in c for _, c in commands), commands
+    server = HubServer().start()
+    try:
+        # 16 heads as vit_large's (the model axis of 2 divides them), widths a test can hold.
+        server.add_commit(*_timm_repo(tmp_path, "vit_large_patch16_224", "augreg_in21k",
+                                      num_layers=1, hidden_dim=64, mlp_dim=128))  # fmt: skip
+        argvs = [_shrunk(command, str(tmp_path / "out")) for _, command in commands]
+        (tmp_path / "argv.json").write_text(json.dumps(argvs))
+        env = {**os.environ, "PYTHONPATH": ROOT, "HF_ENDPOINT": server.url,
+               "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1",
+               "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+               "KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)}  # fmt: skip
+        env.pop("HF_HUB_OFFLINE", None)
+        run = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(CLIENT), str(tmp_path / "argv.json")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT")]
+    assert line and json.loads(line[0][len("RESULT") :]) == [0] * len(argvs), run.stderr[-4000:]
+    for argv in argvs:
+        out = argv[argv.index("--out") + 1]
+        with open(os.path.join(out, "metrics.json")) as f:
+            metrics = json.load(f)
+        assert metrics["model"]["name"] != "vit_b16", metrics["model"]
+        assert not os.path.exists(os.path.join(out, "model.keras"))
+        folder = os.path.join(out, "model.sharded")
+        manifest = read_manifest(folder)
+        blocks = []
+        for name in manifest["files"]:
+            with safe_open(os.path.join(folder, name), framework="numpy") as part:
+                blocks += list(part.keys())
+        assert len(blocks) > len(manifest["groups"]["weights"]), "nothing was split"
+        model = keras_vit.load_model(folder)  # one device here
+        assert model.config.hidden_dim == 64 and model.config.num_heads == 16
