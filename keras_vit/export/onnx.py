@@ -10,6 +10,7 @@ from keras_vit.export import _checks, onnx_precision
 from keras_vit.export._tf_subprocess import run_with_tensorflow
 from keras_vit.export.naflex_serving import naflex_config, naflex_inputs
 from keras_vit.export.saved_model import ExportResult
+from keras_vit.export.tf2onnx_memory import collecting_between_optimizers
 
 
 def _check_not_float8(model):
@@ -81,7 +82,8 @@ def _write_onnx(model, path, *, overwrite, precision=None, representative_path=N
     _check_not_float8(model)
 
     def write_float(traced, staged):
-        traced.export(staged, format="onnx", input_signature=signature, verbose=False)
+        with collecting_between_optimizers():  # tf2onnx adapter: one graph copy at a time
+            traced.export(staged, format="onnx", input_signature=signature, verbose=False)
         proto = onnx.load(staged)
         if replace_erfc(proto.graph):  # the exact GELU: an op onnxruntime can run
             onnx.save(proto, staged)
