@@ -321,7 +321,8 @@ def written_by(line):
     if "--out" in rest:
         return rest[rest.index("--out") + 1]
     flags_with_values = {"--from", "--to", "--version", "--quantize", "--representative-data",
-                         "--num-classes", "--model", "--image-size", "--format", "--image"}
+                         "--num-classes", "--model", "--image-size", "--format", "--image",
+                         "--precision"}
     positional, skip = [], False
     for word in rest:
         if skip:
