@@ -9,8 +9,8 @@ copies pile up: exporting ViT-S/16 (88 MB of weights) grew the process by 3.2 GB
 (346 MB) by 12.7 GB (a 14-16 GB peak; killed on a 24 GB machine beside other work), 1.8 GB
 and 6.8 GB with this adapter (benchmarks/RESULTS.md). `collecting_between_optimizers()` makes
 tf2onnx's own optimizers, in their own order, start with a full collection: the dropped copies
-are freed before the next one is made. What tf2onnx writes is unchanged (tests/export/test_onnx.py compares the two graphs and
-their outputs).
+are freed before the next one is made. What tf2onnx writes is unchanged
+(tests/export/test_onnx.py compares the two graphs and their outputs).
 
 Example:
 
