@@ -134,6 +134,23 @@ CLIENT = """
 """
 
 
+def _run_commands(argvs, tmp_path, server, cwd, **env):
+    """Runs `keras-vit` with each of `argvs` in one fresh process (CLIENT) in `cwd`, against the
+    loopback Hub `server` (`env`: more variables); returns `(exit codes, stderr)`."""
+    (tmp_path / "argv.json").write_text(json.dumps(argvs))
+    env = {**os.environ, "PYTHONPATH": ROOT, "HF_ENDPOINT": server.url,
+           "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}  # fmt: skip
+    env.pop("HF_HUB_OFFLINE", None)
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CLIENT), str(tmp_path / "argv.json")],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT")]
+    assert line, run.stderr[-4000:]
+    return json.loads(line[0][len("RESULT") :]), run.stderr
+
+
 @pytest.mark.slow  # ten tiny fine-tuning runs in one fresh process (300 s on 2 busy cores)
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="runs once: torch compiles least")
 def test_every_documented_init_command_runs(tmp_path):
@@ -152,23 +169,12 @@ def test_every_documented_init_command_runs(tmp_path):
         cwd.mkdir()
         _local_files(cwd)
         argvs = [_shrunk(command, str(tmp_path / "out")) for _, command in commands]
-        (tmp_path / "argv.json").write_text(json.dumps(argvs))
-        env = {**os.environ, "PYTHONPATH": ROOT, "HF_ENDPOINT": server.url,
-               "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1",
-               "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # fmt: skip
-        env.pop("HF_HUB_OFFLINE", None)
-        run = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(CLIENT), str(tmp_path / "argv.json")],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=1200,
-        )  # fmt: skip
+        codes, stderr = _run_commands(argvs, tmp_path, server, cwd)
     finally:
         server.stop()
-    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT")]
-    assert line, run.stderr[-4000:]
-    codes = json.loads(line[0][len("RESULT") :])
     failed = [(page, command) for (page, command), code in zip(commands, codes, strict=True)
               if code != 0]  # fmt: skip
-    assert not failed, (failed, run.stderr[-4000:])
+    assert not failed, (failed, stderr[-4000:])
     for argv in argvs:
         out = argv[argv.index("--out") + 1]
         with open(os.path.join(out, "metrics.json")) as f:
@@ -198,20 +204,11 @@ def test_every_documented_sharded_init_command_runs(tmp_path):
         server.add_commit(*_timm_repo(tmp_path, "vit_large_patch16_224", "augreg_in21k",
                                       num_layers=1, hidden_dim=64, mlp_dim=128))  # fmt: skip
         argvs = [_shrunk(command, str(tmp_path / "out")) for _, command in commands]
-        (tmp_path / "argv.json").write_text(json.dumps(argvs))
-        env = {**os.environ, "PYTHONPATH": ROOT, "HF_ENDPOINT": server.url,
-               "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1",
-               "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-               "KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)}  # fmt: skip
-        env.pop("HF_HUB_OFFLINE", None)
-        run = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(CLIENT), str(tmp_path / "argv.json")],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200,
-        )  # fmt: skip
+        codes, stderr = _run_commands(argvs, tmp_path, server, tmp_path,
+                                      KERAS_BACKEND="jax", XLA_FLAGS=xla_flags(8))  # fmt: skip
     finally:
         server.stop()
-    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT")]
-    assert line and json.loads(line[0][len("RESULT") :]) == [0] * len(argvs), run.stderr[-4000:]
+    assert codes == [0] * len(argvs), stderr[-4000:]
     for argv in argvs:
         out = argv[argv.index("--out") + 1]
         with open(os.path.join(out, "metrics.json")) as f:
